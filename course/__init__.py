@@ -1,0 +1,50 @@
+"""How GPUs accelerate backpropagation: the course's package.
+
+The spine every lesson uses:
+
+* devices: :func:`devices`, :func:`gpu_available`, :func:`get_xp`, :func:`to_device`,
+  :func:`to_numpy`, :func:`synchronize`;
+* timing: :func:`benchmark` -> :class:`Timing` (warm-up, repeats, median and spread,
+  CUDA events on a GPU);
+* results: :class:`ResultSet` (JSON with provenance), :func:`load_reference`;
+* shared plots (:mod:`course.plots`) and widgets (:mod:`course.widgets`);
+* the headless report: ``python -m course report``.
+
+One module per lesson, imported on first use (``course.backprop``, ``course.vectorize``,
+``course.throughput``, ``course.scan``, ``course.bppsa``), and the exercise checks in
+``course.check``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .devices import (Device, array_device, check_dtype, check_fits, cpu_info, devices, get_xp,
+                      gpu_available, gpu_info, gpu_unavailable_reason, normalize_device, require_gpu,
+                      synchronize, to_device, to_numpy)
+from .errors import (BadInputError, CourseError, DeviceMemoryError, GPUUnavailableError, ResultsError,
+                     UnsupportedDtypeError)
+from .results import ResultSet, load_reference, provenance, save_reference
+from .timing import Timing, benchmark
+
+__version__ = "0.1.0"
+
+_LAZY = ("hardware", "backprop", "vectorize", "throughput", "scan", "bppsa", "check", "plots",
+         "widgets", "report", "experiments")
+
+__all__ = [
+    "Device", "devices", "cpu_info", "gpu_info", "gpu_available", "gpu_unavailable_reason",
+    "require_gpu", "normalize_device", "get_xp", "array_device", "to_device", "to_numpy",
+    "synchronize", "check_dtype", "check_fits",
+    "Timing", "benchmark",
+    "ResultSet", "provenance", "load_reference", "save_reference",
+    "CourseError", "BadInputError", "GPUUnavailableError", "DeviceMemoryError",
+    "UnsupportedDtypeError", "ResultsError",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'course' has no attribute {name!r}")

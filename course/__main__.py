@@ -1,0 +1,59 @@
+"""Command line: ``python -m course report [--quick] [--out DIR]``, ``python -m course devices``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course",
+                                     description="How GPUs accelerate backpropagation: the course's tools.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="run every registered experiment; write index.html + results.json")
+    rep.add_argument("--out", default="report", help="output folder (default: ./report)")
+    rep.add_argument("--quick", action="store_true", help="small sizes: a few seconds per experiment")
+    rep.add_argument("--only", nargs="*", help="run only these experiments")
+    rep.add_argument("--cpu-only", action="store_true", help="skip the GPU even where one answers")
+    rep.add_argument("--record-reference", action="store_true",
+                     help="on a GPU machine: also store the GPU results in course/reference/")
+    rep.add_argument("--list", action="store_true", help="list the experiments and exit")
+    sub.add_parser("devices", help="describe this machine's devices")
+    args = parser.parse_args(argv)
+
+    if args.command == "devices":
+        from .devices import devices, gpu_unavailable_reason
+
+        for d in devices():
+            print(d)
+        reason = gpu_unavailable_reason()
+        if reason:
+            print(f"No GPU: {reason}")
+        return 0
+
+    from .errors import CourseError
+    from .report import discover, run_report
+
+    if args.list:
+        for name, exp in discover().items():
+            print(f"{exp.lesson}  {name:28s} {exp.title}")
+        return 0
+    try:
+        index = run_report(args.out, quick=args.quick, only=args.only,
+                           devices=["cpu"] if args.cpu_only else None,
+                           record_reference=args.record_reference)
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {index} and {index.parent / 'results.json'}")
+    import json
+
+    failures = json.loads((index.parent / "results.json").read_text())["failures"]
+    if failures:
+        print(f"these experiments failed (see the page): {', '.join(failures)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,444 @@
+"""Which devices this machine has, and how array code reaches them.
+
+The CPU is always there and is driven through NumPy. A GPU counts only when it
+answers a *real* device call through CuPy: importing ``cupy`` succeeds on many
+machines that have no GPU (or no driver), so the probe allocates an array, runs
+a kernel and reads the answer back before it believes a GPU is present.
+
+Array code in the lessons takes a *device* name (``"cpu"`` or ``"gpu"``) and asks
+for its array namespace with :func:`get_xp`; data crosses between host and
+device only through :func:`to_device` / :func:`to_numpy`, so every transfer is
+visible in the code.
+
+>>> import course
+>>> course.devices()[0].kind
+'cpu'
+>>> xp = course.get_xp("cpu")
+>>> float(xp.ones(3).sum())
+3.0
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import BadInputError, DeviceMemoryError, GPUUnavailableError, UnsupportedDtypeError
+
+__all__ = [
+    "Device",
+    "devices",
+    "cpu_info",
+    "gpu_info",
+    "gpu_available",
+    "gpu_unavailable_reason",
+    "require_gpu",
+    "normalize_device",
+    "get_xp",
+    "array_device",
+    "to_device",
+    "to_numpy",
+    "synchronize",
+    "check_dtype",
+    "check_fits",
+    "available_memory",
+]
+
+#: Devices the lessons understand.  ``"cuda"`` is accepted as a synonym of ``"gpu"``.
+DEVICE_NAMES = ("cpu", "gpu")
+
+# FP32 lanes ("CUDA cores") per streaming multiprocessor, by compute capability.
+# Source: the CUDA C++ Programming Guide, table "Throughput of native arithmetic
+# instructions" (32-bit floating-point add/multiply per clock per SM).
+_FP32_LANES_PER_SM = {
+    (6, 0): 64, (6, 1): 128, (6, 2): 128,
+    (7, 0): 64, (7, 2): 64, (7, 5): 64,
+    (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128,
+    (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128, (12, 1): 128,
+}
+
+_SIMD_BITS = [  # widest vector register a numpy-dispatched extension uses
+    ("AVX512F", 512), ("AVX2", 256), ("AVX", 256), ("SSE2", 128),
+    ("ASIMD", 128), ("NEON", 128), ("SVE", 128), ("VSX", 128), ("VX", 128), ("LSX", 128),
+]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device the course can run on.
+
+    Attributes
+    ----------
+    kind : ``"cpu"`` or ``"gpu"``.
+    index : the CUDA device ordinal for a GPU, 0 for the CPU.
+    name : the marketing name (``"NVIDIA H200"``, ``"AMD EPYC 7B13"``).
+    details : everything else that was found out (cores, memory, versions...).
+    """
+
+    kind: str
+    index: int
+    name: str
+    details: dict = field(default_factory=dict, compare=False)
+
+    def __repr__(self) -> str:  # one readable line per device
+        d = self.details
+        if self.kind == "cpu":
+            simd = d.get("simd_width_bits")
+            return (f"Device(cpu: {self.name}, {d.get('logical_cores')} logical cores, "
+                    f"SIMD {simd}-bit, {_gib(d.get('memory_bytes'))} RAM)")
+        return (f"Device(gpu:{self.index}: {self.name}, {d.get('multiprocessors')} SMs, "
+                f"compute capability {d.get('compute_capability')}, "
+                f"{_gib(d.get('memory_bytes'))} memory)")
+
+    @property
+    def label(self) -> str:
+        """Short label for plots: ``"CPU: AMD EPYC (2 cores)"``, ``"GPU: NVIDIA H200"``."""
+        if self.kind == "cpu":
+            return f"CPU: {self.name} ({self.details.get('logical_cores')} cores)"
+        return f"GPU: {self.name}"
+
+
+def _gib(n: Any) -> str:
+    return "?" if not n else f"{n / 2**30:.1f} GiB"
+
+
+# --------------------------------------------------------------------------- CPU
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            import subprocess
+
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"],
+                                 capture_output=True, text=True, timeout=2)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except Exception:
+            pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _numpy_simd() -> tuple[list[str], list[str]]:
+    """(extensions this CPU has, extensions numpy was built to dispatch to)."""
+    mod = None
+    for path in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        try:
+            mod = __import__(path, fromlist=["__cpu_features__"])
+            break
+        except Exception:
+            continue
+    if mod is None:
+        return [], []
+    features = getattr(mod, "__cpu_features__", {}) or {}
+    built = list(getattr(mod, "__cpu_baseline__", [])) + list(getattr(mod, "__cpu_dispatch__", []))
+    present = [k for k, v in features.items() if v]
+    return present, built
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> dict:
+    """Describe the CPU: model, cores, SIMD extensions numpy uses, memory.
+
+    ``simd_used`` lists the extensions that this CPU supports *and* numpy was
+    built to dispatch to at run time: the vector units your numpy code really
+    runs on.  ``simd_width_bits`` is the widest of them and ``float32_lanes``
+    how many float32 numbers one such instruction handles.
+    """
+    present, built = _numpy_simd()
+    used = [f for f in present if f in built or f in ("SSE", "SSE2", "ASIMD", "NEON")]
+    width = 0
+    for feat, bits in _SIMD_BITS:
+        if feat in present:
+            width = max(width, bits)
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = os.cpu_count()
+    return {
+        "model": _cpu_model(),
+        "architecture": platform.machine(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": affinity,
+        "simd_extensions": present,
+        "simd_used": used,
+        "simd_width_bits": width or None,
+        "float32_lanes": (width // 32) if width else None,
+        "memory_bytes": _memory_bytes(),
+    }
+
+
+# --------------------------------------------------------------------------- GPU
+
+def _cupy():
+    """Import cupy, or return None: never raises."""
+    if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
+        return None
+    try:
+        import cupy  # noqa: F401
+    except Exception:
+        return None
+    return cupy
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[tuple[dict, ...], str]:
+    """Find GPUs by real device calls.  Returns (infos, reason-if-none)."""
+    if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
+        return (), "the GPU is switched off by COURSE_DISABLE_GPU"
+    cp = _cupy()
+    if cp is None:
+        return (), "CuPy is not installed"
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver, no device: cupy raises here
+        return (), f"CuPy found no usable CUDA device ({type(exc).__name__}: {exc})"
+    infos = []
+    reason = ""
+    for i in range(count):
+        try:
+            with cp.cuda.Device(i):
+                # A real round trip: allocate, launch a kernel, copy back.
+                if int(cp.arange(8, dtype=cp.int32).sum().get()) != 28:
+                    raise RuntimeError("a test kernel returned a wrong answer")
+                infos.append(_gpu_props(cp, i))
+        except Exception as exc:
+            reason = f"GPU {i} did not answer a device call ({type(exc).__name__}: {exc})"
+    if not infos and not reason:
+        reason = "no CUDA device was found"
+    return tuple(infos), reason
+
+
+def _gpu_props(cp, i: int) -> dict:
+    rt = cp.cuda.runtime
+    p = rt.getDeviceProperties(i)
+    name = p.get("name", b"GPU")
+    name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    cc = (int(p.get("major", 0)), int(p.get("minor", 0)))
+    sms = int(p.get("multiProcessorCount", 0))
+    lanes = _FP32_LANES_PER_SM.get(cc)
+    mem_clock_khz = p.get("memoryClockRate")
+    bus_bits = p.get("memoryBusWidth")
+    if not mem_clock_khz:
+        try:  # CUDA 13 removed it from the properties struct; ask the attribute
+            mem_clock_khz = rt.deviceGetAttribute(36, i)  # cudaDevAttrMemoryClockRate
+        except Exception:
+            mem_clock_khz = None
+    bandwidth = None
+    if mem_clock_khz and bus_bits:
+        bandwidth = 2.0 * mem_clock_khz * 1e3 * bus_bits / 8  # double data rate
+    free, total = cp.cuda.Device(i).mem_info
+    return {
+        "index": i,
+        "name": name,
+        "compute_capability": f"{cc[0]}.{cc[1]}",
+        "multiprocessors": sms,
+        "fp32_lanes_per_sm": lanes,
+        "fp32_lanes": sms * lanes if lanes else None,
+        "warp_size": int(p.get("warpSize", 32)),
+        "clock_mhz": (p.get("clockRate") or 0) / 1e3 or None,
+        "memory_bytes": int(total),
+        "memory_free_bytes": int(free),
+        "memory_bus_bits": bus_bits,
+        "memory_clock_mhz": mem_clock_khz / 1e3 if mem_clock_khz else None,
+        "memory_bandwidth_bytes_per_s": bandwidth,
+        "shared_memory_per_block": p.get("sharedMemPerBlock"),
+        "driver_version": _cuda_version(rt.driverGetVersion()),
+        "runtime_version": _cuda_version(rt.runtimeGetVersion()),
+        "cupy_version": cp.__version__,
+    }
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def gpu_info() -> list[dict]:
+    """Details of every GPU that answered a real device call (empty without one)."""
+    return [dict(d) for d in _probe()[0]]
+
+
+def gpu_available() -> bool:
+    """True when at least one GPU answered a real device call through CuPy.
+
+    Never raises and never hangs: the probe runs once and is cached.
+    """
+    return bool(_probe()[0])
+
+
+def gpu_unavailable_reason() -> str:
+    """Why there is no GPU (empty string when there is one)."""
+    return "" if gpu_available() else _probe()[1]
+
+
+_WHAT_TO_DO = (
+    "On Colab: Runtime > Change runtime type > a GPU (T4 is free), then run the notebook again. "
+    "On your own machine with an NVIDIA GPU: pip install -e '.[cuda12]' (or '.[cuda13]' for a "
+    "CUDA 13 driver). Without a GPU, choose device='cpu'; the plots show reference GPU results "
+    "where they were recorded."
+)
+
+
+def require_gpu() -> None:
+    """Raise :class:`GPUUnavailableError` (saying what to do) unless a GPU answers."""
+    if not gpu_available():
+        raise GPUUnavailableError(f"No GPU is available here: {gpu_unavailable_reason()}. {_WHAT_TO_DO}")
+
+
+def devices() -> list[Device]:
+    """The devices present: always the CPU, then every GPU that really answers.
+
+    >>> [d.kind for d in devices()][:1]
+    ['cpu']
+    """
+    info = cpu_info()
+    out = [Device("cpu", 0, info["model"], dict(info))]
+    for g in gpu_info():
+        out.append(Device("gpu", g["index"], g["name"], g))
+    return out
+
+
+# ------------------------------------------------------------------ array helpers
+
+def normalize_device(device: Any) -> str:
+    """Turn ``"cpu"``, ``"gpu"``, ``"cuda"``, ``"gpu:0"`` or a :class:`Device` into ``"cpu"``/``"gpu"``."""
+    if isinstance(device, Device):
+        return device.kind
+    if not isinstance(device, str):
+        raise BadInputError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    d = device.strip().lower().split(":")[0]
+    if d == "cuda":
+        d = "gpu"
+    if d not in DEVICE_NAMES:
+        raise BadInputError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    return d
+
+
+def get_xp(device: Any = "cpu"):
+    """The array namespace for a device: ``numpy`` for the CPU, ``cupy`` for the GPU.
+
+    Asking for the GPU where none answers raises :class:`GPUUnavailableError`
+    with instructions.
+    """
+    d = normalize_device(device)
+    if d == "cpu":
+        return np
+    require_gpu()
+    return _cupy()
+
+
+def array_device(x: Any) -> str:
+    """``"gpu"`` for a CuPy array, ``"cpu"`` for anything else."""
+    return "gpu" if type(x).__module__.split(".")[0] == "cupy" else "cpu"
+
+
+def to_device(x: Any, device: Any = "cpu", dtype: Any = None):
+    """Copy ``x`` to ``device`` (a no-op when it is already there).  An explicit transfer."""
+    d = normalize_device(device)
+    if d == "cpu":
+        out = to_numpy(x)
+        return out if dtype is None else out.astype(dtype, copy=False)
+    xp = get_xp("gpu")
+    return xp.asarray(x, dtype=dtype)
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """Bring ``x`` back to host memory as a numpy array (an explicit device-to-host copy)."""
+    if array_device(x) == "gpu":
+        return x.get()
+    return np.asarray(x)
+
+
+def synchronize(device: Any = "gpu") -> None:
+    """Wait until all work queued on ``device`` has finished (a no-op for the CPU).
+
+    GPU calls return as soon as the work is *queued*; a timer read before this
+    wait measures the queueing, not the work.
+    """
+    if normalize_device(device) == "gpu" and gpu_available():
+        _cupy().cuda.get_current_stream().synchronize()
+
+
+# ------------------------------------------------------------------ dtypes and sizes
+
+_CPU_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+               "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
+
+
+def check_dtype(dtype: Any, device: Any = "cpu") -> np.dtype:
+    """Return ``numpy.dtype(dtype)`` if ``device`` can hold it; else a clear error.
+
+    ``bfloat16`` has no numpy or CuPy array type; lessons that time bfloat16
+    matrix products do it through a library that has one and say so.
+    """
+    d = normalize_device(device)
+    name = str(getattr(dtype, "__name__", dtype)).lower()
+    if name in ("bfloat16", "bf16"):
+        raise UnsupportedDtypeError(
+            f"dtype {dtype!r}: numpy and CuPy arrays have no bfloat16 type. Use float16 or "
+            "float32 here; the mixed-precision lessons time bfloat16 through PyTorch when it is installed.")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise UnsupportedDtypeError(f"{dtype!r} is not a dtype numpy knows ({exc}); "
+                                    f"try one of {', '.join(_CPU_DTYPES[:3])}") from None
+    if dt.name not in _CPU_DTYPES:
+        raise UnsupportedDtypeError(f"dtype {dt.name!r} is not supported on {d}; "
+                                    f"use one of: {', '.join(_CPU_DTYPES)}")
+    if d == "gpu":
+        require_gpu()
+    return dt
+
+
+def available_memory(device: Any = "cpu") -> int | None:
+    """Bytes that can still be allocated on ``device`` (None if unknown)."""
+    d = normalize_device(device)
+    if d == "gpu":
+        require_gpu()
+        free, _total = _cupy().cuda.Device().mem_info
+        pool = _cupy().get_default_memory_pool()
+        return int(free + pool.free_bytes())
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(re.findall(r"\d+", line)[0]) * 1024
+    except OSError:
+        pass
+    return _memory_bytes()
+
+
+def check_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",
+               fraction: float = 0.5) -> None:
+    """Raise :class:`DeviceMemoryError` if ``nbytes`` exceeds ``fraction`` of free memory.
+
+    Called before a big allocation so that a slider pushed too far gives a
+    message instead of a dead kernel.
+    """
+    if nbytes < 0:
+        raise BadInputError(f"{what}: a size in bytes cannot be negative ({nbytes})")
+    avail = available_memory(device)
+    if avail is not None and nbytes > fraction * avail:
+        raise DeviceMemoryError(
+            f"{what} need {nbytes / 2**30:.2f} GiB, but only {avail / 2**30:.2f} GiB is free on "
+            f"the {normalize_device(device).upper()} (the course uses at most {fraction:.0%} of it). "
+            "Choose a smaller size.")

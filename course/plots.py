@@ -1,0 +1,199 @@
+"""Plot builders the lessons share: timing sweeps, speedups, bars.
+
+Every figure names the device(s) it was measured on in a footer, and results
+recorded elsewhere (reference GPU results) are drawn dashed and labelled
+"recorded on <device>, <date>" so they can never pass for a live measurement.
+
+>>> from course.results import ResultSet
+>>> rs = ResultSet("demo")
+>>> for n in (1, 2, 4):
+...     rs.add(device="cpu", n=n, median_s=1e-3 * n)
+>>> fig = sweep_figure(rs, x="n", y="median_s")
+>>> "Measured live" in fig.texts[-1].get_text()
+True
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Iterable, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from .devices import cpu_info, gpu_info
+from .results import ResultSet
+
+__all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
+           "figure_to_png", "new_figure"]
+
+COLORS = {"cpu": "#1f77b4", "gpu": "#d95f02"}
+
+
+def new_figure(ncols: int = 1, width: float = 9.0, height: float = 3.6) -> tuple[Figure, list]:
+    """A figure with ``ncols`` axes side by side (not registered with pyplot)."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return fig, axes
+
+
+def live_device_text() -> str:
+    """``"CPU: <model> (N cores)"`` plus ``"GPU: <name>"`` for each GPU answering here."""
+    c = cpu_info()
+    parts = [f"CPU: {c['model']} ({c['logical_cores']} cores)"]
+    parts += [f"GPU: {g['name']}" for g in gpu_info()]
+    return " + ".join(parts)
+
+
+def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[ResultSet] = (),
+               extra: str = "") -> None:
+    """Name the devices behind a figure at its foot."""
+    lines = []
+    if live is not None:
+        prov = live.provenance
+        devs = [f"CPU: {prov.get('cpu', {}).get('model', '?')}"]
+        if any(r.get("device") == "gpu" for r in live.records):
+            devs += [f"GPU: {g.get('name')}" for g in prov.get("gpus", [])]
+        lines.append(f"Measured live on {' + '.join(devs)} ({live.date})")
+    else:
+        lines.append(f"Measured live on {live_device_text()}")
+    for ref in references:
+        lines.append(f"Dashed: reference results {ref.label} (not this machine)")
+    if extra:
+        lines.append(extra)
+    fig.text(0.01, 0.0, "\n".join(lines), fontsize=7.5, color="0.35", ha="left", va="top",
+             transform=fig.transFigure)
+
+
+def _series(rs: ResultSet, device: str, x: str, y: str, where: dict | None):
+    recs = [r for r in rs.select(device=device, **(where or {}))
+            if r.get(x) is not None and r.get(y) is not None]
+    recs.sort(key=lambda r: r[x])
+    xs = np.array([r[x] for r in recs], dtype=float)
+    ys = np.array([r[y] for r in recs], dtype=float)
+    lo = hi = None
+    if y == "median_s" and recs and all("q25_s" in r and "q75_s" in r for r in recs):
+        lo = np.array([r["q25_s"] for r in recs], dtype=float)
+        hi = np.array([r["q75_s"] for r in recs], dtype=float)
+    return xs, ys, lo, hi
+
+
+def _device_name(rs: ResultSet, device: str) -> str:
+    if device == "gpu":
+        return rs.gpu_name or "GPU"
+    return rs.cpu_name
+
+
+def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x: str = "n",
+                 y: str = "median_s", xlabel: str | None = None, ylabel: str | None = None,
+                 title: str = "", highlight: float | None = None, speedup: bool = True,
+                 where: dict | None = None, higher_is_better: bool = False,
+                 logy: bool = True) -> Figure:
+    """Log-log plot of ``y`` against ``x`` for each device, plus GPU-over-CPU speedup.
+
+    Parameters
+    ----------
+    live : results measured here (CPU, and GPU when one answers), or None.
+    references : reference result sets; drawn dashed with their "recorded on" label.
+    x, y : record keys.  When ``y`` is ``"median_s"`` the interquartile band is shaded.
+    highlight : an ``x`` value to mark (the slider's current position).
+    speedup : add a right-hand panel with CPU time / GPU time (or GPU rate / CPU rate
+        when ``higher_is_better``), from each source that has both devices.
+    where : extra record filters (``{"dtype": "float32"}``).
+    """
+    fig, axes = new_figure(2 if speedup else 1)
+    ax = axes[0]
+    sources = ([live] if live is not None else []) + list(references)
+    for rs in sources:
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            xs, ys, lo, hi = _series(rs, dev, x, y, where)
+            if not len(xs):
+                continue
+            who = _device_name(rs, dev)
+            label = f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)")
+            ax.plot(xs, ys, ls="--" if ref else "-", marker="o", ms=3.5, color=COLORS[dev],
+                    alpha=0.75 if ref else 1.0, label=label)
+            if lo is not None and not ref:
+                ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
+    ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or ("time per call (s)" if y == "median_s" else y))
+    if highlight is not None:
+        ax.axvline(highlight, color="0.3", lw=1, ls=":")
+    if ax.lines:
+        ax.legend(fontsize=7.5, loc="best")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.set_title(title, fontsize=10)
+    if speedup:
+        speedup_axes(axes[1], sources, x=x, y=y, where=where, higher_is_better=higher_is_better,
+                     xlabel=xlabel, highlight=highlight)
+    add_footer(fig, live, [r for r in references])
+    return fig
+
+
+def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
+                 where: dict | None = None, higher_is_better: bool = False,
+                 xlabel: str | None = None, highlight: float | None = None) -> None:
+    """Draw GPU-over-CPU speedup (from sources that have both devices) on ``ax``."""
+    drawn = False
+    for rs in sources:
+        cx, cy, _, _ = _series(rs, "cpu", x, y, where)
+        gx, gy, _, _ = _series(rs, "gpu", x, y, where)
+        common = np.intersect1d(cx, gx)
+        if not len(common):
+            continue
+        c = np.array([cy[cx == v][0] for v in common])
+        g = np.array([gy[gx == v][0] for v in common])
+        ratio = g / c if higher_is_better else c / g
+        ref = rs.source == "reference"
+        ax.plot(common, ratio, ls="--" if ref else "-", marker="o", ms=3.5, color="k",
+                alpha=0.7 if ref else 1.0,
+                label=f"{rs.gpu_name} vs its host CPU" + (f" ({rs.label})" if ref else " (live)"))
+        drawn = True
+    ax.axhline(1.0, color="0.5", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel("GPU speedup over CPU (×)")
+    ax.grid(True, which="both", alpha=0.25)
+    if highlight is not None:
+        ax.axvline(highlight, color="0.3", lw=1, ls=":")
+    if drawn:
+        ax.set_yscale("log")
+        ax.legend(fontsize=7.5, loc="best")
+        ax.set_title("above 1: the GPU is faster", fontsize=9)
+    else:
+        ax.text(0.5, 0.5, "No GPU here and no reference GPU results\nrecorded for this experiment yet:\n"
+                "no speedup to show. Run on Colab (GPU runtime)\nor a GPU machine to see it.",
+                ha="center", va="center", transform=ax.transAxes, fontsize=8.5, color="0.3")
+        ax.set_yticks([])
+
+
+def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: str = "s",
+               live: ResultSet | None = None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Horizontal bars, one per ``(label, value, device)``; colour by device, value printed."""
+    fig, (ax,) = new_figure(1, height=0.5 + 0.45 * max(len(items), 1))
+    labels = [i[0] for i in items]
+    vals = np.array([i[1] for i in items], dtype=float)
+    colors = [COLORS.get(i[2], "0.5") for i in items]
+    ax.barh(range(len(items)), vals, color=colors)
+    ax.set_yticks(range(len(items)), labels, fontsize=8.5)
+    ax.invert_yaxis()
+    for i, v in enumerate(vals):
+        ax.text(v, i, f" {v:.3g} {unit}", va="center", fontsize=8)
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize=10)
+    ax.margins(x=0.2)
+    add_footer(fig, live, references)
+    return fig
+
+
+def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
+    """Render a figure to PNG bytes and release it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()

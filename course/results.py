@@ -1,0 +1,269 @@
+"""Measurements with their provenance: what was measured, on what, when, with what.
+
+A :class:`ResultSet` is one experiment's records (plain dicts: parameters and
+measured values) plus a *provenance* block naming the CPU model, every GPU that
+answered, driver and runtime versions, library versions and the date.  It is
+stored as JSON (never pickle), written atomically, and validated on load.
+
+**Reference results** are result sets recorded on real GPUs and shipped in
+``course/reference/``.  Plots overlay them, labelled "recorded on <device>,
+<date>", when no GPU is present here.  :func:`save_reference` refuses to write
+one unless its GPU records were measured live on a GPU in this process, so a
+reference can only come from a real GPU run.
+
+>>> rs = ResultSet("demo", params={"sizes": [1, 2]})
+>>> rs.add(device="cpu", n=1, median_s=0.5)
+>>> rs.select(device="cpu")[0]["n"]
+1
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from .devices import cpu_info, gpu_available, gpu_info
+from .errors import ResultsError
+
+__all__ = ["ResultSet", "provenance", "load_reference", "save_reference", "REFERENCE_DIR",
+           "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+_LIBRARIES = ("numpy", "scipy", "matplotlib", "ipywidgets", "numba", "numba-cuda", "cupy",
+              "cupy-cuda12x", "cupy-cuda13x", "torch", "jax", "course")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def provenance(gpu: bool | None = None) -> dict:
+    """Where and with what a measurement is made: date, CPU, GPUs, versions.
+
+    ``gpu=None`` describes the GPUs that answer now; ``False`` leaves them out.
+    """
+    cpu = cpu_info()
+    gpus = gpu_info() if (gpu is None or gpu) else []
+    libs = {name: v for name in _LIBRARIES if (v := _version(name))}
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpu": {k: cpu[k] for k in ("model", "architecture", "logical_cores", "simd_width_bits",
+                                    "memory_bytes")} | {"simd_used": cpu["simd_used"]},
+        "gpus": [{k: g.get(k) for k in ("name", "compute_capability", "multiprocessors",
+                                         "memory_bytes", "driver_version", "runtime_version",
+                                         "memory_bandwidth_bytes_per_s")} for g in gpus],
+        "libraries": libs,
+    }
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, float) and not np.isfinite(v):
+        return None if np.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+@dataclass
+class ResultSet:
+    """One experiment's records and the provenance of the run that made them.
+
+    Attributes
+    ----------
+    experiment : the experiment's registered name (``"matmul_sweep"``).
+    params : the parameters of the whole run (sizes, dtype, ...).
+    records : one dict per measurement; each has at least ``"device"``.
+    provenance : from :func:`provenance`, filled in at creation.
+    notes : free text (e.g. "stopped early by the time budget").
+    """
+
+    experiment: str
+    params: dict = field(default_factory=dict)
+    records: list = field(default_factory=list)
+    provenance: dict = field(default_factory=provenance)
+    notes: list = field(default_factory=list)
+    schema: int = SCHEMA_VERSION
+    source: str = "live"  # "live" or "reference"
+
+    # ------------------------------------------------------------ recording
+    def add(self, **record: Any) -> None:
+        """Append one record (must name its ``device``)."""
+        if "device" not in record:
+            raise ResultsError(f"a record must say which device it was measured on: {record!r}")
+        self.records.append(_jsonable(record))
+
+    def add_timing(self, timing: Any, **params: Any) -> None:
+        """Append a :class:`~course.timing.Timing` with the parameters it was measured at."""
+        self.add(**(timing.as_record() | params))
+
+    def extend(self, other: "ResultSet") -> None:
+        self.records.extend(other.records)
+        self.notes.extend(other.notes)
+
+    # ------------------------------------------------------------ reading
+    def select(self, **where: Any) -> list[dict]:
+        """Records whose fields equal every given value."""
+        return [r for r in self.records if all(r.get(k) == v for k, v in where.items())]
+
+    def column(self, key: str, **where: Any) -> np.ndarray:
+        return np.asarray([r.get(key) for r in self.select(**where)], dtype=float)
+
+    def devices(self) -> list[str]:
+        return sorted({r["device"] for r in self.records})
+
+    @property
+    def gpu_name(self) -> str | None:
+        g = self.provenance.get("gpus") or []
+        return g[0].get("name") if g else None
+
+    @property
+    def date(self) -> str:
+        return str(self.provenance.get("date", ""))[:10]
+
+    @property
+    def cpu_name(self) -> str:
+        return str(self.provenance.get("cpu", {}).get("model", "CPU"))
+
+    @property
+    def label(self) -> str:
+        """``"recorded on NVIDIA H200, 2026-11-22"`` for a reference; the live device otherwise."""
+        if self.source == "reference":
+            return f"recorded on {self.gpu_name or self.cpu_name}, {self.date}"
+        return f"measured live on {self.gpu_name or self.cpu_name}, {self.date}"
+
+    # ------------------------------------------------------------ (de)serialising
+    def to_dict(self) -> dict:
+        return {"schema": self.schema, "experiment": self.experiment, "params": _jsonable(self.params),
+                "provenance": _jsonable(self.provenance), "notes": list(self.notes),
+                "records": self.records}
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "live") -> "ResultSet":
+        rs = cls(experiment=d.get("experiment", ""), params=d.get("params", {}),
+                 records=list(d.get("records", [])), provenance=d.get("provenance", {}),
+                 notes=list(d.get("notes", [])), schema=d.get("schema", -1), source=source)
+        rs.validate()
+        return rs
+
+    def validate(self) -> None:
+        """Raise :class:`ResultsError` saying what is wrong, or return None."""
+        if self.schema != SCHEMA_VERSION:
+            raise ResultsError(f"results schema {self.schema!r} is not {SCHEMA_VERSION}; "
+                               "re-record them with this version of the course")
+        if not isinstance(self.experiment, str) or not self.experiment:
+            raise ResultsError("results have no experiment name")
+        prov = self.provenance
+        for key in ("date", "cpu", "libraries", "gpus"):
+            if key not in prov:
+                raise ResultsError(f"results for {self.experiment!r} lack provenance field {key!r}")
+        if not isinstance(self.records, list):
+            raise ResultsError(f"records of {self.experiment!r} must be a list")
+        for i, r in enumerate(self.records):
+            if not isinstance(r, dict) or "device" not in r:
+                raise ResultsError(f"record {i} of {self.experiment!r} does not name its device: {r!r}")
+            if r["device"] == "gpu" and not prov["gpus"]:
+                raise ResultsError(f"record {i} of {self.experiment!r} is a GPU record, but the "
+                                   "provenance names no GPU")
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write JSON atomically (a temporary file, then a rename): never half-written."""
+        self.validate()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=False, allow_nan=False)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, source: str = "live") -> "ResultSet":
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ResultsError(f"no results file at {path}") from None
+        except json.JSONDecodeError as exc:
+            raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+        if not isinstance(d, dict):
+            raise ResultsError(f"{path} does not hold a result set")
+        return cls.from_dict(d, source=source)
+
+
+def load_reference(experiment: str, directory: str | os.PathLike | None = None) -> list[ResultSet]:
+    """Reference result sets recorded on real GPUs for ``experiment`` (maybe none).
+
+    Files are ``<directory>/<experiment>__<gpu>.json``; a malformed file is
+    skipped with a warning rather than breaking a lesson.
+    """
+    directory = Path(directory) if directory is not None else REFERENCE_DIR
+    out = []
+    for p in sorted(directory.glob(f"{experiment}__*.json")):
+        try:
+            rs = ResultSet.load(p, source="reference")
+        except ResultsError as exc:
+            import warnings
+
+            warnings.warn(f"skipping reference file {p.name}: {exc}", stacklevel=2)
+            continue
+        if rs.experiment == experiment:
+            out.append(rs)
+    return out
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in s).strip("-").lower() or "gpu"
+
+
+def save_reference(rs: ResultSet, directory: str | os.PathLike | None = None) -> Path:
+    """Store ``rs`` as a reference result in ``course/reference/``.
+
+    Refuses unless a GPU answers in this process, ``rs`` holds GPU records and its
+    provenance names that GPU: references come only from real GPU runs.
+    """
+    if not gpu_available():
+        raise ResultsError("reference results can only be recorded on a machine where a GPU answers")
+    if not rs.select(device="gpu"):
+        raise ResultsError(f"{rs.experiment!r} has no GPU records; nothing to record as a reference")
+    live = {g["name"] for g in gpu_info()}
+    if rs.gpu_name not in live:
+        raise ResultsError(f"{rs.experiment!r} names GPU {rs.gpu_name!r}, which is not this machine's")
+    directory = Path(directory) if directory is not None else REFERENCE_DIR
+    return rs.save(directory / f"{rs.experiment}__{_slug(rs.gpu_name)}.json")
+
+
+def merge(sets: Iterable[ResultSet]) -> list[dict]:
+    """All result sets as one JSON-ready list (for a report's results.json)."""
+    return [s.to_dict() | {"source": s.source} for s in sets]

@@ -1,0 +1,213 @@
+"""An honest stopwatch for CPU and GPU code.
+
+Two traps make naive timings lie, and :func:`benchmark` avoids both.
+
+**Warm-up.** The first call of a function pays for things later calls do not:
+compiling a GPU kernel (CuPy compiles on first use and caches), loading a BLAS
+library, allocating and touching memory, waking a GPU from its power-saving
+clocks, filling the CPU's caches.  Timing it tells you about start-up, not about
+the operation.  So a few un-timed warm-up calls run first.
+
+**Asynchrony.** A CuPy call returns as soon as its kernel is *queued* on the GPU,
+usually long before it finishes.  ``perf_counter`` around it measures the few
+microseconds of queueing.  On a GPU, :func:`benchmark` records a CUDA event on
+the current stream before and after the call and waits for the second event,
+so the GPU itself reports how long the work took (as
+``cupyx.profiler.benchmark`` does for its GPU times).
+
+Times vary from run to run (other processes, turbo clocks, caches), so it
+repeats the call and reports the **median** with the spread (the 25th and 75th
+percentiles), never a single number.  A time **budget** stops the repeats early,
+which keeps interactive widgets responsive; the result says when that happened.
+
+>>> import time
+>>> t = benchmark(time.sleep, 0.01, repeat=5)
+>>> abs(t.median - 0.01) < 0.002
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .devices import _cupy, normalize_device, require_gpu
+from .errors import BadInputError
+
+__all__ = ["Timing", "benchmark"]
+
+
+@dataclass
+class Timing:
+    """Timings of repeated calls of one function on one device.
+
+    Attributes
+    ----------
+    samples : per-call times in seconds (warm-up calls excluded).
+    device : ``"cpu"`` or ``"gpu"``.
+    name : what was timed.
+    warmup : warm-up calls actually made.
+    stopped_early : True when the time budget cut the repeats short.
+    budget_s : the budget that applied (None for none).
+    """
+
+    samples: np.ndarray
+    device: str = "cpu"
+    name: str = ""
+    warmup: int = 0
+    stopped_early: bool = False
+    budget_s: float | None = None
+    host_samples: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def median(self) -> float:
+        """Median time per call, in seconds."""
+        return float(np.median(self.samples))
+
+    @property
+    def q25(self) -> float:
+        return float(np.percentile(self.samples, 25))
+
+    @property
+    def q75(self) -> float:
+        return float(np.percentile(self.samples, 75))
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range (q75 - q25), in seconds: how much the runs disagree."""
+        return self.q75 - self.q25
+
+    @property
+    def min(self) -> float:
+        return float(np.min(self.samples))
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.samples))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.samples))
+
+    @property
+    def repeat(self) -> int:
+        return int(len(self.samples))
+
+    def as_record(self) -> dict:
+        """A JSON-ready dict: median, quartiles, min, count, device, early stop."""
+        return {
+            "device": self.device,
+            "median_s": self.median,
+            "q25_s": self.q25,
+            "q75_s": self.q75,
+            "min_s": self.min,
+            "repeat": self.repeat,
+            "stopped_early": bool(self.stopped_early),
+        }
+
+    def __repr__(self) -> str:
+        early = ", stopped early by its budget" if self.stopped_early else ""
+        return (f"Timing({self.name or 'fn'} on {self.device}: median {_fmt(self.median)} "
+                f"[IQR {_fmt(self.q25)} – {_fmt(self.q75)}] over {self.repeat} runs{early})")
+
+
+def _fmt(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} µs"
+    return f"{s * 1e9:.3g} ns"
+
+
+def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, repeat: int = 7,
+              budget_s: float | None = None, name: str | None = None, **kwargs: Any) -> Timing:
+    """Time ``fn(*args, **kwargs)`` on ``device``: warm-up, repeats, median and spread.
+
+    Parameters
+    ----------
+    fn : the function to time.  Its arguments must already live on ``device``.
+    device : ``"cpu"`` (wall clock, ``time.perf_counter``) or ``"gpu"`` (CUDA events on
+        the current stream, then a synchronize).
+    warmup : un-timed calls first (compilation, clocks, caches).  0 allowed.
+    repeat : timed calls wanted (at least 1).
+    budget_s : seconds the whole measurement may take, warm-up included.  When the
+        budget is spent no further call starts (one timed call always runs), and the
+        result's ``stopped_early`` is True.  ``None``: no budget.
+    name : a label for the result (defaults to the function's name).
+
+    Returns
+    -------
+    Timing : ``.samples`` (seconds), ``.median``, ``.spread`` (IQR), ``.q25``, ``.q75``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.ones((64, 64), dtype=np.float32)
+    >>> benchmark(np.matmul, a, a, repeat=3).repeat
+    3
+    """
+    if not callable(fn):
+        raise BadInputError(f"benchmark needs a function to call, got {type(fn).__name__} {fn!r}")
+    dev = normalize_device(device)
+    if not isinstance(repeat, (int, np.integer)) or repeat < 1:
+        raise BadInputError(f"repeat must be a whole number >= 1, got {repeat!r}")
+    if not isinstance(warmup, (int, np.integer)) or warmup < 0:
+        raise BadInputError(f"warmup must be a whole number >= 0, got {warmup!r}")
+    if budget_s is not None:
+        if not isinstance(budget_s, (int, float)) or math.isnan(budget_s) or budget_s <= 0:
+            raise BadInputError(
+                f"budget_s must be a positive number of seconds (or None for no budget), got {budget_s!r}")
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+
+    if dev == "gpu":
+        require_gpu()
+        cp = _cupy()
+        stream = cp.cuda.get_current_stream()
+        start_ev, end_ev = cp.cuda.Event(), cp.cuda.Event()
+
+        def call_once() -> tuple[float, float]:
+            t0 = time.perf_counter()
+            start_ev.record(stream)
+            fn(*args, **kwargs)
+            end_ev.record(stream)
+            end_ev.synchronize()
+            t1 = time.perf_counter()
+            return cp.cuda.get_elapsed_time(start_ev, end_ev) / 1e3, t1 - t0
+    else:
+        def call_once() -> tuple[float, float]:
+            t0 = time.perf_counter()
+            fn(*args, **kwargs)
+            t = time.perf_counter() - t0
+            return t, t
+
+    began = time.perf_counter()
+
+    def over_budget() -> bool:
+        return budget_s is not None and time.perf_counter() - began >= budget_s
+
+    done_warmup = 0
+    for _ in range(int(warmup)):
+        call_once()
+        done_warmup += 1
+        if over_budget():
+            break
+
+    samples, host = [], []
+    stopped = False
+    for i in range(int(repeat)):
+        if i > 0 and over_budget():
+            stopped = True
+            break
+        dev_t, host_t = call_once()
+        samples.append(dev_t)
+        host.append(host_t)
+
+    return Timing(samples=np.asarray(samples, dtype=np.float64), device=dev, name=label,
+                  warmup=done_warmup, stopped_early=stopped, budget_s=budget_s,
+                  host_samples=np.asarray(host, dtype=np.float64))
