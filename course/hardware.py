@@ -1,0 +1,166 @@
+"""Lesson 00: what this machine has, and a first live CPU-vs-GPU experiment.
+
+* :func:`hardware_summary` puts the CPU and each GPU side by side: cores and
+  SIMD lanes against multiprocessors and FP32 lanes, memory, and memory
+  bandwidth as the vendor states it (GPUs) next to what a copy achieves here.
+* :func:`copy_bandwidth` measures the bandwidth a large array copy reaches: the
+  physical limit for every operation that only streams data (lessons 02-04).
+* :func:`matmul_sweep` times a square matrix product against its size on each
+  device and reports seconds and GFLOP/s.
+
+>>> bw = copy_bandwidth("cpu", nbytes=2**20, repeat=3)
+>>> bw["bytes_per_s"] > 0
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .devices import (check_dtype, check_fits, cpu_info, get_xp, gpu_available, gpu_info,
+                      normalize_device, synchronize)
+from .errors import BadInputError
+from .results import ResultSet
+from .timing import benchmark
+
+__all__ = ["VENDOR_BANDWIDTH_GBPS", "copy_bandwidth", "matmul_flops", "time_matmul", "matmul_sweep",
+           "hardware_summary", "hardware_html", "DEFAULT_SIZES"]
+
+#: Peak memory bandwidth in GB/s as the vendors' data sheets state it (HBM/GDDR).
+VENDOR_BANDWIDTH_GBPS = {
+    "Tesla T4": 320, "Tesla V100": 900, "Tesla P100": 732, "A10G": 600, "L4": 300,
+    "A100-SXM4-40GB": 1555, "A100-SXM4-80GB": 2039, "A100-PCIE-40GB": 1555, "A100 80GB PCIe": 1935,
+    "H100 80GB HBM3": 3350, "H100 PCIe": 2000, "H100 NVL": 3900, "H200": 4800, "RTX 2070": 448,
+    "RTX 2080 Ti": 616, "RTX 3090": 936, "RTX 4090": 1008, "L40S": 864,
+}
+
+DEFAULT_SIZES = tuple(2 ** k for k in range(4, 11))  # 16 ... 1024
+
+
+def _vendor_bandwidth(name: str) -> float | None:
+    for key, gbps in VENDOR_BANDWIDTH_GBPS.items():
+        if key.lower() in name.lower():
+            return gbps * 1e9
+    return None
+
+
+def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
+                   budget_s: float | None = 2.0) -> dict:
+    """Measure the bandwidth of copying one array into another on ``device``.
+
+    Each copy reads ``nbytes`` and writes ``nbytes``, so the rate counts
+    ``2 * nbytes`` per copy, the convention of the STREAM benchmark's "Copy".
+    The destination is preallocated (``numpy.copyto`` / CuPy's ``copyto``), so no
+    allocation is timed.  Returns ``{"bytes_per_s", "gb_per_s", "nbytes", "timing"}``.
+    """
+    dev = normalize_device(device)
+    nbytes = int(nbytes)
+    if nbytes < 4:
+        raise BadInputError(f"nbytes must be at least 4, got {nbytes}")
+    check_fits(2 * nbytes, dev, what=f"two arrays of {nbytes / 2**20:.0f} MiB")
+    xp = get_xp(dev)
+    n = nbytes // 4
+    src = xp.ones(n, dtype=xp.float32)
+    dst = xp.empty_like(src)
+    t = benchmark(xp.copyto, dst, src, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                  name="copy")
+    del src, dst
+    rate = 2 * n * 4 / t.median
+    return {"device": dev, "bytes_per_s": rate, "gb_per_s": rate / 1e9, "nbytes": n * 4, "timing": t}
+
+
+def matmul_flops(n: int) -> float:
+    """Floating-point operations of an n×n by n×n product: n² outputs × n multiply-adds × 2."""
+    return 2.0 * n ** 3
+
+
+def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
+                budget_s: float | None = 0.5, seed: int = 0):
+    """Time ``a @ b`` for two random n×n matrices on ``device``; returns a :class:`~course.timing.Timing`."""
+    dev = normalize_device(device)
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise BadInputError(f"matrix size n must be a whole number >= 1, got {n!r}")
+    dt = check_dtype(dtype, dev)
+    check_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
+    xp = get_xp(dev)
+    rng = np.random.default_rng(seed)
+    a = xp.asarray(rng.standard_normal((n, n)).astype(dt))
+    b = xp.asarray(rng.standard_normal((n, n)).astype(dt))
+    out = xp.empty((n, n), dtype=dt)
+    synchronize(dev)
+    return benchmark(xp.matmul, a, b, out=out, device=dev, warmup=2, repeat=repeat,
+                     budget_s=budget_s, name=f"matmul {n}")
+
+
+def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
+                 devices: Sequence[str] | None = None, repeat: int = 5,
+                 budget_s: float | None = 0.25, progress: Callable | None = None) -> ResultSet:
+    """Matrix product time and GFLOP/s against size on each device.
+
+    ``devices`` defaults to the CPU plus the GPU when one answers.  Each size gets
+    at most ``budget_s`` seconds of measuring.
+    """
+    sizes = [int(s) for s in sizes]
+    if not sizes:
+        raise BadInputError("matmul_sweep needs at least one size")
+    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    dt = check_dtype(dtype, "cpu")
+    rs = ResultSet("matmul_sweep", params={"sizes": sizes, "dtype": dt.name, "devices": devs,
+                                           "repeat": repeat, "budget_s": budget_s})
+    jobs = [(d, n) for d in devs for n in sizes]
+    it = progress(jobs, total=len(jobs), desc="matmul sweep") if progress else jobs
+    for d, n in it:
+        t = time_matmul(n, dt, d, repeat=repeat, budget_s=budget_s)
+        rs.add_timing(t, n=n, dtype=dt.name, gflops=matmul_flops(n) / t.median / 1e9)
+    return rs
+
+
+def hardware_summary() -> list[dict]:
+    """One row per device: cores and lanes, clock, memory, bandwidth (vendor figure and source)."""
+    c = cpu_info()
+    rows = [{
+        "device": "CPU", "name": c["model"],
+        "cores": f"{c['logical_cores']} logical cores",
+        "lanes": (f"{c['float32_lanes']} float32 lanes per SIMD instruction "
+                  f"({c['simd_width_bits']}-bit)" if c["float32_lanes"] else "unknown SIMD width"),
+        "parallel_lanes": (c["logical_cores"] or 1) * (c["float32_lanes"] or 1),
+        "memory_gib": (c["memory_bytes"] or 0) / 2**30,
+        "vendor_bandwidth_gbps": None,
+        "simd_used": ", ".join(c["simd_used"]),
+    }]
+    for g in gpu_info():
+        bw = g.get("memory_bandwidth_bytes_per_s") or _vendor_bandwidth(g["name"])
+        rows.append({
+            "device": f"GPU {g['index']}", "name": g["name"],
+            "cores": f"{g['multiprocessors']} streaming multiprocessors",
+            "lanes": (f"{g['fp32_lanes_per_sm']} FP32 lanes per SM, warps of {g['warp_size']}"
+                      if g.get("fp32_lanes_per_sm") else f"warps of {g['warp_size']}"),
+            "parallel_lanes": g.get("fp32_lanes") or g["multiprocessors"] * 64,
+            "memory_gib": g["memory_bytes"] / 2**30,
+            "vendor_bandwidth_gbps": bw / 1e9 if bw else None,
+            "simd_used": f"compute capability {g['compute_capability']}",
+        })
+    return rows
+
+
+def hardware_html(rows: list[dict] | None = None, measured_cpu_gbps: float | None = None) -> str:
+    """The summary as an HTML table for the notebook."""
+    import html
+
+    rows = rows or hardware_summary()
+    head = ("<tr><th>device</th><th>name</th><th>cores</th><th>lanes</th>"
+            "<th>float32 lanes in flight</th><th>memory</th><th>bandwidth</th></tr>")
+    body = []
+    for r in rows:
+        if r["vendor_bandwidth_gbps"]:
+            bw = f"{r['vendor_bandwidth_gbps']:.0f} GB/s (vendor figure)"
+        elif r["device"] == "CPU" and measured_cpu_gbps:
+            bw = f"{measured_cpu_gbps:.1f} GB/s (measured copy here; no vendor figure known)"
+        else:
+            bw = "not known"
+        body.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+            r["device"], r["name"], r["cores"], r["lanes"], f"{r['parallel_lanes']:,}",
+            f"{r['memory_gib']:.1f} GiB", bw)) + "</tr>")
+    return f"<table>{head}{''.join(body)}</table>"
