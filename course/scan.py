@@ -1,0 +1,436 @@
+"""Lesson 04: prefix sums (scans) three ways -- sequential, Hillis-Steele, Blelloch.
+
+A *scan* combines every prefix of a sequence with an associative operator ``op``:
+
+* exclusive: ``out[i] = x[0] op x[1] op ... op x[i-1]`` and ``out[0] = identity``;
+* inclusive: ``out[i] = x[0] op x[1] op ... op x[i]``.
+
+The sequential loop needs n dependent steps.  Because ``op`` is associative, the
+brackets can be moved freely, and a balanced tree of combinations needs only
+about log2(n) *levels*; all combinations inside one level are independent, so each
+level is ONE vectorized call of ``op`` over all its pairs (SIMD lanes on a CPU,
+threads on a GPU).
+
+Operator contract (used by every function here)
+------------------------------------------------
+``op(a, b)`` receives two *stacks* of elements, ``a`` and ``b`` of shape
+``(m, *elem_shape)``, and returns the stack of the ``m`` pairwise combinations.
+``a`` always holds the EARLIER (left) elements and ``b`` the LATER (right) ones,
+so non-commutative operators (matrix products, composition of maps) come out in
+the order of the sequence.  ``op`` must be associative; it need not be commutative.
+:func:`check_associative` tests that on samples.  A non-associative ``op`` (for
+example subtraction, or averaging) gives a result that depends on the bracketing,
+so the tree scans and the sequential scan then disagree: that is documented
+behaviour, not a bug.
+
+Ready operators: :func:`add`, :func:`maximum`, :func:`matmul`, :func:`affine`;
+:func:`identity_for` returns the identity element of each.
+
+>>> import numpy as np
+>>> from course.scan import blelloch_scan, sequential_scan
+>>> blelloch_scan(np.array([3, 1, 7, 0, 4, 1, 6, 3]))
+array([ 0,  3,  4, 11, 11, 15, 16, 22])
+>>> blelloch_scan(np.array([3, 1, 7]), exclusive=False)
+array([ 3,  4, 11])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .devices import array_device, get_xp
+from .errors import BadInputError
+
+__all__ = [
+    "add", "maximum", "matmul", "affine", "affine_apply", "identity_for", "OPERATORS",
+    "sequential_scan", "hillis_steele_scan", "blelloch_scan", "SCANS",
+    "ScanTrace", "Level", "blelloch_levels", "operation_counts", "check_associative",
+]
+
+Op = Callable[[Any, Any], Any]
+
+
+# ------------------------------------------------------------------ operators
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else get_xp(array_device(a))
+
+
+def add(a, b):
+    """Elementwise sum of two stacks; identity 0."""
+    return a + b
+
+
+def maximum(a, b):
+    """Elementwise maximum of two stacks; identity -inf (or the dtype's minimum for integers)."""
+    return _xp(a).maximum(a, b)
+
+
+def matmul(a, b):
+    """Matrix product of two stacks of k x k matrices, ``a[i] @ b[i]`` (earlier on the left).
+
+    The inclusive scan of ``M0, M1, M2`` is ``M0, M0 @ M1, M0 @ M1 @ M2``; identity ``eye(k)``.
+    """
+    return a @ b
+
+
+def affine(a, b):
+    """Compose two stacks of affine maps: first ``a`` (earlier), then ``b`` (later).
+
+    An element is a pair ``(m, c)`` stored in the last axis (shape ``(..., 2)``) and
+    stands for the map ``h -> m * h + c`` (elementwise over any leading element axes).
+    Applying ``a`` then ``b`` gives ``h -> b_m * (a_m * h + a_c) + b_c``, i.e. the pair
+    ``(a_m * b_m, b_m * a_c + b_c)``; identity ``(1, 0)``.  So the inclusive scan of
+    the maps ``(m_t, c_t)`` solves the linear recurrence ``h_t = m_t * h_{t-1} + c_t``
+    (with ``h_{-1} = 0`` it is the ``c`` part); see :func:`affine_apply`.
+    """
+    am, ac = a[..., 0], a[..., 1]
+    bm, bc = b[..., 0], b[..., 1]
+    return _xp(a).stack([am * bm, bm * ac + bc], axis=-1)
+
+
+def affine_apply(maps, h):
+    """Apply affine maps ``(m, c)`` (last axis of size 2) to values ``h``: ``m * h + c``."""
+    return maps[..., 0] * h + maps[..., 1]
+
+
+def _min_value(dtype: np.dtype):
+    if dtype.kind == "f" or dtype.kind == "c":
+        return -np.inf
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min
+    if dtype.kind == "b":
+        return False
+    raise BadInputError(f"maximum has no identity for dtype {dtype}; pass identity=... explicitly.")
+
+
+def identity_for(op: Op | None, elem_shape: tuple = (), dtype: Any = np.float64, xp: Any = np):
+    """The identity element of a ready operator, as an array of shape ``elem_shape``.
+
+    Parameters
+    ----------
+    op : one of :data:`OPERATORS` (``None`` means :func:`add`).
+    elem_shape : shape of one element (``x.shape[1:]`` for a stack ``x``).
+    dtype, xp : dtype and array namespace (numpy or cupy) of the result.
+
+    Examples
+    --------
+    >>> identity_for(matmul, (2, 2))
+    array([[1., 0.],
+           [0., 1.]])
+    >>> identity_for(affine, (2,))
+    array([1., 0.])
+    """
+    dtype = np.dtype(dtype)
+    elem_shape = tuple(elem_shape)
+    if op is None or op is add:
+        return xp.zeros(elem_shape, dtype=dtype)
+    if op is maximum:
+        return xp.full(elem_shape, _min_value(dtype), dtype=dtype)
+    if op is matmul:
+        if len(elem_shape) != 2 or elem_shape[0] != elem_shape[1]:
+            raise BadInputError(f"matmul scans stacks of square k x k matrices; got elements of "
+                                f"shape {elem_shape}. Pass x with shape (n, k, k).")
+        return xp.eye(elem_shape[0], dtype=dtype)
+    if op is affine:
+        if len(elem_shape) == 0 or elem_shape[-1] != 2:
+            raise BadInputError(f"affine elements are (m, c) pairs in the last axis; got elements "
+                                f"of shape {elem_shape}. Pass x with shape (n, ..., 2).")
+        ident = xp.zeros(elem_shape, dtype=dtype)
+        ident[..., 0] = 1
+        return ident
+    name = getattr(op, "__name__", repr(op))
+    raise BadInputError(f"no identity is known for the operator {name!r}; pass identity=... "
+                        f"(one element of shape {elem_shape}, or a scalar).")
+
+
+#: The ready operators by name (the notebook's dropdown uses these names).
+OPERATORS: dict[str, Op] = {"add": add, "max": maximum, "matmul": matmul, "affine": affine}
+
+
+# ------------------------------------------------------------------ input checks
+
+def _prepare(x, op, identity):
+    """Return (x, xp, op, identity element) after checking the input."""
+    xp = get_xp(array_device(x))
+    x = xp.asarray(x)
+    if x.ndim == 0:
+        raise BadInputError(f"a scan needs a sequence (an array with a leading axis); got a "
+                            f"0-d value {x!r}. Pass e.g. x.reshape(1) or a list.")
+    op = add if op is None else op
+    if not callable(op):
+        raise BadInputError(f"op must be a function op(a, b) on stacks of elements; got {op!r}.")
+    elem_shape = x.shape[1:]
+    if identity is None:
+        ident = identity_for(op, elem_shape, x.dtype, xp)
+    else:
+        ident = xp.asarray(identity)
+        if ident.ndim != 0 and tuple(ident.shape) != tuple(elem_shape):
+            raise BadInputError(f"identity has shape {tuple(ident.shape)} but one element of x "
+                                f"has shape {tuple(elem_shape)}; pass one element of that shape "
+                                f"(or a scalar).")
+        ident = xp.broadcast_to(ident.astype(x.dtype), elem_shape)
+    return x, xp, op, ident
+
+
+# ------------------------------------------------------------------ traces
+
+@dataclass
+class Level:
+    """One tree level: which pairs were combined, and the array after the level.
+
+    ``left[j]`` and ``right[j]`` are the positions of pair ``j`` (``left < right``);
+    ``state`` is a numpy copy of the working array after the level (``None`` when the
+    trace was asked not to keep states).
+    """
+
+    phase: str            # "up", "down" (Blelloch) or "step" (Hillis-Steele)
+    depth: int            # 0 = the level next to the leaves
+    stride: int           # distance between consecutive pairs (Blelloch) / offset (H-S)
+    left: np.ndarray
+    right: np.ndarray
+    state: np.ndarray | None = None
+
+    @property
+    def work(self) -> int:
+        return int(len(self.right))
+
+
+@dataclass
+class ScanTrace:
+    """Everything a scan did: levels in order, and the work/step counts."""
+
+    algorithm: str
+    n: int
+    padded_n: int
+    initial: np.ndarray | None = None
+    levels: list[Level] = field(default_factory=list)
+
+    @property
+    def work(self) -> int:
+        """Number of elementwise operator applications (one per combined pair)."""
+        return sum(lv.work for lv in self.levels)
+
+    @property
+    def steps(self) -> int:
+        """Number of levels that applied the operator (the span of the algorithm)."""
+        return sum(1 for lv in self.levels if lv.work > 0)
+
+
+def _snapshot(buf):
+    return np.asarray(buf.get() if hasattr(buf, "get") else buf).copy()
+
+
+# ------------------------------------------------------------------ the scans
+
+def sequential_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = True):
+    """The oracle: one element after the other, n dependent steps.
+
+    Parameters
+    ----------
+    x : array of shape ``(n, *elem_shape)`` (numpy or cupy).
+    op : associative ``op(a, b)`` on stacks, ``a`` earlier and ``b`` later; ``None`` = addition.
+    identity : one element (shape ``elem_shape``) or a scalar; ``None`` = the operator's own.
+    exclusive : ``out[i]`` combines ``x[:i]`` (True) or ``x[:i+1]`` (False).
+
+    Examples
+    --------
+    >>> sequential_scan([1, 2, 3, 4], exclusive=False)
+    array([ 1,  3,  6, 10])
+    """
+    x, xp, op, ident = _prepare(x, op, identity)
+    out = xp.empty_like(x)
+    acc = ident[None]
+    for i in range(x.shape[0]):
+        if exclusive:
+            out[i] = acc[0]
+        acc = op(acc, x[i:i + 1])
+        if not exclusive:
+            out[i] = acc[0]
+    return out
+
+
+def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = False,
+                       trace: bool = False):
+    """Hillis-Steele scan: ceil(log2 n) steps, about n log2 n work.
+
+    At step ``d`` every position ``i >= 2**d`` combines with position ``i - 2**d``
+    (double-buffered, one vectorized ``op`` per step).  Naturally inclusive; with
+    ``exclusive=True`` the result is shifted right by one and starts with ``identity``.
+    Returns ``out`` or ``(out, ScanTrace)`` when ``trace`` is true.
+
+    >>> hillis_steele_scan([1, 2, 3, 4])
+    array([ 1,  3,  6, 10])
+    """
+    x, xp, op, ident = _prepare(x, op, identity)
+    n = x.shape[0]
+    cur = x.copy()
+    tr = ScanTrace("hillis-steele", n, n, _snapshot(x) if trace else None)
+    offset, depth = 1, 0
+    while offset < n:
+        nxt = cur.copy()
+        nxt[offset:] = op(cur[:-offset], cur[offset:])   # earlier element on the left
+        cur = nxt
+        if trace:
+            tr.levels.append(Level("step", depth, offset, np.arange(0, n - offset),
+                                   np.arange(offset, n), _snapshot(cur)))
+        offset, depth = 2 * offset, depth + 1
+    if exclusive and n:
+        shifted = xp.empty_like(cur)
+        shifted[0] = ident
+        shifted[1:] = cur[:-1]
+        cur = shifted
+    return (cur, tr) if trace else cur
+
+
+def blelloch_levels(n: int):
+    """The Blelloch tree of a length-``n`` scan, level by level.
+
+    The sequence is padded (virtually) with identities to ``N``, the next power of
+    two.  Level ``d`` combines pairs ``stride = 2**(d+1)`` apart: pair ``j`` has its
+    left node at ``j*stride + stride/2 - 1`` and its right node at ``j*stride + stride - 1``.
+    Pairs whose whole subtree lies in the padding only ever combine identities, so
+    they are skipped: ``count = ceil(n / stride)`` pairs per level.
+
+    Yields ``(depth, stride, count)`` for the up-sweep order (``depth`` 0 first);
+    the down-sweep walks the same list backwards.
+    """
+    padded = 1 << max(n - 1, 0).bit_length()
+    stride, depth = 2, 0
+    while stride <= padded:
+        yield depth, stride, -(-n // stride)
+        stride, depth = 2 * stride, depth + 1
+
+
+def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = True,
+                  trace: bool = False):
+    """Work-efficient (Blelloch) scan: an up-sweep and a down-sweep, 2 log2 n levels, O(n) work.
+
+    * pad once: copy ``x`` into a buffer of the next power-of-two length, filled with identities;
+    * **up-sweep** (a reduction tree): at each level, ``right = op(left, right)``, so each
+      right node holds the combination of its whole subtree; the root holds the total;
+    * **down-sweep**: put ``identity`` at the root; at each level, going down, the left
+      child receives the parent's prefix and the right child receives
+      ``op(parent_prefix, left_subtree_total)`` -- the prefix FIRST, because it covers
+      the earlier elements (swapping these is the classic bug for non-commutative ops).
+
+    Every level is one vectorized call of ``op`` on strided views of the buffer.
+
+    Parameters
+    ----------
+    x : array ``(n, *elem_shape)``, numpy or cupy; any n >= 0.
+    op : associative ``op(a, b)`` on stacks (``a`` earlier, ``b`` later); ``None`` = addition.
+    identity : one element or a scalar; ``None`` = the ready operator's identity.
+    exclusive : exclusive (default) or inclusive scan.
+    trace : also return a :class:`ScanTrace` (copies the array after every level: small n only).
+
+    Returns
+    -------
+    out, or ``(out, trace)``.  ``out`` has the shape and dtype of ``x``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = np.array([[[1, 1], [0, 1]], [[2, 0], [0, 1]], [[1, 0], [3, 1]]])
+    >>> blelloch_scan(m, op=matmul, exclusive=False)[-1]   # m[0] @ m[1] @ m[2]
+    array([[5, 1],
+           [3, 1]])
+    """
+    x, xp, op, ident = _prepare(x, op, identity)
+    n = x.shape[0]
+    levels = list(blelloch_levels(n))
+    padded = levels[-1][1] if levels else 1
+    size = padded + 1 if (not exclusive and n == padded) else padded   # room for the total
+    buf = xp.empty((size,) + x.shape[1:], dtype=x.dtype)
+    buf[:n] = x
+    buf[n:] = ident
+    tr = ScanTrace("blelloch", n, padded, _snapshot(buf[:padded]) if trace else None)
+    if n == 0:
+        return (x.copy(), tr) if trace else x.copy()
+
+    def pairs(stride, count):
+        half = stride // 2
+        return buf[half - 1::stride][:count], buf[stride - 1::stride][:count]
+
+    def record(phase, depth, stride, count):
+        if trace:
+            starts = np.arange(count) * stride
+            tr.levels.append(Level(phase, depth, stride, starts + stride // 2 - 1,
+                                   starts + stride - 1, _snapshot(buf[:padded])))
+
+    for depth, stride, count in levels:                 # up-sweep: a reduction tree
+        left, right = pairs(stride, count)
+        right[...] = op(left, right)
+        record("up", depth, stride, count)
+
+    total = buf[padded - 1].copy()
+    buf[padded - 1] = ident                             # the root's prefix: nothing before it
+    for depth, stride, count in reversed(levels):       # down-sweep: hand prefixes down
+        left, right = pairs(stride, count)
+        new_right = op(right, left)                     # prefix (earlier) op left subtree
+        left[...] = right
+        right[...] = new_right
+        record("down", depth, stride, count)
+
+    if exclusive:
+        out = buf[:n]
+    else:                                               # inclusive[i] = exclusive[i + 1]
+        buf[n] = total
+        out = buf[1:n + 1]
+    return (out, tr) if trace else out
+
+
+#: The scans by name (the notebook's dropdown uses these names).
+SCANS: dict[str, Callable] = {"sequential": sequential_scan, "hillis-steele": hillis_steele_scan,
+                              "blelloch": blelloch_scan}
+
+
+def operation_counts(algorithm: str, n: int) -> dict:
+    """Work (operator applications) and steps (levels) of a scan of length ``n``, without running it.
+
+    >>> operation_counts("blelloch", 8)
+    {'work': 14, 'steps': 6}
+    """
+    if algorithm == "sequential":
+        return {"work": n, "steps": n}
+    if algorithm == "hillis-steele":
+        offsets = [1 << d for d in range(max(n - 1, 0).bit_length())]
+        return {"work": sum(n - o for o in offsets), "steps": len(offsets)}
+    if algorithm == "blelloch":
+        counts = [c for _, _, c in blelloch_levels(n)]
+        return {"work": 2 * sum(counts), "steps": 2 * len(counts)}
+    raise BadInputError(f"unknown scan algorithm {algorithm!r}; choose one of {sorted(SCANS)}.")
+
+
+def check_associative(op: Op, samples, *, rtol: float = 1e-6, atol: float = 1e-9,
+                      verbose: bool = True) -> bool:
+    """Test ``op(op(a, b), c) == op(a, op(b, c))`` on sampled triples.
+
+    ``samples`` is a stack of elements (shape ``(m, *elem_shape)``, m >= 3); triples are
+    taken as consecutive rolls of it.  Returns True when every triple agrees within the
+    tolerances; prints the first failing triple otherwise.  Passing is evidence, not proof.
+
+    >>> check_associative(lambda a, b: a - b, np.arange(5.0), verbose=False)
+    False
+    """
+    xp = get_xp(array_device(samples))
+    s = xp.asarray(samples)
+    if s.ndim == 0 or s.shape[0] < 3:
+        raise BadInputError(f"check_associative needs at least 3 sample elements; got shape "
+                            f"{getattr(s, 'shape', ())}.")
+    a, b, c = s, xp.roll(s, -1, axis=0), xp.roll(s, -2, axis=0)
+    lhs, rhs = op(op(a, b), c), op(a, op(b, c))
+    diff = xp.abs(lhs - rhs) > atol + rtol * xp.abs(rhs)
+    bad = diff.reshape(diff.shape[0], -1).any(axis=1)
+    if bool(bad.any()):
+        i = int(xp.argmax(bad))
+        if verbose:
+            print(f"not associative: for sample {i}, op(op(a, b), c) = {lhs[i]!r} but "
+                  f"op(a, op(b, c)) = {rhs[i]!r}. A tree scan would disagree with the "
+                  f"sequential scan.")
+        return False
+    return True
