@@ -46,6 +46,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _nb_seconds:
         return
     tr = terminalreporter
-    tr.section("notebook run times (limit %.0f s each)" % NOTEBOOK_LIMIT_S)
+    tr.section(f"notebook run times (limit {NOTEBOOK_LIMIT_S:.0f} s each)")
     for nb, s in sorted(_nb_seconds.items()):
         tr.write_line(f"{s:6.1f} s  {nb}")

@@ -19,11 +19,31 @@ from __future__ import annotations
 
 import importlib
 
-from .devices import (Device, array_device, check_dtype, check_fits, cpu_info, devices, get_xp,
-                      gpu_available, gpu_info, gpu_unavailable_reason, normalize_device, require_gpu,
-                      synchronize, to_device, to_numpy)
-from .errors import (BadInputError, CourseError, DeviceMemoryError, GPUUnavailableError, ResultsError,
-                     UnsupportedDtypeError)
+from .devices import (
+    Device,
+    array_device,
+    check_dtype,
+    check_fits,
+    cpu_info,
+    devices,
+    get_xp,
+    gpu_available,
+    gpu_info,
+    gpu_unavailable_reason,
+    normalize_device,
+    require_gpu,
+    synchronize,
+    to_device,
+    to_numpy,
+)
+from .errors import (
+    BadInputError,
+    CourseError,
+    DeviceMemoryError,
+    GPUUnavailableError,
+    ResultsError,
+    UnsupportedDtypeError,
+)
 from .results import ResultSet, load_reference, provenance, save_reference
 from .timing import Timing, benchmark
 

@@ -15,18 +15,27 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .devices import (check_dtype, check_fits, cpu_info, get_xp, gpu_available, gpu_info,
-                      normalize_device, synchronize)
+from .devices import (
+    check_dtype,
+    check_fits,
+    cpu_info,
+    get_xp,
+    gpu_available,
+    gpu_info,
+    normalize_device,
+    synchronize,
+)
 from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark
 
-__all__ = ["VENDOR_BANDWIDTH_GBPS", "copy_bandwidth", "matmul_flops", "time_matmul", "matmul_sweep",
-           "hardware_summary", "hardware_html", "DEFAULT_SIZES"]
+__all__ = ["VENDOR_BANDWIDTH_GBPS", "VENDOR_GPUS", "vendor_gpus_html", "copy_bandwidth", "matmul_flops",
+           "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html", "matmul_app", "DEFAULT_SIZES"]
 
 #: Peak memory bandwidth in GB/s as the vendors' data sheets state it (HBM/GDDR).
 VENDOR_BANDWIDTH_GBPS = {
@@ -35,6 +44,19 @@ VENDOR_BANDWIDTH_GBPS = {
     "H100 80GB HBM3": 3350, "H100 PCIe": 2000, "H100 NVL": 3900, "H200": 4800, "RTX 2070": 448,
     "RTX 2080 Ti": 616, "RTX 3090": 936, "RTX 4090": 1008, "L40S": 864,
 }
+
+#: Data-sheet figures for GPUs learners meet (Colab's T4, the cloud's A100/H100/H200, the
+#: BPPSA paper's RTX 2080 Ti): SMs, FP32 lanes, memory (GB) and bandwidth (GB/s).  These are
+#: the vendors' numbers, not measurements, and are labelled so wherever they are shown.
+VENDOR_GPUS = (
+    {"name": "NVIDIA Tesla T4", "sms": 40, "fp32_lanes": 2560, "memory_gb": 16, "bandwidth_gbps": 320},
+    {"name": "NVIDIA GeForce RTX 2080 Ti", "sms": 68, "fp32_lanes": 4352, "memory_gb": 11,
+     "bandwidth_gbps": 616},
+    {"name": "NVIDIA A100 SXM4 80GB", "sms": 108, "fp32_lanes": 6912, "memory_gb": 80,
+     "bandwidth_gbps": 2039},
+    {"name": "NVIDIA H100 SXM5", "sms": 132, "fp32_lanes": 16896, "memory_gb": 80, "bandwidth_gbps": 3350},
+    {"name": "NVIDIA H200 SXM", "sms": 132, "fp32_lanes": 16896, "memory_gb": 141, "bandwidth_gbps": 4800},
+)
 
 DEFAULT_SIZES = tuple(2 ** k for k in range(4, 11))  # 16 ... 1024
 
@@ -164,3 +186,79 @@ def hardware_html(rows: list[dict] | None = None, measured_cpu_gbps: float | Non
             r["device"], r["name"], r["cores"], r["lanes"], f"{r['parallel_lanes']:,}",
             f"{r['memory_gib']:.1f} GiB", bw)) + "</tr>")
     return f"<table>{head}{''.join(body)}</table>"
+
+
+def vendor_gpus_html() -> str:
+    """The data-sheet table of common GPUs, next to this machine's CPU lanes."""
+    import html
+
+    c = cpu_info()
+    cpu_lanes = (c["logical_cores"] or 1) * (c["float32_lanes"] or 1)
+    rows = "".join(
+        f"<tr><td>{html.escape(g['name'])}</td><td>{g['sms']}</td><td>{g['fp32_lanes']:,}</td>"
+        f"<td>{g['fp32_lanes'] / cpu_lanes:,.0f}×</td><td>{g['memory_gb']} GB</td>"
+        f"<td>{g['bandwidth_gbps']:,} GB/s</td></tr>" for g in VENDOR_GPUS)
+    return ("<table><tr><th>GPU (vendor data sheet, not measured)</th><th>SMs</th><th>FP32 lanes</th>"
+            f"<th>lanes vs this CPU's {cpu_lanes}</th><th>memory</th><th>bandwidth</th></tr>{rows}</table>")
+
+
+# ------------------------------------------------------------------ the notebook's live app
+
+_SWEEPS: dict[tuple[str, str], ResultSet] = {}
+
+
+def _cached_sweep(device: str, dtype: str, sizes: Sequence[int]) -> ResultSet:
+    key = (device, dtype)
+    if key not in _SWEEPS:
+        _SWEEPS[key] = matmul_sweep(sizes, dtype=dtype, devices=[device], repeat=3, budget_s=0.1)
+    return _SWEEPS[key]
+
+
+def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size: int = 256):
+    """The lesson-00 widget: pick a size, dtype and device; see the time, GFLOP/s and the sweep.
+
+    The sweep for each (device, dtype) is measured once and kept; moving the
+    slider times only the chosen size, so it answers in well under a second.
+    """
+    from .plots import COLORS, mark_point, sweep_figure
+    from .results import load_reference
+    from .widgets import LiveApp, control_panel
+
+    sweep_sizes = [s for s in sizes if s <= 1024]
+    refs = load_reference("matmul_sweep")
+
+    def update(n: int, dtype: str, device: str):
+        notes = []
+        devs = ["cpu"]
+        if device == "gpu":
+            if gpu_available():
+                devs.append("gpu")
+            else:
+                from .devices import gpu_unavailable_reason
+
+                ref_text = (f"the dashed curves are reference results {refs[0].label}" if refs else
+                            "no reference GPU results have been recorded for this experiment yet, "
+                            "so only the CPU is shown")
+                notes.append(f"<div style='background:#fff3cd;padding:4px'>No GPU here "
+                             f"({gpu_unavailable_reason()}). On Colab: Runtime &gt; Change runtime type "
+                             f"&gt; GPU. Locally: <code>pip install -e '.[cuda12]'</code>. Meanwhile "
+                             f"{ref_text}.</div>")
+        live = ResultSet("matmul_sweep", params={"dtype": dtype})
+        lines, points = [], []
+        for d in devs:
+            live.extend(_cached_sweep(d, dtype, sweep_sizes))
+            t = time_matmul(n, dtype, d, repeat=5, budget_s=0.3)
+            rate = matmul_flops(n) / t.median / 1e9
+            points.append((d, rate))
+            lines.append(f"<b>{d.upper()}</b>: {n}×{n} {dtype} product in {t.median * 1e3:.3g} ms "
+                         f"(IQR {t.q25 * 1e3:.3g}–{t.q75 * 1e3:.3g} ms) = <b>{rate:,.1f} GFLOP/s</b>")
+        fig = sweep_figure(live, refs if "gpu" not in devs else [], x="n", y="gflops",
+                           xlabel="matrix size n (n×n @ n×n)", ylabel="GFLOP/s (higher is faster)",
+                           title=f"Matrix multiply, {dtype}", highlight=n, higher_is_better=True,
+                           where={"dtype": dtype})
+        for d, rate in points:
+            mark_point(fig, n, rate, label=f"{d.upper()} at n={n} (just now)", color=COLORS[d])
+        return fig, "".join(notes) + "<br>".join(lines)
+
+    controls = control_panel(sizes=sizes, size=size, dtypes=("float32", "float64"), device=True)
+    return LiveApp(update, controls, title="Time a matrix product")

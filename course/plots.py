@@ -16,17 +16,18 @@ True
 from __future__ import annotations
 
 import io
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from .devices import cpu_info, gpu_info
 from .results import ResultSet
 
 __all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
-           "figure_to_png", "new_figure"]
+           "figure_to_png", "new_figure", "mark_point"]
 
 COLORS = {"cpu": "#1f77b4", "gpu": "#d95f02"}
 
@@ -117,7 +118,7 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
                     alpha=0.75 if ref else 1.0, label=label)
             if lo is not None and not ref:
                 ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
-    ax.set_xscale("log", base=2)
+    _log2_x(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or x)
@@ -154,14 +155,14 @@ def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "media
                 alpha=0.7 if ref else 1.0,
                 label=f"{rs.gpu_name} vs its host CPU" + (f" ({rs.label})" if ref else " (live)"))
         drawn = True
-    ax.axhline(1.0, color="0.5", lw=1)
-    ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel or x)
     ax.set_ylabel("GPU speedup over CPU (×)")
-    ax.grid(True, which="both", alpha=0.25)
-    if highlight is not None:
-        ax.axvline(highlight, color="0.3", lw=1, ls=":")
     if drawn:
+        ax.axhline(1.0, color="0.5", lw=1)
+        _log2_x(ax)
+        ax.grid(True, which="both", alpha=0.25)
+        if highlight is not None:
+            ax.axvline(highlight, color="0.3", lw=1, ls=":")
         ax.set_yscale("log")
         ax.legend(fontsize=7.5, loc="best")
         ax.set_title("above 1: the GPU is faster", fontsize=9)
@@ -169,7 +170,21 @@ def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "media
         ax.text(0.5, 0.5, "No GPU here and no reference GPU results\nrecorded for this experiment yet:\n"
                 "no speedup to show. Run on Colab (GPU runtime)\nor a GPU machine to see it.",
                 ha="center", va="center", transform=ax.transAxes, fontsize=8.5, color="0.3")
+        ax.set_xticks([])
         ax.set_yticks([])
+
+
+def _log2_x(ax) -> None:
+    """Log-2 x axis labelled with plain numbers (1,024 rather than 2^10)."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
+def mark_point(fig: Figure, x: float, y: float, label: str = "this run", color: str = "k") -> None:
+    """Mark the measurement just made on the figure's first axes (a star)."""
+    ax = fig.axes[0]
+    ax.plot([x], [y], marker="*", ms=13, color=color, ls="none", label=label, zorder=5)
+    ax.legend(fontsize=7.5, loc="best")
 
 
 def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: str = "s",

@@ -32,9 +32,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .devices import cpu_info, gpu_available, gpu_info
 from .errors import BadInputError

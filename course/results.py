@@ -23,12 +23,12 @@ import datetime as _dt
 import json
 import os
 import platform
-import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +120,7 @@ class ResultSet:
         """Append a :class:`~course.timing.Timing` with the parameters it was measured at."""
         self.add(**(timing.as_record() | params))
 
-    def extend(self, other: "ResultSet") -> None:
+    def extend(self, other: ResultSet) -> None:
         self.records.extend(other.records)
         self.notes.extend(other.notes)
 
@@ -162,7 +162,7 @@ class ResultSet:
                 "records": self.records}
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "live") -> "ResultSet":
+    def from_dict(cls, d: dict, source: str = "live") -> ResultSet:
         rs = cls(experiment=d.get("experiment", ""), params=d.get("params", {}),
                  records=list(d.get("records", [])), provenance=d.get("provenance", {}),
                  notes=list(d.get("notes", [])), schema=d.get("schema", -1), source=source)
@@ -209,7 +209,7 @@ class ResultSet:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, source: str = "live") -> "ResultSet":
+    def load(cls, path: str | os.PathLike, source: str = "live") -> ResultSet:
         path = Path(path)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))

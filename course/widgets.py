@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import html
 import time
-import traceback
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -107,8 +107,6 @@ class LiveApp:
         except Exception as exc:  # shown, never raised into the widget machinery
             self.last_error = exc
             self.errors.append_stderr(error_message(exc) + "\n")
-            if not isinstance(exc, CourseError):
-                self.errors.append_stderr("".join(traceback.format_exception_only(type(exc), exc)))
         else:
             self.last_error = None
             self.last_result = result

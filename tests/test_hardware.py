@@ -1,0 +1,58 @@
+"""Lesson 00's measurements: copy bandwidth and the matrix-product sweep."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import course
+from course import hardware
+from course.errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
+
+
+def test_copy_bandwidth_counts_read_and_write_bytes():
+    bw = hardware.copy_bandwidth("cpu", nbytes=2**20, repeat=3)
+    assert bw["nbytes"] == 2**20
+    assert bw["bytes_per_s"] == pytest.approx(2 * 2**20 / bw["timing"].median)
+    assert bw["gb_per_s"] == pytest.approx(bw["bytes_per_s"] / 1e9)
+
+
+def test_matmul_flops_is_two_n_cubed():
+    assert hardware.matmul_flops(10) == 2000.0
+
+
+def test_matmul_sweep_records_each_size_with_gflops_and_provenance():
+    rs = hardware.matmul_sweep([8, 16], devices=["cpu"], repeat=2, budget_s=0.05)
+    assert [r["n"] for r in rs.records] == [8, 16]
+    r = rs.records[1]
+    assert r["gflops"] == pytest.approx(hardware.matmul_flops(16) / r["median_s"] / 1e9)
+    assert rs.provenance["cpu"]["model"] and rs.params["dtype"] == "float32"
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda: hardware.time_matmul(0), BadInputError, "n must be a whole number"),
+    (lambda: hardware.time_matmul(4, dtype="bfloat16"), UnsupportedDtypeError, "bfloat16"),
+    (lambda: hardware.time_matmul(10**7), DeviceMemoryError, "Choose a smaller size"),
+    (lambda: hardware.matmul_sweep([]), BadInputError, "at least one size"),
+    (lambda: hardware.copy_bandwidth(nbytes=1), BadInputError, "at least 4"),
+])
+def test_bad_input_gets_a_clear_message(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_hardware_summary_compares_lanes():
+    rows = hardware.hardware_summary()
+    assert rows[0]["device"] == "CPU" and rows[0]["parallel_lanes"] >= 1
+    html = hardware.hardware_html(rows, measured_cpu_gbps=12.3)
+    assert "12.3 GB/s (measured copy here" in html
+    assert "H200" in hardware.vendor_gpus_html() and "not measured" in hardware.vendor_gpus_html()
+
+
+@pytest.mark.gpu
+def test_gpu_matmul_matches_numpy_and_is_timed():
+    a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    cp = course.get_xp("gpu")
+    np.testing.assert_allclose(course.to_numpy(cp.asarray(a) @ cp.asarray(a)), a @ a, rtol=1e-4, atol=1e-4)
+    rs = hardware.matmul_sweep([64, 128], devices=["gpu"], repeat=2)
+    assert len(rs.select(device="gpu")) == 2 and rs.provenance["gpus"]

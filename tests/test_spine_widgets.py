@@ -1,0 +1,130 @@
+"""Shared widgets and plots: callbacks redraw, errors show in the output area, figures name devices."""
+
+from __future__ import annotations
+
+import ipywidgets as w
+import pytest
+
+import course
+from course.errors import BadInputError
+from course.plots import bar_figure, sweep_figure
+from course.results import ResultSet
+from course.widgets import LiveApp, control_panel, device_buttons, log2_slider, progress, size_slider
+
+
+def _texts(fig):
+    return " ".join(t.get_text() for t in fig.texts) + " ".join(
+        t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def _labels(fig):
+    return [line.get_label() for ax in fig.axes for line in ax.lines]
+
+
+def _sweep(source="live", gpu=False):
+    rs = ResultSet("demo", source=source)
+    if gpu:
+        rs.provenance["gpus"] = [{"name": "Test GPU"}]
+        rs.provenance["date"] = "2026-01-02T00:00:00+00:00"
+    for n in (1, 2, 4, 8):
+        rs.add(device="cpu", n=n, median_s=1e-3 * n, q25_s=0.9e-3 * n, q75_s=1.1e-3 * n)
+        if gpu:
+            rs.add(device="gpu", n=n, median_s=1e-4 * n)
+    return rs
+
+
+def test_sweep_figure_names_the_live_device_and_says_when_there_is_no_speedup():
+    fig = sweep_figure(_sweep(), [], x="n")
+    text = _texts(fig)
+    assert "Measured live on CPU" in text
+    assert "no reference GPU results" in text
+
+
+def test_reference_overlay_is_dashed_and_labelled_recorded_on():
+    fig = sweep_figure(_sweep(), [_sweep("reference", gpu=True)], x="n")
+    labels = _labels(fig)
+    assert any("recorded on Test GPU, 2026-01-02" in lab for lab in labels)
+    dashed = [ln for ax in fig.axes for ln in ax.lines if "recorded on" in ln.get_label()]
+    assert dashed and all(ln.get_linestyle() == "--" for ln in dashed)
+    assert "reference results recorded on Test GPU" in _texts(fig)
+    speed = [ln for ln in fig.axes[1].lines if "vs its host CPU" in ln.get_label()]
+    assert speed and list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
+
+
+def test_bar_figure_prints_each_value():
+    fig = bar_figure([("numpy", 0.5, "cpu"), ("cupy", 0.01, "gpu")], unit="ms")
+    assert "0.5 ms" in _texts(fig) and "0.01 ms" in _texts(fig)
+
+
+@pytest.mark.widgets
+def test_live_app_redraws_when_a_control_moves():
+    seen = []
+
+    def update(n, dtype, device):
+        seen.append((n, dtype, device))
+        return sweep_figure(_sweep(), [], x="n", highlight=n), f"<b>{n}</b>"
+
+    controls = control_panel(sizes=[16, 32, 64], size=32)
+    app = LiveApp(update, controls)
+    first = app.image.value
+    assert app.calls == 1 and app.html.value == "<b>32</b>" and len(first) > 1000
+    app.controls["n"].value = 64
+    assert app.calls == 2 and app.html.value == "<b>64</b>"
+    assert app.image.value != first
+    assert seen[-1][0] == 64 and app.last_error is None
+
+
+@pytest.mark.widgets
+def test_live_app_shows_errors_in_its_output_area_and_stays_alive():
+    def update(n):
+        if n > 5:
+            raise BadInputError(f"n={n} is too big for this demo; choose n <= 5")
+        if n < 0:
+            raise ZeroDivisionError("boom")
+        return f"ok {n}"
+
+    app = LiveApp(update, {"n": w.IntSlider(value=1, min=-3, max=10)})
+    assert app.errors.outputs == () and app.html.value == "ok 1"
+    app.controls["n"].value = 7
+    assert isinstance(app.last_error, BadInputError)
+    assert app.errors.outputs[0]["name"] == "stderr"
+    assert "n=7 is too big" in app.errors.outputs[0]["text"]
+    app.controls["n"].value = -1  # an unexpected error says it is a bug of the course
+    assert "ZeroDivisionError: boom" in app.errors.outputs[0]["text"]
+    assert "bug in the course" in app.errors.outputs[0]["text"]
+    app.controls["n"].value = 2  # recovers and clears the error area
+    assert app.errors.outputs == () and app.html.value == "ok 2" and app.last_error is None
+
+
+@pytest.mark.widgets
+def test_control_builders_give_sliders_over_the_sizes():
+    s = log2_slider(4, 8, 64)
+    assert s.options == (("16", 16), ("32", 32), ("64", 64), ("128", 128), ("256", 256))
+    assert s.value == 64 and s.continuous_update is False
+    assert size_slider([1000, 2000]).options[0][0] == "1,000"
+    d = device_buttons()
+    assert d.value == ("gpu" if course.gpu_available() else "cpu")
+    assert "gpu" in [v for _, v in d.options]
+
+
+def test_progress_counts_a_sweep():
+    assert list(progress(range(3), disable=True)) == [0, 1, 2]
+
+
+@pytest.mark.widgets
+def test_matmul_app_times_the_chosen_size_and_explains_a_missing_gpu():
+    from course.hardware import matmul_app
+
+    app = matmul_app(sizes=(16, 32, 64), size=32)
+    assert app.last_error is None and "32×32 float32" in app.html.value
+    before = app.image.value
+    app.controls["n"].value = 64
+    assert "64×64 float32" in app.html.value and app.image.value != before
+    app.controls["dtype"].value = "float64"
+    assert "64×64 float64" in app.html.value
+    app.controls["device"].value = "gpu"
+    assert app.last_error is None
+    if not course.gpu_available():
+        assert "No GPU here" in app.html.value and "Change runtime type" in app.html.value
+    else:
+        assert "GPU</b>" in app.html.value

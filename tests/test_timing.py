@@ -1,0 +1,86 @@
+"""The stopwatch: medians, spread, warm-up, budgets and bad arguments."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import course
+from course.errors import BadInputError
+
+
+def test_sleep_of_10_ms_measures_within_2_percent():
+    t = course.benchmark(time.sleep, 0.01)
+    assert abs(t.median - 0.01) / 0.01 < 0.02, t
+    assert t.repeat == 7 and len(t.samples) == 7 and t.warmup == 1
+    assert t.q25 <= t.median <= t.q75 and t.spread >= 0
+
+
+def test_warmup_calls_are_made_but_not_timed():
+    calls = []
+
+    def f():
+        calls.append(1)
+        time.sleep(0.05 if len(calls) == 1 else 0.0)  # an expensive first call
+
+    t = course.benchmark(f, warmup=1, repeat=3)
+    assert len(calls) == 4
+    assert t.median < 0.01 and t.warmup == 1
+
+
+def test_budget_stops_the_repeats_and_says_so():
+    t = course.benchmark(time.sleep, 0.02, warmup=0, repeat=100, budget_s=0.1)
+    assert t.stopped_early
+    assert 1 <= t.repeat < 100
+    assert "stopped early" in repr(t)
+
+
+def test_one_timed_call_always_runs_even_when_warmup_spends_the_budget():
+    t = course.benchmark(time.sleep, 0.03, warmup=3, repeat=5, budget_s=0.01)
+    assert t.repeat == 1 and t.warmup == 1 and t.stopped_early is True
+
+
+def test_arguments_and_keywords_reach_the_function():
+    seen = {}
+
+    def f(a, b=0):
+        seen["args"] = (a, b)
+
+    course.benchmark(f, 1, b=2, repeat=1)
+    assert seen["args"] == (1, 2)
+
+
+def test_record_is_json_ready():
+    rec = course.benchmark(np.add, 1, 2, repeat=3).as_record()
+    assert set(rec) >= {"device", "median_s", "q25_s", "q75_s", "min_s", "repeat", "stopped_early"}
+    assert rec["device"] == "cpu" and rec["repeat"] == 3
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"budget_s": 0}, "budget_s must be a positive"),
+    ({"budget_s": -1}, "budget_s must be a positive"),
+    ({"budget_s": float("nan")}, "budget_s must be a positive"),
+    ({"repeat": 0}, "repeat must be"),
+    ({"warmup": -1}, "warmup must be"),
+    ({"device": "tpu"}, "'cpu' or 'gpu'"),
+])
+def test_bad_arguments_get_clear_messages(kwargs, match):
+    with pytest.raises(BadInputError, match=match):
+        course.benchmark(time.sleep, 0, **kwargs)
+
+
+def test_a_non_function_is_refused_by_name():
+    with pytest.raises(BadInputError, match="needs a function"):
+        course.benchmark(42)
+
+
+@pytest.mark.gpu
+def test_gpu_timing_uses_events_and_waits_for_the_work():
+    cp = course.get_xp("gpu")
+    a = cp.ones((2048, 2048), dtype=cp.float32)
+    t = course.benchmark(cp.matmul, a, a, device="gpu", repeat=5)
+    # the event time covers the kernel: a 2048^3 product cannot take under 2 µs
+    assert t.median > 2e-6 and t.device == "gpu"
+    assert np.all(t.host_samples >= t.samples * 0.5)
