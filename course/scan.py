@@ -183,9 +183,11 @@ def _prepare(x, op, identity):
 class Level:
     """One tree level: which pairs were combined, and the array after the level.
 
-    ``left[j]`` and ``right[j]`` are the positions of pair ``j`` (``left < right``);
-    ``state`` is a numpy copy of the working array after the level (``None`` when the
-    trace was asked not to keep states).
+    ``left[j]`` and ``right[j]`` are the positions of pair ``j`` (``left < right``) in
+    the working array; ``state`` is a numpy copy of that array after the level (for
+    Blelloch, the classic in-place array padded to a power of two); ``nodes`` holds the
+    values this level produced (Blelloch: the level's node array; Hillis-Steele: the
+    whole array).
     """
 
     phase: str            # "up", "down" (Blelloch) or "step" (Hillis-Steele)
@@ -194,6 +196,7 @@ class Level:
     left: np.ndarray
     right: np.ndarray
     state: np.ndarray | None = None
+    nodes: np.ndarray | None = None
 
     @property
     def work(self) -> int:
@@ -276,8 +279,9 @@ def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive:
         nxt[offset:] = op(cur[:-offset], cur[offset:])   # earlier element on the left
         cur = nxt
         if trace:
+            snap = _snapshot(cur)
             tr.levels.append(Level("step", depth, offset, np.arange(0, n - offset),
-                                   np.arange(offset, n), _snapshot(cur)))
+                                   np.arange(offset, n), snap, snap))
         offset, depth = 2 * offset, depth + 1
     if exclusive and n:
         shifted = xp.empty_like(cur)
@@ -288,45 +292,54 @@ def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive:
 
 
 def blelloch_levels(n: int):
-    """The Blelloch tree of a length-``n`` scan, level by level.
+    """The shape of the Blelloch tree over ``n`` leaves, level by level (up-sweep order).
 
-    The sequence is padded (virtually) with identities to ``N``, the next power of
-    two.  Level ``d`` combines pairs ``stride = 2**(d+1)`` apart: pair ``j`` has its
-    left node at ``j*stride + stride/2 - 1`` and its right node at ``j*stride + stride - 1``.
-    Pairs whose whole subtree lies in the padding only ever combine identities, so
-    they are skipped: ``count = ceil(n / stride)`` pairs per level.
+    Level 0 holds the ``n`` leaves; level ``d + 1`` holds one node per pair of level
+    ``d``, ``ceil(m / 2)`` nodes for ``m`` below.  When ``m`` is odd the last node has no
+    partner and moves up unchanged (as if it were combined with an identity from a
+    padding up to a power of two).  Yields ``(depth, nodes, pairs)`` with
+    ``pairs = nodes // 2`` operator applications; the down-sweep walks them backwards.
 
-    Yields ``(depth, stride, count)`` for the up-sweep order (``depth`` 0 first);
-    the down-sweep walks the same list backwards.
+    >>> list(blelloch_levels(5))
+    [(0, 5, 2), (1, 3, 1), (2, 2, 1)]
     """
-    padded = 1 << max(n - 1, 0).bit_length()
-    stride, depth = 2, 0
-    while stride <= padded:
-        yield depth, stride, -(-n // stride)
-        stride, depth = 2 * stride, depth + 1
+    m, depth = int(n), 0
+    while m > 1:
+        yield depth, m, m // 2
+        m, depth = -(-m // 2), depth + 1
+
+
+def _padded(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = True,
                   trace: bool = False):
-    """Work-efficient (Blelloch) scan: an up-sweep and a down-sweep, 2 log2 n levels, O(n) work.
+    """Work-efficient (Blelloch) scan: an up-sweep and a down-sweep, 2 log2 n levels, 2(n-1) work.
 
-    * pad once: copy ``x`` into a buffer of the next power-of-two length, filled with identities;
-    * **up-sweep** (a reduction tree): at each level, ``right = op(left, right)``, so each
-      right node holds the combination of its whole subtree; the root holds the total;
-    * **down-sweep**: put ``identity`` at the root; at each level, going down, the left
-      child receives the parent's prefix and the right child receives
-      ``op(parent_prefix, left_subtree_total)`` -- the prefix FIRST, because it covers
-      the earlier elements (swapping these is the classic bug for non-commutative ops).
+    * **up-sweep** (a reduction tree): level ``d + 1`` combines the pairs of level ``d``,
+      ``op(left, right)``; the single node at the top is the total;
+    * **down-sweep**: the root's prefix is ``identity`` (nothing comes before the whole
+      sequence).  Going down, a left child gets its parent's prefix (it starts where the
+      parent starts) and a right child gets ``op(parent_prefix, left_sibling)`` -- the
+      prefix FIRST, because it covers the earlier elements (swapping them is the classic
+      bug with non-commutative operators).  The prefixes of the leaves are the
+      exclusive scan.
 
-    Every level is one vectorized call of ``op`` on strided views of the buffer.
+    Each level is one vectorized call of ``op`` over all its pairs, on strided views
+    (``a[0::2]``, ``a[1::2]``).  The levels are kept as separate, shrinking arrays
+    rather than updated in place in one array: the same tree and the same pairs, but
+    every level after the first reads contiguous memory, which the cache likes (the
+    in-place picture, the one a GPU kernel uses in shared memory, is in the trace).
+    Any length works: an odd node out moves up a level unchanged.
 
     Parameters
     ----------
-    x : array ``(n, *elem_shape)``, numpy or cupy; any n >= 0.
+    x : array ``(n, *elem_shape)``, numpy or cupy; any n >= 0.  Not modified.
     op : associative ``op(a, b)`` on stacks (``a`` earlier, ``b`` later); ``None`` = addition.
     identity : one element or a scalar; ``None`` = the ready operator's identity.
     exclusive : exclusive (default) or inclusive scan.
-    trace : also return a :class:`ScanTrace` (copies the array after every level: small n only).
+    trace : also return a :class:`ScanTrace` (copies arrays after every level: small n only).
 
     Returns
     -------
@@ -342,46 +355,74 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
     """
     x, xp, op, ident = _prepare(x, op, identity)
     n = x.shape[0]
-    levels = list(blelloch_levels(n))
-    padded = levels[-1][1] if levels else 1
-    size = padded + 1 if (not exclusive and n == padded) else padded   # room for the total
-    buf = xp.empty((size,) + x.shape[1:], dtype=x.dtype)
-    buf[:n] = x
-    buf[n:] = ident
-    tr = ScanTrace("blelloch", n, padded, _snapshot(buf[:padded]) if trace else None)
-    if n == 0:
-        return (x.copy(), tr) if trace else x.copy()
+    rec = _InPlacePicture(x, ident, trace)
+    if n <= 1:
+        out = x.copy() if (n == 0 or not exclusive) else xp.asarray(ident)[None].copy()
+        return (out, rec.trace) if trace else out
 
-    def pairs(stride, count):
-        half = stride // 2
-        return buf[half - 1::stride][:count], buf[stride - 1::stride][:count]
+    tree = [x]                                          # tree[d]: the nodes of level d
+    for depth, m, _ in blelloch_levels(n):              # up-sweep: a reduction tree
+        a = tree[-1]
+        sums = op(a[0:m - 1:2], a[1:m:2])               # earlier (left) op later (right)
+        if m % 2:                                       # odd node out: moves up unchanged
+            sums = xp.concatenate([sums, a[m - 1:]])
+        tree.append(sums)
+        rec.up(depth, m, sums)
 
-    def record(phase, depth, stride, count):
-        if trace:
-            starts = np.arange(count) * stride
-            tr.levels.append(Level(phase, depth, stride, starts + stride // 2 - 1,
-                                   starts + stride - 1, _snapshot(buf[:padded])))
-
-    for depth, stride, count in levels:                 # up-sweep: a reduction tree
-        left, right = pairs(stride, count)
-        right[...] = op(left, right)
-        record("up", depth, stride, count)
-
-    total = buf[padded - 1].copy()
-    buf[padded - 1] = ident                             # the root's prefix: nothing before it
-    for depth, stride, count in reversed(levels):       # down-sweep: hand prefixes down
-        left, right = pairs(stride, count)
-        new_right = op(right, left)                     # prefix (earlier) op left subtree
-        left[...] = right
-        right[...] = new_right
-        record("down", depth, stride, count)
+    prefix = xp.asarray(ident)[None]                    # the root's prefix: nothing before it
+    for depth, m, _ in reversed(list(blelloch_levels(n))):  # down-sweep: hand prefixes down
+        a = tree[depth]
+        last = depth == 0 and not exclusive             # one more slot, for the total
+        out = xp.empty((m + last,) + x.shape[1:], dtype=x.dtype)
+        out[0:m:2] = prefix                             # left child: the parent's prefix
+        out[1:m:2] = op(prefix[:m // 2], a[0:m - 1:2])  # right child: prefix op left sibling
+        prefix = out
+        rec.down(depth, m, out[:m])
 
     if exclusive:
-        out = buf[:n]
-    else:                                               # inclusive[i] = exclusive[i + 1]
-        buf[n] = total
-        out = buf[1:n + 1]
-    return (out, tr) if trace else out
+        return (prefix, rec.trace) if trace else prefix
+    prefix[n] = tree[-1][0]                             # inclusive[i] = exclusive[i + 1]
+    return (prefix[1:], rec.trace) if trace else prefix[1:]
+
+
+class _InPlacePicture:
+    """Record a Blelloch run as the classic in-place array (padded to a power of two).
+
+    Node ``j`` of level ``d`` lives at position ``(j + 1) * 2**d - 1``: the last leaf it
+    covers.  That is where the in-place algorithm (and the GPU kernel) keeps it.
+    """
+
+    def __init__(self, x, ident, on: bool):
+        self.on = on
+        n = x.shape[0]
+        self.trace = ScanTrace("blelloch", n, _padded(n))
+        if on:
+            state = np.empty((_padded(n),) + x.shape[1:], dtype=x.dtype)
+            state[:n] = _snapshot(x)
+            state[n:] = _snapshot(ident)
+            self.state, self.ident = state, _snapshot(ident)
+            self.trace.initial = state.copy()
+
+    def _put(self, depth, nodes):
+        self.state[(np.arange(nodes.shape[0]) + 1) * 2 ** depth - 1] = _snapshot(nodes)
+
+    def _level(self, phase, depth, m, nodes):
+        j = np.arange(m // 2)
+        self.trace.levels.append(Level(phase, depth, 2 ** (depth + 1), (2 * j + 1) * 2 ** depth - 1,
+                                       (2 * j + 2) * 2 ** depth - 1, self.state.copy(),
+                                       _snapshot(nodes)))
+
+    def up(self, depth, m, sums):
+        if self.on:
+            self._put(depth + 1, sums)
+            self._level("up", depth, m, sums)
+
+    def down(self, depth, m, prefixes):
+        if self.on:
+            if len(self.trace.levels) and self.trace.levels[-1].phase == "up":
+                self.state[-1] = self.ident                 # the root's prefix
+            self._put(depth, prefixes)
+            self._level("down", depth, m, prefixes)
 
 
 #: The scans by name (the notebook's dropdown uses these names).
@@ -394,6 +435,8 @@ def operation_counts(algorithm: str, n: int) -> dict:
 
     >>> operation_counts("blelloch", 8)
     {'work': 14, 'steps': 6}
+    >>> operation_counts("hillis-steele", 8)
+    {'work': 17, 'steps': 3}
     """
     if algorithm == "sequential":
         return {"work": n, "steps": n}
@@ -401,8 +444,8 @@ def operation_counts(algorithm: str, n: int) -> dict:
         offsets = [1 << d for d in range(max(n - 1, 0).bit_length())]
         return {"work": sum(n - o for o in offsets), "steps": len(offsets)}
     if algorithm == "blelloch":
-        counts = [c for _, _, c in blelloch_levels(n)]
-        return {"work": 2 * sum(counts), "steps": 2 * len(counts)}
+        pairs = [p for _, _, p in blelloch_levels(n)]
+        return {"work": 2 * sum(pairs), "steps": 2 * len(pairs)}
     raise BadInputError(f"unknown scan algorithm {algorithm!r}; choose one of {sorted(SCANS)}.")
 
 
