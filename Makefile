@@ -1,0 +1,35 @@
+# Two commands for a fresh machine:
+#   make course   create .venv, install the course, open JupyterLab on the notebooks
+#   make test     create .venv, install everything, run every test (unit, property, widgets
+#                 under ipywidgets 8 and 7.7.1, notebooks, the browser test, GPU tests if a GPU answers)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: course test report lint clean
+
+course: $(VENV)/.installed
+	$(BIN)/jupyter lab notebooks/00_your_hardware.ipynb
+
+test: $(VENV)/.installed .venv-ipyw7/.installed
+	$(BIN)/python -m pytest
+
+report: $(VENV)/.installed
+	$(BIN)/python -m course report --quick --out report
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check course tests benchmarks
+
+$(VENV)/.installed: pyproject.toml requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	touch $@
+
+# ipywidgets 7.7.1 (what Colab ships), kept apart and used only by tests/test_ipywidgets7.py
+.venv-ipyw7/.installed: $(VENV)/.installed
+	$(BIN)/python -m pip install -q --no-deps --upgrade --target .venv-ipyw7 ipywidgets==7.7.1 ipython_genutils==0.2.0
+	touch $@
+
+clean:
+	rm -rf $(VENV) .venv-ipyw7 report

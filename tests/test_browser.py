@@ -1,0 +1,163 @@
+"""A real browser drives JupyterLab: open notebook 00, run every cell, move the size slider, see the plot change.
+
+Needs Debian's chromium (``/usr/bin/chromium``) and Playwright for Python (never ``playwright
+install``).  On a learner's machine without them it skips with the reason; under CI (``CI=true``)
+it must run, so a missing browser fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+TOKEN = "course-browser-test"
+
+
+def _missing() -> str | None:
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        return f"no chromium at {CHROMIUM} (Debian: apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright for Python is not installed (pip install playwright)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read().decode())
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    why = _missing()
+    if why:
+        if IN_CI:
+            pytest.fail(f"the browser test must run under CI, but {why}")
+        pytest.skip(why)
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / "notebooks" / "00_your_hardware.ipynb", work)  # never touch the stored notebook
+    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+               COURSE_DISABLE_GPU=os.environ.get("COURSE_DISABLE_GPU", ""))
+    port = _free_port()
+    log = open(tmp_path / "jupyterlab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
+         "--ServerApp.open_browser=False", "--LabApp.news_url=", "--ContentsManager.allow_hidden=True"]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                _get(f"{base}/api/status?token={TOKEN}")
+                break
+            except Exception:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text())
+                time.sleep(0.5)
+        yield base, tmp_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _wait_kernel_idle(base: str, timeout: float = 120, settle: float = 1.5) -> None:
+    """Wait until a kernel exists and has been idle for `settle` seconds."""
+    deadline = time.time() + timeout
+    idle_since = None
+    while time.time() < deadline:
+        kernels = _get(f"{base}/api/kernels?token={TOKEN}")
+        if kernels and all(k["execution_state"] == "idle" for k in kernels):
+            idle_since = idle_since or time.time()
+            if time.time() - idle_since >= settle:
+                return
+        else:
+            idle_since = None
+        time.sleep(0.25)
+    raise TimeoutError(f"kernel not idle after {timeout} s: {kernels}")
+
+
+def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterlab):
+    from playwright.sync_api import sync_playwright
+
+    base, tmp = jupyterlab
+    shots = Path(os.environ.get("COURSE_BROWSER_SHOTS", tmp))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+            headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{base}/lab/tree/00_your_hardware.ipynb?token={TOKEN}", wait_until="domcontentloaded")
+            page.wait_for_selector(".jp-Notebook", timeout=90_000)
+            _wait_kernel_idle(base)
+
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+            image = page.locator("img.widget-image").first
+            image.wait_for(state="visible", timeout=120_000)
+            _wait_kernel_idle(base)
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            tracebacks = page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+            assert tracebacks.count() == 0, tracebacks.first.inner_text()
+            assert errors.count() == 0 or "Error" not in errors.first.inner_text()
+            image.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / "browser_before.png"))
+            src_before = image.get_attribute("src")
+            slider = page.locator(".widget-slider").filter(has_text="n").first
+            readout = slider.locator(".widget-readout").first
+            before_text = readout.inner_text()
+
+            handle = slider.locator(".noUi-handle, .ui-slider-handle").first
+            handle.click()
+            page.keyboard.press("ArrowRight")
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                if image.get_attribute("src") != src_before and readout.inner_text() != before_text:
+                    break
+                time.sleep(0.25)
+            _wait_kernel_idle(base)
+            page.screenshot(path=str(shots / "browser_after.png"))
+            assert readout.inner_text() != before_text, "the slider did not move"
+            assert image.get_attribute("src") != src_before, "moving the slider did not redraw the plot"
+            html_out = page.locator(".widget-html-content").filter(has_text="GFLOP/s").first.inner_text()
+            assert readout.inner_text().replace(",", "") in html_out.replace(",", "")
+        finally:
+            browser.close()
