@@ -173,6 +173,11 @@ def _prepare(x, op, identity):
             raise BadInputError(f"identity has shape {tuple(ident.shape)} but one element of x "
                                 f"has shape {tuple(elem_shape)}; pass one element of that shape "
                                 f"(or a scalar).")
+        if x.dtype.kind in "iub" and ident.dtype.kind in "fc":
+            if not bool(xp.all(xp.isfinite(ident))) or bool(xp.any(ident != xp.round(ident))):
+                raise BadInputError(f"identity {ident!r} cannot be stored in x's integer dtype "
+                                    f"{x.dtype}; use an integer (e.g. the dtype's minimum for a "
+                                    f"maximum, np.iinfo({x.dtype}).min) or convert x to floats.")
         ident = xp.broadcast_to(ident.astype(x.dtype), elem_shape)
     return x, xp, op, ident
 
