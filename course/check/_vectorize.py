@@ -1,0 +1,152 @@
+"""Checks for lesson 02's exercises: vectorize leaky ReLU, vectorize a row-wise softmax.
+
+Each check runs your function on fresh inputs (sizes 0 and 1, sizes that are not
+a multiple of any lane width, float32 and float64), compares it with the course's
+answer, says what is wrong if anything is, and then times it against the loop it
+replaces on the same input: it must be at least :data:`SPEEDUP_NEEDED` times faster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..timing import benchmark
+from ..vectorize import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
+
+__all__ = ["check_leaky_relu", "check_softmax_rows", "SPEEDUP_NEEDED"]
+
+#: How much faster than the loop a vectorized answer must be, on the same input.
+SPEEDUP_NEEDED = 20.0
+
+
+def _call(fn: Callable, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+    """(finished, result): (False, None) after printing "not done yet" for a stub."""
+    try:
+        return True, fn(*args, **kwargs)
+    except NotImplementedError:
+        print("Not done yet: your function still raises NotImplementedError. Write its body and run "
+              "this check again.")
+        return False, None
+    except Exception as exc:
+        print(f"Your function raised {type(exc).__name__}: {exc}  (input shape {np.shape(args[0])}, "
+              f"dtype {getattr(args[0], 'dtype', '?')})")
+        return False, None
+
+
+def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float) -> str | None:
+    """A sentence saying how ``got`` differs from ``want``, or None when they agree."""
+    if got is None:
+        return f"{what}: your function returned None; return the result array"
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return f"{what}: shape {got.shape}, expected {want.shape} (same shape as the input)"
+    if got.dtype != want.dtype:
+        return (f"{what}: dtype {got.dtype}, expected {want.dtype}; keep the input's dtype "
+                "(e.g. multiply by x.dtype.type(slope), or call .astype(x.dtype, copy=False))")
+    if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=False):
+        bad = np.flatnonzero(~np.isclose(got, want, rtol=rtol, atol=atol).ravel())
+        i = bad[0]
+        return (f"{what}: {bad.size} of {want.size} values differ; first at flat index {i}: "
+                f"got {float(got.ravel()[i]):.6g}, expected {float(want.ravel()[i]):.6g}")
+    return None
+
+
+def _fast_enough(fn: Callable, loop: Callable, args: tuple, label: str) -> bool:
+    t_loop = benchmark(loop, *args, warmup=0, repeat=2, name="loop").median
+    t_yours = benchmark(fn, *args, warmup=1, repeat=7, budget_s=2.0, name="yours").median
+    ratio = t_loop / t_yours
+    shape = np.shape(args[0])
+    if ratio < SPEEDUP_NEEDED:
+        print(f"Correct, but not vectorized enough: on a {shape} input the loop takes "
+              f"{t_loop * 1e3:.2f} ms and yours {t_yours * 1e3:.2f} ms, only {ratio:.1f}× faster "
+              f"(needed: {SPEEDUP_NEEDED:.0f}×). Replace Python loops over elements by whole-array "
+              f"operations ({label}).")
+        return False
+    print(f"Correct, and {ratio:,.0f}× faster than the loop on a {shape} input "
+          f"({t_loop * 1e3:.2f} ms → {t_yours * 1e6:.1f} µs). Well done!")
+    return True
+
+
+def check_leaky_relu(fn: Callable, slope: float = 0.01, speed: bool = True) -> bool:
+    """Check ``fn(x, slope=0.01)`` against leaky ReLU, then its speed against the loop.
+
+    >>> check_leaky_relu(lambda x, slope=0.01: np.where(x > 0, x, x * x.dtype.type(slope)), speed=False)
+    Correct (speed not checked).
+    True
+    """
+    rng = np.random.default_rng(2)
+    cases = [(n, dt, s) for n, dt, s in ((0, "float32", slope), (1, "float32", slope), (17, "float64", slope),
+                                          (1003, "float32", slope), (1003, "float64", 0.2))]
+    for n, dt, s in cases:
+        x = rng.standard_normal(n).astype(dt)
+        if n == 1:
+            x[0] = -1.5  # a lone negative value: the slope side
+        done, got = _call(fn, x, slope=s)
+        if not done:
+            return False
+        want = leaky_relu(x, s)
+        msg = _same_array(got, want, f"leaky_relu of {n} {dt} values, slope={s}", 1e-6, 1e-7)
+        if msg:
+            got = np.asarray(got) if got is not None else None
+            neg = x < 0
+            if got is not None and got.shape == x.shape and neg.any():
+                if np.allclose(got[neg], 0):
+                    msg += ". Negative inputs give 0: that is plain ReLU; multiply them by the slope instead"
+                elif np.allclose(got[neg], slope * x[neg]) and s != slope:
+                    msg += f". You ignore the slope argument (called with slope={s})"
+                elif np.allclose(got[~neg], s * x[~neg]):
+                    msg += ". The slope is applied to the positive values: swap the two branches"
+            print(msg)
+            return False
+    if not speed:
+        print("Correct (speed not checked).")
+        return True
+    x = rng.standard_normal(2**16).astype(np.float32)
+    return _fast_enough(lambda v: fn(v, slope=slope), lambda v: leaky_relu_loop(v, slope), (x,),
+                        "np.where(x > 0, x, slope * x), or np.maximum(x, slope * x)")
+
+
+def check_softmax_rows(fn: Callable, speed: bool = True) -> bool:
+    """Check ``fn(x)`` against a row-wise softmax (each row sums to 1), then its speed.
+
+    >>> def soft(x):
+    ...     e = np.exp(x - x.max(axis=1, keepdims=True))
+    ...     return e / e.sum(axis=1, keepdims=True)
+    >>> check_softmax_rows(soft, speed=False)
+    Correct (speed not checked).
+    True
+    """
+    rng = np.random.default_rng(3)
+    cases = [((1, 1), "float64", 0.0), ((3, 5), "float64", 0.0), ((4, 7), "float32", 0.0),
+             ((5, 3), "float64", 1000.0), ((2, 9), "float32", -800.0)]
+    for shape, dt, shift in cases:
+        x = (rng.standard_normal(shape) * 3 + shift).astype(dt)
+        done, got = _call(fn, x.copy())
+        if not done:
+            return False
+        want = softmax_rows(x)
+        tol = (1e-5, 1e-7) if dt == "float32" else (1e-10, 1e-12)
+        msg = _same_array(got, want, f"softmax of a {shape} {dt} array" +
+                          (f" with values near {shift:g}" if shift else ""), *tol)
+        if msg:
+            g = np.asarray(got, dtype=np.float64) if got is not None else None
+            if g is not None and g.shape == want.shape:
+                if not np.all(np.isfinite(g)):
+                    msg += (". Some values are nan/inf: exp overflows for large inputs; subtract each "
+                            "row's maximum first (x - x.max(axis=1, keepdims=True))")
+                elif shape[0] > 1 and np.allclose(g.sum(axis=0), 1) and not np.allclose(g.sum(axis=1), 1):
+                    msg += (". Your *columns* sum to 1: normalise each row, i.e. sum over axis=1 "
+                            "with keepdims=True")
+                elif np.allclose(g.sum(), 1) and shape[0] > 1:
+                    msg += ". The whole array sums to 1: normalise each row separately (axis=1)"
+            print(msg)
+            return False
+    if not speed:
+        print("Correct (speed not checked).")
+        return True
+    x = rng.standard_normal((256, 96))
+    return _fast_enough(fn, softmax_rows_loop, (x,),
+                        "x.max(axis=1, keepdims=True), np.exp, .sum(axis=1, keepdims=True)")

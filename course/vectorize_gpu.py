@@ -1,0 +1,139 @@
+"""Lesson 02, GPU rungs: one thread per element, and fusing passes into one kernel.
+
+On a GPU, an elementwise op launches one *thread* per element; the hardware
+groups 32 consecutive threads into a *warp* that executes each instruction for
+all 32 lanes at once (SIMT: single instruction, multiple threads).
+
+Two ways to run the ladder's ops on a GPU:
+
+* :func:`fused_elementwise` -- a CuPy ``ElementwiseKernel`` whose CUDA body does
+  the whole op for one element.  ``affine_relu`` as numpy-style code makes three
+  passes over memory (multiply, add, maximum); the fused kernel reads ``x`` once
+  and writes ``y`` once, which is all a memory-bound op can hope for.
+* :func:`numba_elementwise` -- the same kernels written in Python with
+  ``numba.cuda``, where the index arithmetic (``cuda.grid(1)``) is visible.  They
+  run on a GPU, and without one under numba's CUDA simulator
+  (``NUMBA_ENABLE_CUDASIM=1``, tiny sizes: one Python thread per CUDA thread).
+
+>>> sorted(CUDA_BODIES)
+['affine_relu', 'relu', 'sigmoid']
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from .devices import _cupy, array_device, require_gpu
+from .errors import BadInputError
+
+__all__ = ["CUDA_BODIES", "cuda_source", "fused_elementwise", "numba_elementwise", "blocks_for"]
+
+#: The body of each fused kernel for one element; ``C`` is the compute type (float or double).
+CUDA_BODIES = {
+    "relu": "C v = (C)x; y = (T)(v > (C)0 ? v : (C)0);",
+    "sigmoid": "C v = (C)x; y = (T)((C)1 / ((C)1 + exp(-v)));",
+    "affine_relu": "C z = (C)a * (C)x + (C)b; y = (T)(z > (C)0 ? z : (C)0);",
+}
+
+
+def cuda_source(op: str, dtype: Any = "float32") -> str:
+    """The CUDA C++ body of the fused kernel for ``op``: what one GPU thread does to one element.
+
+    float16 and float32 compute in ``float``, float64 in ``double``.
+
+    >>> cuda_source("relu", "float64")
+    'typedef double C; C v = (C)x; y = (T)(v > (C)0 ? v : (C)0);'
+    """
+    if op not in CUDA_BODIES:
+        raise BadInputError(f"op must be one of {tuple(CUDA_BODIES)}, got {op!r}")
+    c = "double" if np.dtype(dtype) == np.float64 else "float"
+    return f"typedef {c} C; {CUDA_BODIES[op]}"
+
+
+@functools.cache
+def _kernel(op: str, dtype_name: str):
+    cp = _cupy()
+    return cp.ElementwiseKernel("T x, float64 a, float64 b", "T y", cuda_source(op, dtype_name),
+                                f"course_fused_{op}_{dtype_name}")
+
+
+def fused_elementwise(op: str, x: Any, out: Any = None, a: float = 2.0, b: float = -0.5) -> Any:
+    """Run ``op`` on a CuPy array in a single fused CUDA kernel (compiled on first use, cached).
+
+    Raises :class:`~course.errors.GPUUnavailableError` (with what to do) without a GPU.
+    """
+    require_gpu()
+    if array_device(x) != "gpu":
+        raise BadInputError("fused_elementwise needs a CuPy array; move x with course.to_device(x, 'gpu')")
+    if str(x.dtype) not in ("float16", "float32", "float64"):
+        raise BadInputError(f"fused kernels take float16/float32/float64, got {x.dtype}")
+    k = _kernel(op if op in CUDA_BODIES else cuda_source(op), str(x.dtype))
+    if out is None:
+        return k(x, float(a), float(b))
+    return k(x, float(a), float(b), out)
+
+
+def blocks_for(n: int, threads_per_block: int = 256) -> int:
+    """Blocks to launch so that ``blocks * threads_per_block >= n`` (at least 1).
+
+    >>> blocks_for(1000, 256)
+    4
+    """
+    if threads_per_block < 1 or threads_per_block > 1024:
+        raise BadInputError(f"threads_per_block must be 1..1024 (a CUDA limit), got {threads_per_block}")
+    return max(1, -(-int(n) // threads_per_block))
+
+
+@functools.lru_cache(maxsize=1)
+def _numba_kernels() -> dict:
+    # ``cuda`` must be a module global: the simulator swaps it in the kernels' globals.
+    global cuda
+    from numba import cuda
+
+    @cuda.jit
+    def relu_k(x, y, a, b):
+        i = cuda.grid(1)  # this thread's element: blockIdx.x * blockDim.x + threadIdx.x
+        if i < x.size:  # the last block may have threads with nothing to do
+            v = x[i]
+            y[i] = v if v > 0 else 0
+
+    @cuda.jit
+    def sigmoid_k(x, y, a, b):
+        i = cuda.grid(1)
+        if i < x.size:
+            y[i] = 1.0 / (1.0 + math.exp(-x[i]))
+
+    @cuda.jit
+    def affine_relu_k(x, y, a, b):
+        i = cuda.grid(1)
+        if i < x.size:
+            z = a * x[i] + b
+            y[i] = z if z > 0 else 0
+
+    return {"relu": relu_k, "sigmoid": sigmoid_k, "affine_relu": affine_relu_k}
+
+
+def numba_elementwise(op: str, x: Any, threads_per_block: int = 128, a: float = 2.0,
+                      b: float = -0.5) -> Any:
+    """Run ``op`` with a ``numba.cuda`` kernel: one thread per element, warps of 32.
+
+    ``x`` is a CuPy array on a GPU, or a small numpy array under the CUDA simulator.
+    The result has ``x``'s type.  ``blocks_for(n, threads_per_block)`` blocks are
+    launched; threads past the end do nothing.
+    """
+    if op not in CUDA_BODIES:
+        raise BadInputError(f"op must be one of {tuple(CUDA_BODIES)}, got {op!r}")
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        require_gpu()
+    if x.ndim != 1:
+        raise BadInputError(f"numba_elementwise takes a 1-d array, got shape {x.shape}; use x.ravel()")
+    y = x.copy()
+    kernel = _numba_kernels()[op]
+    kernel[blocks_for(x.size, threads_per_block), threads_per_block](x, y, a, b)
+    return y
