@@ -1,0 +1,257 @@
+"""Lesson 05: back-propagation as a parallel scan (BPPSA).
+
+Back-propagation through a chain ``x_0 -> x_1 -> ... -> x_T`` (the time steps of
+an RNN, the layers of a deep network) is a sequence of dependent products:
+
+    G[T] = dL/dx_T,        G[t] = J_tᵀ · G[t+1],     J_t = ∂x_{t+1}/∂x_t.
+
+Done one after the other that is T dependent steps, each a cheap matrix-vector
+product: a GPU with thousands of lanes waits on a chain of tiny jobs.  Wang, Bai
+and Pekhimenko (MLSys 2020) noticed that the chain is a *scan*: the gradients are
+the running products of the sequence ``grad, J_{T-1}ᵀ, ..., J_0ᵀ`` under the
+operator ``A ◇ B = B · A`` (the later factor multiplies on the left), which is
+associative, so the Blelloch scan of lesson 04 computes all of them in about
+2·log2(T) levels, each level one batched matrix product.
+
+The price is work: a combine in the tree multiplies two n×n matrices (2n³ flops)
+where the sequential step multiplied a matrix by a vector (2n²).  The scan does
+about 2n times more arithmetic and wins only where the hardware would otherwise
+idle: a GPU with a long, thin chain.
+
+This module holds the two algorithms with one contract, and their costs:
+
+* :func:`backprop_sequential` and :func:`backprop_scan` (jacobians, grad) -> G;
+* :func:`bppsa_operator`, the operator ``◇`` with its operand order;
+* :func:`scan_elements`, the sequence the scan runs over (the gradient embedded
+  as the first column of an n×n matrix);
+* :func:`work_counts`: dependent steps, flops and memory of both.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> J = rng.standard_normal((6, 3, 3)); g = rng.standard_normal(3)
+>>> np.allclose(backprop_scan(J, g), backprop_sequential(J, g))
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .devices import array_device, check_fits, get_xp
+from .errors import BadInputError
+
+__all__ = ["backprop_sequential", "backprop_scan", "bppsa_operator", "scan_elements",
+           "gradients_from_scan", "work_counts", "check_chain"]
+
+
+# ------------------------------------------------------------------ input checks
+
+def check_chain(jacobians: Any, grad: Any) -> tuple[Any, Any, Any, int, int | None, int]:
+    """Check a (jacobians, grad) pair; return ``(J, g, xp, T, B, n)``.
+
+    ``jacobians`` has shape ``(T, n, n)`` (one chain) or ``(T, B, n, n)`` (a batch
+    of B chains); ``grad`` has shape ``(n,)`` or ``(B, n)`` to match.  ``B`` is
+    None for an unbatched chain.  Raises :class:`BadInputError` naming the bad
+    shape and what to pass instead.
+    """
+    dev_j, dev_g = array_device(jacobians), array_device(grad)
+    if dev_j != dev_g:
+        raise BadInputError(f"jacobians live on the {dev_j.upper()} but grad on the {dev_g.upper()}: "
+                            "move one with course.to_device(x, device) so both are on the same device.")
+    xp = get_xp(dev_j)
+    J, g = xp.asarray(jacobians), xp.asarray(grad)
+    if J.ndim not in (3, 4):
+        raise BadInputError(f"jacobians must have shape (T, n, n) or (T, B, n, n); got {tuple(J.shape)} "
+                            f"({J.ndim} axes). jacobians[t] is the n×n matrix ∂x_(t+1)/∂x_t.")
+    if J.shape[-1] != J.shape[-2]:
+        raise BadInputError(f"each Jacobian must be square (n×n: a step keeps the state size), got "
+                            f"{J.shape[-2]}×{J.shape[-1]} in jacobians of shape {tuple(J.shape)}. "
+                            "For layers that change width, pad the states to a common size.")
+    T, n = int(J.shape[0]), int(J.shape[-1])
+    if T == 0:
+        raise BadInputError(f"the chain is empty: jacobians has shape {tuple(J.shape)} (T = 0 steps). "
+                            "Pass at least one Jacobian.")
+    B = int(J.shape[1]) if J.ndim == 4 else None
+    want = (n,) if B is None else (B, n)
+    if tuple(g.shape) != want:
+        raise BadInputError(f"grad has shape {tuple(g.shape)} but jacobians of shape {tuple(J.shape)} "
+                            f"need grad of shape {want} (dL/dx_T for each chain of the batch).")
+    if not (xp.issubdtype(J.dtype, xp.floating) and xp.issubdtype(g.dtype, xp.floating)):
+        raise BadInputError(f"jacobians and grad must be floating point, got {J.dtype} and {g.dtype}; "
+                            "convert with .astype('float32') or 'float64'.")
+    return J, g, xp, T, B, n
+
+
+# ------------------------------------------------------------------ sequential
+
+def backprop_sequential(jacobians: Any, grad: Any) -> Any:
+    """Back-propagate ``grad`` through the chain one step after the other.
+
+    Parameters
+    ----------
+    jacobians : array ``(T, n, n)`` or ``(T, B, n, n)``; ``jacobians[t] = ∂x_{t+1}/∂x_t``.
+    grad : array ``(n,)`` or ``(B, n)``: ``dL/dx_T``.
+
+    Returns
+    -------
+    G : array ``(T+1, n)`` or ``(T+1, B, n)``, ``G[T] = grad`` and
+        ``G[t] = jacobians[t]ᵀ · G[t+1]``: T dependent matrix-vector products.
+
+    Examples
+    --------
+    >>> J = np.array([[[2.0, 0.0], [1.0, 1.0]]])          # T = 1
+    >>> backprop_sequential(J, np.array([1.0, 1.0]))
+    array([[3., 1.],
+           [1., 1.]])
+    """
+    J, g, xp, T, B, n = check_chain(jacobians, grad)
+    dtype = xp.result_type(J.dtype, g.dtype)
+    G = xp.empty((T + 1,) + g.shape, dtype=dtype)
+    G[T] = g
+    for t in range(T - 1, -1, -1):      # each step needs the one before: T dependent steps
+        # Jᵀ·v for every chain of the batch: (Jᵀ v)_i = Σ_j J_ji v_j
+        G[t] = xp.matmul(G[t + 1][..., None, :], J[t])[..., 0, :]
+    return G
+
+
+# ------------------------------------------------------------------ the scan
+
+def bppsa_operator(a: Any, b: Any) -> Any:
+    """The BPPSA operator ``a ◇ b = b · a`` on stacks of matrices.
+
+    In a scan, ``a`` holds the earlier elements and ``b`` the later ones.  The
+    sequence is ``grad, J_{T-1}ᵀ, ..., J_0ᵀ``, and each later transposed Jacobian
+    must multiply the product so far *from the left*:
+    ``grad ◇ J_{T-1}ᵀ ◇ J_{T-2}ᵀ = J_{T-2}ᵀ · J_{T-1}ᵀ · grad``.  Matrix products are
+    associative, so ``◇`` is too; it is not commutative, so the order matters.
+
+    >>> a = np.array([[[1.0, 2.0], [0.0, 1.0]]]); b = np.array([[[0.0, 1.0], [1.0, 0.0]]])
+    >>> bppsa_operator(a, b)[0]
+    array([[0., 1.],
+           [1., 2.]])
+    """
+    return b @ a
+
+
+def scan_elements(jacobians: Any, grad: Any) -> Any:
+    """The sequence the scan runs over: ``[grad as a matrix, J_{T-1}ᵀ, ..., J_0ᵀ]``.
+
+    Every element of a scan must have the same shape, so the gradient vector is
+    embedded as the **first column** of an otherwise zero n×n matrix ``E``.  A
+    product ``M · E`` keeps that shape: its first column is ``M · grad`` and the
+    rest stays zero, so the running products carry the gradients in column 0.
+    (Only the leftmost branch of the tree touches ``E``; every other combine is a
+    full Jacobian-Jacobian product.)
+
+    Returns an array ``(T+1, n, n)`` or ``(T+1, B, n, n)``.
+    """
+    J, g, xp, T, B, n = check_chain(jacobians, grad)
+    dtype = xp.result_type(J.dtype, g.dtype)
+    check_fits((T + 1) * (B or 1) * n * n * np.dtype(dtype).itemsize * 3, array_device(J),
+               what=f"the scan over {T + 1} matrices of {n}×{n}" + (f" for a batch of {B}" if B else ""))
+    elems = xp.empty((T + 1,) + J.shape[1:], dtype=dtype)
+    elems[0] = 0
+    elems[0, ..., :, 0] = g                          # grad -> first column of element 0
+    elems[1:] = xp.swapaxes(J[::-1], -1, -2)         # J_{T-1}ᵀ, ..., J_0ᵀ
+    return elems
+
+
+def gradients_from_scan(products: Any) -> Any:
+    """Read G out of the inclusive scan: ``products[k]`` holds ``G[T-k]`` in its first column."""
+    return products[::-1, ..., :, 0]
+
+
+def backprop_scan(jacobians: Any, grad: Any, trace: bool = False) -> Any:
+    """Back-propagate ``grad`` with the Blelloch scan of lesson 04 (BPPSA).
+
+    Same contract as :func:`backprop_sequential`; the T dependent steps become
+    about 2·log2(T+1) levels, each level one batched matrix product
+    (:func:`course.scan.blelloch_scan` with :func:`bppsa_operator`).
+
+    The paper runs an *exclusive* scan, whose first output is the identity and
+    whose outputs stop one short of the total; here the *inclusive* scan is used
+    (the same tree: inclusive[k] = exclusive[k+1], and the missing last one is the
+    up-sweep's total), so that ``G[0] = dL/dx_0`` comes out too.
+
+    Parameters
+    ----------
+    jacobians : array ``(T, n, n)`` or ``(T, B, n, n)``; ``jacobians[t] = ∂x_{t+1}/∂x_t``.
+    grad : array ``(n,)`` or ``(B, n)``.
+    trace : also return the scan's :class:`course.scan.ScanTrace` (it copies the
+        whole buffer after every level: small T only).
+
+    Returns
+    -------
+    G, or ``(G, trace)``; G has shape ``(T+1, n)`` or ``(T+1, B, n)``.
+
+    Examples
+    --------
+    >>> J = np.array([[[2.0, 0.0], [1.0, 1.0]]])
+    >>> backprop_scan(J, np.array([1.0, 1.0]))
+    array([[3., 1.],
+           [1., 1.]])
+    """
+    from .scan import blelloch_scan
+
+    elems = scan_elements(jacobians, grad)
+    xp = get_xp(array_device(elems))
+    n = elems.shape[-1]
+    identity = xp.eye(n, dtype=elems.dtype)
+    if elems.ndim == 4:
+        identity = xp.broadcast_to(identity, elems.shape[1:])
+    out = blelloch_scan(elems, op=bppsa_operator, identity=identity, exclusive=False, trace=trace)
+    products, tr = out if trace else (out, None)
+    G = xp.ascontiguousarray(gradients_from_scan(products))
+    return (G, tr) if trace else G
+
+
+# ------------------------------------------------------------------ costs
+
+def _blelloch_combines(m: int) -> tuple[int, int]:
+    """(combines, levels) of the Blelloch scan of m elements, as course.scan counts them."""
+    from .scan import operation_counts
+
+    c = operation_counts("blelloch", m)
+    return int(c["work"]), int(c["steps"])
+
+
+def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
+    """Dependent steps, flops and memory of sequential back-propagation vs BPPSA.
+
+    Sequential: T dependent matrix-vector products, ``2n²`` flops each per chain.
+    Scan: the Blelloch tree over T+1 elements: about ``2·log2(T+1)`` levels and
+    about ``2(T+1)`` combines, each an n×n by n×n product, ``2n³`` flops per chain.
+    Memory: the sequential pass keeps T+1 gradient vectors; the scan keeps T+1
+    n×n matrices (the Jacobians), about n times more.
+
+    Returns a dict with ``steps_sequential``, ``steps_scan``, ``flops_sequential``,
+    ``flops_scan``, ``work_ratio`` (scan / sequential flops), ``step_ratio``
+    (sequential / scan steps: the most the scan can gain with unlimited lanes),
+    ``bytes_sequential`` and ``bytes_scan``.
+
+    >>> c = work_counts(30000, 20, 16)
+    >>> c["steps_sequential"], c["steps_scan"]
+    (30000, 30)
+    """
+    for name, v, lo in (("T", T, 1), ("n", n, 1), ("batch", batch, 1), ("itemsize", itemsize, 1)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+            raise BadInputError(f"{name} must be a whole number >= {lo}, got {v!r}")
+    T, n, batch = int(T), int(n), int(batch)
+    combines, levels = _blelloch_combines(T + 1)
+    flops_seq = 2.0 * n * n * T * batch
+    flops_scan = 2.0 * n ** 3 * combines * batch
+    return {
+        "T": T, "n": n, "batch": batch,
+        "steps_sequential": T,
+        "steps_scan": levels,
+        "combines_scan": combines,
+        "flops_sequential": flops_seq,
+        "flops_scan": flops_scan,
+        "work_ratio": flops_scan / flops_seq,
+        "step_ratio": T / levels if levels else math.inf,
+        "bytes_sequential": (T + 1) * batch * n * itemsize,
+        "bytes_scan": (T + 1) * batch * n * n * itemsize,
+    }

@@ -1,0 +1,213 @@
+"""Timing BPPSA against sequential back-propagation, the way the paper does.
+
+The paper times a whole training step (forward + backward) and the forward pass
+alone, and calls the difference the backward time:
+
+    backward = median(full step) - median(forward).
+
+Here both methods run the same :class:`~course.bppsa_models.TanhRNN` forward pass
+and differ only in how the hidden-state gradients are found (the classic loop or
+the scan).  PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
+PyTorch is installed (on the GPU, that is its cuDNN kernel).
+
+>>> r = time_rnn(T=20, hidden_size=4, batch=2, repeat=2)
+>>> sorted(r["backward_s"])
+['scan', 'sequential']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .bppsa import work_counts
+from .bppsa_models import TanhRNN
+from .devices import gpu_available, normalize_device, synchronize
+from .errors import BadInputError, GPUUnavailableError
+from .results import ResultSet
+from .timing import benchmark
+
+__all__ = ["time_rnn", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups", "PAPER", "SWEEP_T",
+           "QUICK_T"]
+
+#: The paper's RNN workload (Wang, Bai, Pekhimenko, MLSys 2020, section 5).
+PAPER = {"input_size": 1, "hidden_size": 20, "batch": 16, "n_classes": 10,
+         "T_max": 30000, "backward_speedup": 108.0, "gpus": ("RTX 2070", "RTX 2080 Ti")}
+
+SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
+QUICK_T = (10, 100, 1000)
+
+
+def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
+             methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 3,
+             budget_s: float | None = None, seed: int = 0) -> dict:
+    """Time the forward pass and a full step (forward + backward) of the tanh RNN.
+
+    Returns ``{"forward": Timing, "full": {method: Timing}, "backward_s": {method: s},
+    "max_grad_diff": float}``; ``backward_s`` is ``full.median - forward.median`` (the
+    paper's definition; it can come out near zero or negative when the backward is
+    lost in the noise of a tiny T).  ``max_grad_diff`` is the largest difference
+    between the methods' ``W_hh`` gradients, a check that they computed the same thing.
+    """
+    dev = normalize_device(device)
+    for m in methods:
+        if m not in ("sequential", "jacobian", "scan"):
+            raise BadInputError(f"method {m!r} is not one of 'sequential', 'jacobian', 'scan'")
+    rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
+    x, y = rnn.example_data(T, batch, seed=seed + 1)
+    per = None if budget_s is None else budget_s / (1 + len(methods))
+
+    fwd = benchmark(rnn.forward, x, y, device=dev, warmup=1, repeat=repeat, budget_s=per, name="forward")
+    full, back, grads = {}, {}, {}
+
+    for m in methods:
+        def step(m=m):
+            _, cache = rnn.forward(x, y)
+            grads[m] = rnn.backward(cache, m)["W_hh"]
+        full[m] = benchmark(step, device=dev, warmup=1, repeat=repeat, budget_s=per, name=f"full step, {m}")
+        back[m] = full[m].median - fwd.median
+    diff = 0.0
+    if len(grads) > 1:
+        ref = grads[methods[0]]
+        xp = rnn.xp
+        diff = max(float(xp.abs(g - ref).max()) for g in grads.values())
+    return {"forward": fwd, "full": full, "backward_s": back, "max_grad_diff": diff}
+
+
+# ------------------------------------------------------------------ the PyTorch peer
+
+def torch_available() -> bool:
+    """True when PyTorch can be imported (it is an optional peer, never required)."""
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
+                   device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
+                   seed: int = 0) -> dict:
+    """Forward and full-step times of PyTorch's ``nn.RNN`` (tanh) + readout + cross-entropy.
+
+    On the GPU this is cuDNN's RNN.  Returns ``{"forward": Timing, "full": Timing,
+    "backward_s": float}`` like :func:`time_rnn`.  Raises :class:`BadInputError` when
+    PyTorch is missing and :class:`GPUUnavailableError` when PyTorch sees no GPU.
+    """
+    if not torch_available():
+        raise BadInputError("PyTorch is not installed, so there is no PyTorch peer to time "
+                            "(pip install torch to add it).")
+    import torch
+
+    dev = normalize_device(device)
+    if dev == "gpu" and not torch.cuda.is_available():
+        raise GPUUnavailableError("PyTorch here has no CUDA device (a CPU-only wheel, or no GPU); "
+                                  "install a CUDA build of PyTorch to time its cuDNN RNN.")
+    tdev = torch.device("cuda" if dev == "gpu" else "cpu")
+    torch.manual_seed(seed)
+    rnn = torch.nn.RNN(input_size, hidden_size, nonlinearity="tanh").to(tdev)
+    head = torch.nn.Linear(hidden_size, 10).to(tdev)
+    x = torch.randn(T, batch, input_size, device=tdev)
+    y = torch.randint(0, 10, (batch,), device=tdev)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def forward():
+        out, h = rnn(x)
+        return loss_fn(head(h[-1]), y)
+
+    def full():
+        rnn.zero_grad(set_to_none=True)
+        head.zero_grad(set_to_none=True)
+        forward().backward()
+
+    sync = (lambda: torch.cuda.synchronize()) if dev == "gpu" else (lambda: None)
+    per = None if budget_s is None else budget_s / 2
+
+    def timed(fn):
+        def run():
+            fn()
+            sync()
+        return run
+
+    # CUDA events of course.timing see CuPy's stream, not PyTorch's: time on the host,
+    # synchronising PyTorch inside the timed call.
+    f = benchmark(timed(forward), device="cpu", warmup=1, repeat=repeat, budget_s=per, name="torch forward")
+    s = benchmark(timed(full), device="cpu", warmup=1, repeat=repeat, budget_s=per, name="torch full step")
+    f.device = s.device = dev
+    return {"forward": f, "full": s, "backward_s": s.median - f.median}
+
+
+# ------------------------------------------------------------------ the sweep
+
+def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
+              devices: Sequence[str] | None = None, methods: Sequence[str] = ("sequential", "scan"),
+              include_torch: bool = True, dtype: Any = "float32", repeat: int = 3,
+              budget_s: float | None = 30.0, progress: Callable | None = None) -> ResultSet:
+    """Backward time of each method against sequence length T, on each device.
+
+    One record per (device, T, method) with ``forward_s``, ``full_s`` (and its
+    quartiles), ``backward_s`` and the work counts; ``method="torch"`` for the
+    PyTorch peer when ``include_torch`` and it is installed.  ``budget_s`` bounds
+    the whole sweep: lengths not reached are listed in the notes.
+    """
+    import time
+
+    Ts = sorted({int(t) for t in Ts})
+    if not Ts or Ts[0] < 1:
+        raise BadInputError(f"Ts must be sequence lengths >= 1, got {Ts!r}")
+    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    torch_ok = include_torch and torch_available()
+    rs = ResultSet("bppsa_rnn", params={"Ts": Ts, "hidden_size": hidden_size, "batch": batch,
+                                        "input_size": input_size, "dtype": str(dtype), "devices": devs,
+                                        "methods": list(methods) + (["torch"] if torch_ok else []),
+                                        "repeat": repeat, "budget_s": budget_s,
+                                        "backward": "median(full step) - median(forward)"})
+    began = time.perf_counter()
+    jobs = [(d, T) for d in devs for T in Ts]
+    it = progress(jobs, total=len(jobs), desc="BPPSA sweep") if progress else jobs
+    skipped = []
+    for d, T in it:
+        if budget_s is not None and time.perf_counter() - began > budget_s:
+            skipped.append(f"{d} T={T}")
+            continue
+        r = time_rnn(T, hidden_size, batch, input_size, d, methods, dtype, repeat)
+        counts = work_counts(T, hidden_size, batch)
+        for m in methods:
+            full = r["full"][m]
+            rs.add(device=d, T=T, method=m, hidden_size=hidden_size, batch=batch,
+                   forward_s=r["forward"].median, full_s=full.median, full_q25_s=full.q25,
+                   full_q75_s=full.q75, backward_s=r["backward_s"][m],
+                   steps=counts["steps_sequential"] if m != "scan" else counts["steps_scan"],
+                   flops=counts["flops_sequential"] if m != "scan" else counts["flops_scan"],
+                   max_grad_diff=r["max_grad_diff"])
+        if torch_ok:
+            try:
+                tr = time_torch_rnn(T, hidden_size, batch, input_size, d, repeat)
+            except GPUUnavailableError as exc:
+                rs.notes.append(f"PyTorch peer not timed on {d}: {exc}")
+            else:
+                rs.add(device=d, T=T, method="torch", hidden_size=hidden_size, batch=batch,
+                       forward_s=tr["forward"].median, full_s=tr["full"].median,
+                       full_q25_s=tr["full"].q25, full_q75_s=tr["full"].q75,
+                       backward_s=tr["backward_s"])
+        synchronize(d)
+    if skipped:
+        rs.notes.append(f"stopped by the {budget_s:.0f} s budget before: {', '.join(skipped)}")
+    return rs
+
+
+def speedups(rs: ResultSet, device: str, over: str = "sequential",
+             method: str = "scan") -> tuple[np.ndarray, np.ndarray]:
+    """(T, backward time of ``over`` / backward time of ``method``) from a sweep, for one device.
+
+    Points where either backward time is not positive (lost in noise) are left out.
+    """
+    out = []
+    for r in rs.select(device=device, method=method):
+        base = rs.select(device=device, method=over, T=r["T"])
+        if base and r["backward_s"] > 0 and base[0]["backward_s"] > 0:
+            out.append((r["T"], base[0]["backward_s"] / r["backward_s"]))
+    out.sort()
+    return np.array([o[0] for o in out], dtype=float), np.array([o[1] for o in out], dtype=float)
