@@ -1,0 +1,226 @@
+"""Lesson 03, part 5: the roofline of *this* machine, measured.
+
+An operation that does ``F`` floating-point operations and must move ``B`` bytes
+has an **arithmetic intensity** ``I = F / B`` (FLOP per byte).  No device can run
+it faster than either of its two limits:
+
+* the memory roof: ``I × peak bandwidth`` (each byte must come from memory);
+* the compute roof: ``peak FLOP/s`` (each flop must be done).
+
+So the attainable rate is ``min(peak FLOP/s, I × bandwidth)``: a slanted line
+that bends into a flat one at the **ridge point** ``I* = peak FLOP/s / bandwidth``.
+Operations left of the ridge are *memory-bound* (elementwise ops, reductions,
+scans: a flop or less per 4–12 bytes); right of it, *compute-bound* (large matrix
+products, whose intensity grows like ``n / 6``).
+
+Here both roofs are measured, not copied from a data sheet: the bandwidth with
+:func:`course.hardware.copy_bandwidth` (a large array copy), the FLOP/s as the best
+matrix-product rate over a range of sizes, per dtype.  The course's own
+operations are then placed on the plot by their counted intensity and their
+measured rate.
+
+>>> attainable(0.25, peak_flops=1e11, peak_bandwidth=2e10)
+5000000000.0
+>>> classify(0.25, 1e11, 2e10), classify(100.0, 1e11, 2e10)
+('memory-bound', 'compute-bound')
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .devices import check_dtype, get_xp, synchronize
+from .errors import BadInputError
+from .results import ResultSet
+from .throughput_batch import DEFAULT_MLP_SIZES, _mlp_class, _time_torch_matmul, torch_available
+from .throughput_ops import OPS, _devices, get_op, time_op
+from .timing import benchmark
+
+__all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
+           "measure_roofline", "peaks_of", "cached_peaks", "POINT_NAMES"]
+
+#: Operations :func:`roofline_point` can place: the lesson's ops, the scan (lesson 04), an MLP step (lesson 01).
+POINT_NAMES = (*OPS, "scan", "mlp step")
+
+
+def ridge_point(peak_flops: float, peak_bandwidth: float) -> float:
+    """Intensity (FLOP/byte) where the memory roof meets the compute roof."""
+    if not peak_flops > 0 or not peak_bandwidth > 0:
+        raise BadInputError(f"peaks must be positive, got {peak_flops!r} FLOP/s and {peak_bandwidth!r} B/s")
+    return peak_flops / peak_bandwidth
+
+
+def attainable(intensity: float, peak_flops: float, peak_bandwidth: float) -> float:
+    """The roofline: ``min(peak_flops, intensity * peak_bandwidth)`` in FLOP/s."""
+    if not intensity > 0:
+        raise BadInputError(f"arithmetic intensity must be > 0 FLOP/byte, got {intensity!r}")
+    ridge_point(peak_flops, peak_bandwidth)
+    return float(min(peak_flops, intensity * peak_bandwidth))
+
+
+def classify(intensity: float, peak_flops: float, peak_bandwidth: float) -> str:
+    """``"memory-bound"`` left of the ridge point, ``"compute-bound"`` at or right of it."""
+    if not intensity > 0:
+        raise BadInputError(f"arithmetic intensity must be > 0 FLOP/byte, got {intensity!r}")
+    return "memory-bound" if intensity < ridge_point(peak_flops, peak_bandwidth) else "compute-bound"
+
+
+def peak_matmul_sizes(device: str, dtype: str, quick: bool = True) -> list[int]:
+    """Matrix sizes tried when looking for the peak: the best is usually the largest that runs fast."""
+    if device == "gpu":
+        return [1024, 2048, 4096] if quick else [1024, 2048, 4096, 8192, 16384]
+    if dtype == "float16":  # numpy emulates float16 without BLAS: small sizes already take long
+        return [64, 128] if quick else [64, 128, 256]
+    return [256, 512, 1024] if quick else [256, 512, 1024, 2048, 4096]
+
+
+def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), quick: bool = True,
+                  copy_nbytes: int | None = None, repeat: int = 5, budget_s: float | None = 0.5,
+                  rs: ResultSet | None = None) -> ResultSet:
+    """Measure the copy bandwidth and the best matrix-product FLOP/s per dtype on ``device``.
+
+    Adds records ``kind="peak_bandwidth"`` (``bytes_per_s``) and ``kind="peak_flops"``
+    (``flops_per_s``, ``dtype``, the best ``n``; one ``kind="matmul"`` record per size
+    tried) to ``rs`` (a new ``ResultSet`` ``"roofline"`` by default) and returns it.
+    """
+    from .hardware import copy_bandwidth
+
+    (dev,) = _devices([device])
+    rs = rs if rs is not None else ResultSet("roofline", params={"quick": quick})
+    if copy_nbytes is None:
+        copy_nbytes = 2 ** 26 if (quick and dev == "cpu") else 2 ** 28
+    bw = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=repeat, budget_s=max(budget_s or 1.0, 1.0))
+    rs.add(device=dev, kind="peak_bandwidth", bytes_per_s=bw["bytes_per_s"], nbytes=bw["nbytes"],
+           source="course.hardware.copy_bandwidth (a large array copy, read + write counted)")
+    for dtn in dtypes:
+        best = (0.0, 0)
+        for n in peak_matmul_sizes(dev, dtn, quick):
+            if dtn == "bfloat16":
+                if not torch_available():
+                    rs.notes.append("No bfloat16 roof: PyTorch is not installed.")
+                    break
+                rec = _time_torch_matmul(n, dtn, dev, repeat, budget_s)
+            else:
+                check_dtype(dtn, dev)
+                rec = time_op("matmul", n, dtn, dev, repeat=repeat, budget_s=budget_s)
+            rate = rec["gflops"] * 1e9
+            rs.add(**(rec | {"kind": "matmul", "dtype": dtn, "flops_per_s": rate}))
+            best = max(best, (rate, n))
+        if best[1]:
+            rs.add(device=dev, kind="peak_flops", dtype=dtn, flops_per_s=best[0], n=best[1],
+                   source=f"best matrix product over sizes {peak_matmul_sizes(dev, dtn, quick)}")
+    return rs
+
+
+def peaks_of(rs: ResultSet, device: str) -> dict:
+    """``{"bandwidth": B/s or None, "flops": {dtype: FLOP/s}}`` from a roofline result set."""
+    bws = rs.select(device=device, kind="peak_bandwidth")
+    return {"bandwidth": bws[-1]["bytes_per_s"] if bws else None,
+            "flops": {r["dtype"]: r["flops_per_s"] for r in rs.select(device=device, kind="peak_flops")}}
+
+
+@functools.lru_cache(maxsize=16)
+def cached_peaks(device: str = "cpu", dtypes: tuple = ("float32",), quick: bool = True) -> ResultSet:
+    """:func:`measure_peaks`, measured once per session (widgets redraw without re-measuring)."""
+    return measure_peaks(device, dtypes, quick=quick)
+
+
+def _scan_counts(n: int, itemsize: int) -> tuple[float, float]:
+    from .scan import operation_counts
+
+    return float(operation_counts("blelloch", n)["work"]), 2.0 * n * itemsize
+
+
+def _mlp_bytes(sizes: Sequence[int], batch: int, itemsize: int) -> float:
+    """Compulsory traffic of one MLP training step, estimated: parameters read in the forward and
+    the backward pass, gradients written, parameters read and written by the update (5 passes);
+    activations written forward and read backward, and their gradients (4 passes); the input."""
+    params = sum(a * b + b for a, b in zip(sizes, sizes[1:]))
+    acts = batch * sum(sizes[1:])
+    return float(itemsize * (5 * params + 4 * acts + batch * sizes[0]))
+
+
+def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu", repeat: int = 5,
+                   budget_s: float | None = 0.3) -> dict:
+    """Measure one operation and return its roofline record (``kind="point"``).
+
+    ``op`` is one of :data:`POINT_NAMES`; ``n`` is its size (elements; matrix side;
+    scan length; batch size for ``"mlp step"``).  The record has ``intensity``
+    (counted FLOP / counted bytes) and ``flops_per_s`` (counted FLOP / measured time).
+    """
+    (dev,) = _devices([device])
+    dt = check_dtype(dtype, dev)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise BadInputError(f"size n must be a whole number >= 1, got {n!r}")
+    n = int(n)
+    if op in OPS:
+        rec = time_op(get_op(op), n, dt, dev, repeat=repeat, budget_s=budget_s)
+        return rec | {"kind": "point", "name": f"{op} n={n:,}", "op": op, "flops_per_s": rec["gflops"] * 1e9}
+    xp = get_xp(dev)
+    if op == "scan":
+        from .scan import blelloch_scan
+
+        x = xp.full(n, 0.5, dtype=dt)
+        t = benchmark(blelloch_scan, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s, name="scan")
+        flops, nbytes = _scan_counts(n, dt.itemsize)
+    elif op == "mlp step":
+        model = _mlp_class()(list(DEFAULT_MLP_SIZES), dtype=dt.name, device=dev, seed=0)
+        rng = np.random.default_rng(0)
+        x = xp.asarray(rng.standard_normal((n, DEFAULT_MLP_SIZES[0])).astype(dt))
+        y = xp.asarray(rng.integers(0, DEFAULT_MLP_SIZES[-1], size=n))
+        t = benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=1, repeat=repeat, budget_s=budget_s,
+                      name="mlp step")
+        flops, nbytes = float(model.flops_per_step(n)), _mlp_bytes(DEFAULT_MLP_SIZES, n, dt.itemsize)
+    else:
+        raise BadInputError(f"unknown operation {op!r} for the roofline; choose one of {', '.join(POINT_NAMES)}")
+    synchronize(dev)
+    return t.as_record() | {"kind": "point", "name": f"{op} n={n:,}", "op": op, "n": n, "dtype": dt.name,
+                            "flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
+                            "flops_per_s": flops / t.median}
+
+
+DEFAULT_POINTS = (("add", 2 ** 22), ("add", 2 ** 12), ("sum", 2 ** 22), ("matmul", 64), ("matmul", 256),
+                  ("matmul", 1024), ("scan", 2 ** 18), ("mlp step", 256))
+
+
+def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str] = ("float32",),
+                     points: Sequence[tuple[str, int]] = DEFAULT_POINTS, quick: bool = True,
+                     total_budget_s: float | None = None, progress: Callable | None = None) -> ResultSet:
+    """Peaks and the course's operations on each device: a ``ResultSet`` ``"roofline"``.
+
+    ``points`` are ``(op, n)`` pairs measured in float32 (the first dtype).  A point whose
+    dependency is missing (lesson 01 or 04 absent) is skipped with a note; when the time
+    budget runs out the rest are skipped and the notes say so.
+    """
+    devs = _devices(devices)
+    dtypes = list(dtypes)
+    if not dtypes:
+        raise BadInputError("dtypes is empty: give at least one, e.g. ['float32']")
+    rs = ResultSet("roofline", params={"devices": devs, "dtypes": dtypes, "points": [list(p) for p in points],
+                                      "quick": quick, "stopped_early": False})
+    began = time.perf_counter()
+    jobs = [(d, p) for d in devs for p in [None, *points]]
+    it = progress(jobs, total=len(jobs), desc="roofline") if progress else jobs
+    for k, (d, p) in enumerate(it):
+        if total_budget_s is not None and k and time.perf_counter() - began >= total_budget_s:
+            rs.params["stopped_early"] = True
+            rs.notes.append(f"Stopped early: the time budget of {total_budget_s:g} s ran out after {k} of "
+                            f"{len(jobs)} measurements.")
+            break
+        if p is None:
+            measure_peaks(d, dtypes, quick=quick, rs=rs)
+            continue
+        try:
+            rs.add(**roofline_point(p[0], int(p[1]), dtypes[0], d))
+        except BadInputError as exc:
+            if "needs lesson" not in str(exc):
+                raise
+            rs.notes.append(f"point {p[0]} skipped: {exc}")
+    if hasattr(it, "close"):
+        it.close()
+    return rs
