@@ -1,0 +1,213 @@
+"""Lesson 03's live apps (ipywidgets 7.7 and 8): move a control, see new measurements.
+
+Each builder returns a :class:`course.widgets.LiveApp`; display it as the last
+expression of a cell.  Defaults rerun in well under a second on a 2-core laptop;
+bigger sizes sit behind the sliders, and sweeps keep to a time budget (they
+stop early and say so).  Choosing the GPU where there is none shows the reference
+results recorded on a real GPU, or, when none are recorded yet, says what to do.
+
+>>> app = sweep_app()
+>>> app.last_error is None
+True
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+
+from .devices import gpu_available, gpu_unavailable_reason, require_gpu
+from .results import load_reference
+from .roofline import POINT_NAMES, cached_peaks, classify, peaks_of, roofline_point
+from .throughput_batch import batch_for_fraction, batch_sweep, precision_sweep
+from .throughput_fusion import MAX_STEPS, fusion_compare
+from .throughput_latency import async_chain, latency_summary, smallest_op_latency
+from .throughput_ops import find_crossover, throughput_sweep
+from .throughput_plots import (
+    async_figure,
+    batch_figure,
+    fusion_figure,
+    latency_figure,
+    precision_figure,
+    roofline_figure,
+    sweep_plot,
+)
+from .widgets import LiveApp, device_buttons, dtype_dropdown, log2_slider
+
+__all__ = ["latency_app", "sweep_app", "async_app", "batch_app", "fusion_app", "precision_app", "roofline_app"]
+
+_DTYPES = ("float32", "float64", "float16")
+
+
+def _plan(device: str, experiment: str) -> tuple[list[str], list, str]:
+    """(devices to measure live, reference sets, an HTML note) for a device choice.
+
+    GPU chosen without one: no live devices, the references if any (else the clear
+    GPUUnavailableError); "both" without a GPU: the CPU live plus the references.
+    """
+    refs = load_reference(experiment)
+    if device == "gpu" and not gpu_available():
+        if not refs:
+            require_gpu()
+        return [], refs, (f"<p><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}): showing the "
+                          "reference results recorded on a real GPU instead.</p>")
+    if device == "both":
+        return (["cpu", "gpu"] if gpu_available() else ["cpu"]), refs, ""
+    return [device], refs, ""
+
+
+def _notes(rs) -> str:
+    return "".join(f"<p><i>{html.escape(n)}</i></p>" for n in (rs.notes if rs is not None else []))
+
+
+def _exp_slider(lo: int, hi: int, value: int, description: str) -> w.IntSlider:
+    return w.IntSlider(value=value, min=lo, max=hi, description=description, continuous_update=False,
+                       style={"description_width": "initial"}, layout=w.Layout(width="260px"))
+
+
+def latency_app(repeat: int = 200) -> LiveApp:
+    """The smallest operation on the chosen device, timed ``calls`` times: a distribution."""
+    def update(device: str, calls: int):
+        devs, refs, note = _plan(device, "launch_latency")
+        live = smallest_op_latency(devs[0], repeat=calls, budget_s=1.0) if devs else None
+        table = latency_summary(live) if live is not None else ""
+        return latency_figure(live, refs), note + table + _notes(live)
+
+    controls = {"device": device_buttons(),
+                "calls": w.SelectionSlider(options=[50, 200, 1000, 5000], value=repeat, description="calls",
+                                           continuous_update=False)}
+    return LiveApp(update, controls, title="Latency of the smallest operation")
+
+
+def sweep_app(op: str = "add", lo: int = 0, hi: int = 20, budget_s: float = 3.0) -> LiveApp:
+    """Throughput against size for one op on each device, crossover marked (sizes 2^lo … 2^hi)."""
+    def update(op: str, lo: int, hi: int, y: str, dtype: str, device: str):
+        if lo > hi:
+            from .errors import BadInputError
+
+            raise BadInputError(f"the size range is empty: 'from 2^' ({lo}) is above 'to 2^' ({hi}); "
+                                "move 'from' down or 'to' up")
+        devs, refs, note = _plan(device, f"throughput_{op}")
+        step = 1 if hi - lo <= 12 else 2
+        live = (throughput_sweep(op, [2 ** k for k in range(lo, hi + 1, step)], dtype, devices=devs,
+                                 repeat=5, budget_s=0.1, total_budget_s=budget_s) if devs else None)
+        cx = find_crossover(live, refs, {"op": op})
+        return sweep_plot(live, refs, y=y, op=op), note + f"<p>{html.escape(cx.message)}</p>" + _notes(live)
+
+    controls = {
+        "op": w.Dropdown(options=["add", "relu", "sum", "matmul"], value=op, description="op"),
+        "lo": _exp_slider(0, 28, lo, "size from 2^"), "hi": _exp_slider(0, 28, hi, "to 2^"),
+        "y": w.Dropdown(options=[("time per call", "median_s"), ("GB/s", "gb_per_s"), ("GFLOP/s", "gflops"),
+                                 ("elements/s", "elements_per_s")], value="median_s", description="show"),
+        "dtype": dtype_dropdown(_DTYPES), "device": device_buttons(include_both=True),
+    }
+    controls["device"].value = "both"
+    return LiveApp(update, controls, title="Throughput against size, and the crossover")
+
+
+def async_app() -> LiveApp:
+    """A chain of ops: when does the call return, with and without waiting?"""
+    def update(chain: int, n: int, device: str):
+        devs, refs, note = _plan(device, "async_chain")
+        sets = [async_chain(d, n=n, chain=chain, repeat=5, budget_s=1.0) for d in devs]
+        sets += [r for r in refs]
+        if not sets:
+            require_gpu()
+        return async_figure(sets), note + "".join(_notes(s) for s in sets)
+
+    controls = {"chain": w.IntSlider(value=20, min=1, max=200, description="ops in chain",
+                                     continuous_update=False, style={"description_width": "initial"}),
+                "n": log2_slider(4, 24, 2 ** 16, "elements"), "device": device_buttons(include_both=True)}
+    controls["device"].value = "both"
+    return LiveApp(update, controls, title="Asynchronous launches")
+
+
+def batch_app() -> LiveApp:
+    """Samples/s and latency against batch size (an MLP step), with Little's law."""
+    def update(largest: int, highlight: int, device: str):
+        devs, refs, note = _plan(device, "batching")
+        bs = [2 ** k for k in range(0, largest.bit_length(), 2)]
+        live = (batch_sweep(bs, devices=devs, repeat=3, stream_steps=3, budget_s=0.3, total_budget_s=4.0)
+                if devs else None)
+        text = note
+        for rs in ([live] if live is not None else []) + refs:
+            for d in rs.devices():
+                recs = rs.select(device=d)
+                b90 = batch_for_fraction([r["batch"] for r in recs], [r["samples_per_s"] for r in recs])
+                text += (f"<p>{d.upper()} ({'live' if rs.source != 'reference' else rs.label}): 90 % of the best "
+                         f"throughput measured is reached at batch {b90:,}.</p>")
+        return batch_figure(live, refs, highlight=highlight), text + _notes(live)
+
+    controls = {"largest": log2_slider(4, 12, 2 ** 8, "largest batch"),
+                "highlight": log2_slider(0, 12, 2 ** 4, "mark batch"), "device": device_buttons(include_both=True)}
+    controls["device"].value = "both"
+    return LiveApp(update, controls, title="Batching: throughput vs latency")
+
+
+def fusion_app() -> LiveApp:
+    """A chain of elementwise steps, unfused vs fused: kernels, bytes, time."""
+    def update(steps: int, n: int, dtype: str, device: str):
+        devs, refs, note = _plan(device, "fusion")
+        if not devs:
+            return fusion_figure(refs[0]), note
+        rs = fusion_compare(n=n, steps=steps, dtype=dtype, devices=devs, repeat=5, budget_s=0.5)
+        return fusion_figure(rs), note + _notes(rs)
+
+    controls = {"steps": w.IntSlider(value=4, min=1, max=MAX_STEPS, description="steps", continuous_update=False),
+                "n": log2_slider(10, 26, 2 ** 20, "elements"), "dtype": dtype_dropdown(_DTYPES),
+                "device": device_buttons(include_both=True)}
+    controls["device"].value = "both"
+    return LiveApp(update, controls, title="Kernel fusion")
+
+
+def precision_app() -> LiveApp:
+    """Matrix products in float32, float16 and bfloat16 (via PyTorch), sizes 32 … n."""
+    def update(n: int, device: str):
+        devs, refs, note = _plan(device, "mixed_precision")
+        sizes = [2 ** k for k in range(5, n.bit_length())]
+        live = (precision_sweep(sizes, devices=devs, repeat=3, budget_s=0.3, total_budget_s=4.0)
+                if devs else None)
+        return precision_figure(live, refs), note + _notes(live)
+
+    controls = {"n": log2_slider(5, 12, 2 ** 7, "largest n"), "device": device_buttons(include_both=True)}
+    controls["device"].value = "both"
+    return LiveApp(update, controls, title="Mixed precision")
+
+
+_DEFAULT_EXP = {"matmul": 9, "mlp step": 8, "scan": 16}
+
+
+def roofline_app(op: str = "add", exponent: int = 20) -> LiveApp:
+    """This machine's roofline (measured once) and the chosen op's point, moving with its size."""
+    def update(op: str, exponent: int, dtype: str, device: str):
+        devs, refs, note = _plan(device, "roofline")
+        if not devs:
+            return roofline_figure(None, refs, dtype=dtype), note
+        d = devs[-1]
+        peaks = cached_peaks(d, (dtype,))
+        point = roofline_point(op, 2 ** exponent, dtype, d)
+        pk = peaks_of(peaks, d)
+        f = pk["flops"].get(dtype)
+        roof = min(f, point["intensity"] * pk["bandwidth"])
+        kind = classify(point["intensity"], f, pk["bandwidth"])
+        text = (f"<p><b>{html.escape(point['name'])}</b> on the {d.upper()} in {dtype}: intensity "
+                f"{point['intensity']:.3g} FLOP/byte → <b>{kind}</b> on this roofline (ridge at "
+                f"{f / pk['bandwidth']:.3g}). Measured {point['flops_per_s'] / 1e9:.3g} GFLOP/s = "
+                f"{point['flops_per_s'] / roof:.0%} of the roof above it ({roof / 1e9:.3g} GFLOP/s).</p>")
+        if point["flops_per_s"] > 1.05 * roof:
+            text += ("<p><i>Above the roof: " + ("its arrays fit in the caches, which are faster than the main "
+                     "memory the slanted roof was measured on." if kind == "memory-bound" else
+                     "timings vary by several per cent from run to run (other programs, clocks), and the "
+                     "peak was measured at another moment.") + "</i></p>")
+        return roofline_figure(peaks, refs, dtype=dtype, highlight=point), note + text + _notes(peaks)
+
+    op_dd = w.Dropdown(options=list(POINT_NAMES), value=op, description="op")
+    size = _exp_slider(0, 26, exponent, "size 2^")
+
+    def on_op(change) -> None:  # a size that makes sense for the new op, set before the redraw
+        size.value = _DEFAULT_EXP.get(change["new"], 20)
+
+    op_dd.observe(on_op, names="value")
+    controls = {"op": op_dd, "exponent": size, "dtype": dtype_dropdown(_DTYPES), "device": device_buttons()}
+    return LiveApp(update, controls, title="The roofline of this machine")

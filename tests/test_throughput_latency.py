@@ -1,0 +1,94 @@
+"""Lesson 03: latency distributions, the asynchronous chain, transfers (GPU), and their errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course import throughput as T
+from course.errors import BadInputError, DeviceMemoryError, GPUUnavailableError, UnsupportedDtypeError
+
+
+def test_cpu_latency_is_a_distribution_of_every_call():
+    rs = T.smallest_op_latency("cpu", repeat=40, budget_s=2.0)
+    whats = [r["what"] for r in rs.records]
+    assert any("ufunc call overhead" in w for w in whats) and any("timer itself" in w for w in whats)
+    for r in rs.records:
+        s = np.asarray(r["samples_s"])
+        assert len(s) == r["repeat"] == 40 and (s > 0).all()
+        assert r["median_s"] == pytest.approx(np.median(s))
+
+
+def test_latency_budget_stops_early_and_says_so():
+    rs = T.smallest_op_latency("cpu", repeat=10 ** 7, budget_s=0.01)
+    assert all(r["stopped_early"] for r in rs.records)
+    assert any("stopped early" in n for n in rs.notes)
+
+
+def test_latency_summary_lists_each_operation():
+    rs = T.smallest_op_latency("cpu", repeat=20)
+    html = T.latency_summary(rs)
+    assert html.count("<tr>") == len(rs.records) + 1 and "median µs" in html
+
+
+@pytest.mark.parametrize("kw, exc, words", [
+    (dict(repeat=0), BadInputError, "repeat"),
+    (dict(device="tpu"), BadInputError, "tpu"),
+])
+def test_latency_bad_input(kw, exc, words):
+    with pytest.raises(exc, match=words):
+        T.smallest_op_latency(**({"device": "cpu"} | kw))
+
+
+def test_async_chain_on_cpu_has_three_modes_that_agree_roughly():
+    rs = T.async_chain("cpu", n=2 ** 14, chain=10, repeat=5)
+    modes = {r["mode"]: r for r in rs.records}
+    assert set(modes) == {"return without waiting", "wait once at the end", "wait after every op"}
+    assert all(r["per_op_s"] == pytest.approx(r["median_s"] / 10) for r in rs.records)
+
+
+@pytest.mark.parametrize("kw, exc, words", [
+    (dict(chain=0), BadInputError, "chain"),
+    (dict(n=0), BadInputError, "n must be"),
+    (dict(n=2 ** 42), DeviceMemoryError, "smaller"),
+    (dict(dtype="bfloat16"), UnsupportedDtypeError, "bfloat16"),
+])
+def test_async_chain_bad_input(kw, exc, words):
+    with pytest.raises(exc, match=words):
+        T.async_chain(**({"device": "cpu"} | kw))
+
+
+def test_transfer_bandwidth_needs_a_gpu():
+    from course.devices import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU answers here: covered by the gpu tests")
+    with pytest.raises(GPUUnavailableError, match="No GPU"):
+        T.transfer_bandwidth()
+
+
+# ----------------------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+def test_gpu_latency_has_launch_sync_and_copies():
+    rs = T.smallest_op_latency("gpu", repeat=50)
+    whats = " ".join(r["what"] for r in rs.records)
+    for w in ("launch", "synchronize", "host→device", "device→host", "CUDA events"):
+        assert w in whats
+    launch = next(r for r in rs.records if r["what"].startswith("launch a"))
+    round_trip = next(r for r in rs.records if r["what"].startswith("launch +"))
+    assert launch["median_s"] > 0 and round_trip["median_s"] > 0
+
+
+@pytest.mark.gpu
+def test_gpu_async_chain_returns_before_the_work_is_done():
+    rs = T.async_chain("gpu", n=2 ** 24, chain=50, repeat=5)
+    m = {r["mode"]: r["median_s"] for r in rs.records}
+    assert m["return without waiting"] < m["wait once at the end"]
+
+
+@pytest.mark.gpu
+def test_gpu_transfers_pageable_and_pinned():
+    rs = T.transfer_bandwidth([2 ** 12, 2 ** 20], repeat=3)
+    assert {r["memory"] for r in rs.records} == {"pageable", "pinned"}
+    assert all(r["gb_per_s"] > 0 for r in rs.records)

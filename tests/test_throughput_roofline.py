@@ -1,0 +1,144 @@
+"""Lesson 03: the roofline model, measured peaks and points, figures, report registration."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course import throughput as T
+from course import throughput_plots as P
+from course.errors import BadInputError, DeviceMemoryError
+from course.results import ResultSet
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1e-4, 1e5), st.floats(1e8, 1e16), st.floats(1e8, 1e13))
+def test_attainable_is_the_lower_roof_and_classify_agrees(i, pf, pb):
+    a = T.attainable(i, pf, pb)
+    assert a == pytest.approx(min(pf, i * pb))
+    kind = T.classify(i, pf, pb)
+    assert kind == ("memory-bound" if i * pb < pf * (1 - 1e-12) else kind)
+    if kind == "memory-bound":
+        assert a == pytest.approx(i * pb)
+    else:
+        assert a == pytest.approx(pf)
+
+
+def test_ridge_point_splits_memory_from_compute():
+    r = T.ridge_point(1e12, 1e11)
+    assert r == 10
+    assert T.classify(9.99, 1e12, 1e11) == "memory-bound" and T.classify(10, 1e12, 1e11) == "compute-bound"
+
+
+@pytest.mark.parametrize("args, words", [((0, 1e9, 1e9), "intensity"), ((1, 0, 1e9), "peaks"),
+                                         ((1, 1e9, -1), "peaks")])
+def test_roofline_bad_input(args, words):
+    with pytest.raises(BadInputError, match=words):
+        T.attainable(*args)
+    with pytest.raises(BadInputError, match=words):
+        T.classify(*args)
+
+
+def test_measured_peaks_use_the_spine_copy_and_the_best_matmul():
+    rs = T.measure_peaks("cpu", quick=True, copy_nbytes=2 ** 22, repeat=2, budget_s=0.2)
+    pk = T.peaks_of(rs, "cpu")
+    assert pk["bandwidth"] > 0 and pk["flops"]["float32"] > 0
+    tried = rs.select(kind="matmul", dtype="float32")
+    assert pk["flops"]["float32"] == max(r["flops_per_s"] for r in tried)
+    assert "copy_bandwidth" in rs.select(kind="peak_bandwidth")[0]["source"]
+
+
+@pytest.mark.parametrize("op, n", [("add", 4096), ("matmul", 32), ("scan", 1024), ("mlp step", 4)])
+def test_roofline_points_have_counted_intensity_and_measured_rate(op, n):
+    r = T.roofline_point(op, n, repeat=2)
+    assert r["kind"] == "point" and r["op"] == op and r["n"] == n
+    assert r["intensity"] == pytest.approx(r["flops"] / r["bytes"])
+    assert r["flops_per_s"] == pytest.approx(r["flops"] / r["median_s"])
+
+
+def test_roofline_point_intensities_are_ordered_as_the_lesson_says():
+    add = T.roofline_point("add", 1024, repeat=1)["intensity"]
+    scan = T.roofline_point("scan", 1024, repeat=1)["intensity"]
+    mm = T.roofline_point("matmul", 256, repeat=1)["intensity"]
+    assert add < scan < 1 < mm
+
+
+@pytest.mark.parametrize("op, n, exc, words", [("fft", 8, BadInputError, "fft"), ("add", 0, BadInputError, ">= 1"),
+                                               ("scan", 2 ** 42, DeviceMemoryError, "smaller"),
+                                               ("mlp step", 2 ** 40, DeviceMemoryError, "smaller")])
+def test_roofline_point_bad_input(op, n, exc, words):
+    with pytest.raises(exc, match=words):
+        T.roofline_point(op, n)
+
+
+def test_measure_roofline_quick_with_a_tiny_budget_stops_early():
+    rs = T.measure_roofline(points=(("add", 1024),), total_budget_s=1e-6)
+    assert rs.params["stopped_early"] and "Stopped early" in rs.notes[-1]
+    assert rs.select(kind="peak_bandwidth")
+
+
+def test_roofline_figure_draws_roofs_points_and_the_highlight():
+    rs = ResultSet("roofline")
+    rs.add(device="cpu", kind="peak_bandwidth", bytes_per_s=1e10)
+    rs.add(device="cpu", kind="peak_flops", dtype="float32", flops_per_s=1e11, n=512)
+    rs.add(device="cpu", kind="point", name="add n=1", op="add", intensity=1 / 12, flops_per_s=5e8)
+    hl = {"device": "cpu", "name": "matmul n=64", "intensity": 10.0, "flops_per_s": 5e10}
+    fig = P.roofline_figure(rs, highlight=hl)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("roof 100 GFLOP/s" in t for t in labels) and any("your choice" in t for t in labels)
+    assert "ridge at 10 FLOP/byte" in ax.get_title()
+    assert "No GPU" in fig.texts[-1].get_text()
+
+
+def test_every_lesson_figure_names_its_device():
+    from course.plots import figure_to_png
+
+    figs = [P.sweep_plot(T.throughput_sweep("sum", [4, 16], repeat=1)),
+            P.latency_figure(T.smallest_op_latency("cpu", repeat=5)),
+            P.async_figure([T.async_chain("cpu", n=64, chain=2, repeat=2)]),
+            P.batch_figure(T.batch_sweep([1, 2], sizes=(4, 2), repeat=1, stream_steps=1)),
+            P.fusion_figure(T.fusion_compare(n=256, steps=2, repeat=1, modes=("unfused",))),
+            P.precision_figure(T.precision_sweep([8], dtypes=("float32",), repeat=1)),
+            P.transfer_figure(None)]
+    for fig in figs:
+        assert any("Measured live on" in t.get_text() for t in fig.texts)
+        assert figure_to_png(fig)[:4] == b"\x89PNG"
+
+
+def test_transfer_figure_without_data_says_why():
+    fig = P.transfer_figure(None)
+    assert any("need a GPU" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_lesson_experiments_are_registered_for_the_report():
+    from course.report import discover
+
+    exps = discover()
+    for name in ("launch_latency", "throughput_add", "throughput_sum", "throughput_matmul", "async_chain",
+                 "batching", "fusion", "transfer_bandwidth", "mixed_precision", "roofline"):
+        assert exps[name].lesson == "03" and exps[name].plotter is not None
+
+
+def test_quick_experiment_runs_and_plots(tmp_path):
+    from course.report import run_report
+
+    index = run_report(tmp_path, quick=True, only=["throughput_sum", "transfer_bandwidth"], devices=["cpu"],
+                       show_progress=False)
+    import json
+
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["failures"] == []
+    names = {s["experiment"] for s in doc["result_sets"]}
+    assert {"throughput_sum", "transfer_bandwidth"} <= names
+    assert (tmp_path / "throughput_sum.png").exists() and index.exists()
+
+
+@pytest.mark.gpu
+def test_gpu_roofline_and_crossover():
+    rs = T.measure_roofline(["cpu", "gpu"], dtypes=("float32", "float16"), points=(("add", 2 ** 22),))
+    pk = T.peaks_of(rs, "gpu")
+    assert pk["bandwidth"] > 0 and set(pk["flops"]) == {"float32", "float16"}
+    sweep = T.throughput_sweep("add", [2 ** k for k in range(0, 25, 4)], devices=["cpu", "gpu"])
+    assert T.find_crossover(sweep, []).status in ("crossed", "gpu_always_faster", "cpu_always_faster")

@@ -1,0 +1,92 @@
+"""Lesson 03's live apps: moving a control redraws with new measurements; errors show in the app."""
+
+from __future__ import annotations
+
+import pytest
+
+from course import throughput_widgets as TW
+from course.devices import gpu_available
+
+pytestmark = pytest.mark.widgets
+
+
+def _err(app) -> str:
+    return "".join(o.get("text", "") for o in app.errors.outputs)
+
+
+def test_sweep_app_redraws_for_a_new_op_and_marks_no_crossover_without_gpu():
+    app = TW.sweep_app(lo=0, hi=8)
+    assert app.last_error is None and app.image.value
+    before, calls = app.image.value, app.calls
+    app.controls["op"].value = "sum"
+    assert app.calls == calls + 1 and app.last_error is None and app.image.value != before
+    if not gpu_available():
+        assert "cannot be measured" in app.html.value
+
+
+def test_sweep_app_empty_range_shows_a_clear_message():
+    app = TW.sweep_app(lo=0, hi=4)
+    app.controls["lo"].value = 10
+    assert "size range is empty" in _err(app) and "10" in _err(app)
+
+
+def test_sweep_app_size_beyond_memory_shows_a_clear_message():
+    app = TW.sweep_app(op="matmul", lo=2, hi=4)
+    app.controls["hi"].value = 28
+    assert "Choose a smaller size" in _err(app)
+
+
+def test_sweep_app_time_budget_says_it_stopped_early():
+    app = TW.sweep_app(op="matmul", lo=2, hi=4, budget_s=1e-6)
+    app.controls["hi"].value = 6
+    assert "Stopped early" in app.html.value
+
+
+def test_sweep_app_dtype_the_device_lacks_is_explained():
+    app = TW.sweep_app(lo=0, hi=4)
+    app.controls["dtype"].options = [*app.controls["dtype"].options, "bfloat16"]
+    app.controls["dtype"].value = "bfloat16"
+    assert "bfloat16" in _err(app)
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
+def test_choosing_the_gpu_without_one_explains_what_to_do():
+    app = TW.latency_app()
+    app.controls["device"].value = "gpu"
+    assert "No GPU is available here" in _err(app) and "Colab" in _err(app)
+
+
+def test_latency_app_shows_a_table_of_distributions():
+    app = TW.latency_app(repeat=50)
+    assert "median µs" in app.html.value and app.image.value
+    app.controls["calls"].value = 200
+    assert app.last_error is None and "200" in app.html.value
+
+
+def test_roofline_app_moves_the_point_with_the_size_and_classifies_it():
+    app = TW.roofline_app(op="add", exponent=10)
+    assert "memory-bound" in app.html.value
+    first = app.image.value
+    app.controls["op"].value = "matmul"  # the size follows to a sensible matrix side
+    assert app.controls["exponent"].value == 9
+    assert "compute-bound" in app.html.value and "matmul n=512" in app.html.value
+    assert app.image.value != first and app.last_error is None
+
+
+def test_batch_app_reports_the_batch_reaching_90_percent():
+    app = TW.batch_app()
+    assert "90 %" in app.html.value and app.last_error is None
+    app.controls["highlight"].value = 64
+    assert app.last_error is None
+
+
+def test_fusion_async_precision_apps_run_and_react():
+    fa = TW.fusion_app()
+    fa.controls["steps"].value = 2
+    assert fa.last_error is None and fa.calls == 2
+    aa = TW.async_app()
+    aa.controls["chain"].value = 5
+    assert aa.last_error is None and aa.image.value
+    pa = TW.precision_app()
+    pa.controls["n"].value = 64
+    assert pa.last_error is None and pa.image.value
