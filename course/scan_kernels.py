@@ -1,0 +1,269 @@
+"""Lesson 04 on a GPU: a hand-written block scan kernel in ``numba.cuda``.
+
+A GPU scan of a long array works in three phases, because threads can only
+cooperate (shared memory, barriers) inside one *block*:
+
+1. **per-tile scans** (:func:`block_scan_kernels`, kernel ``scan_tiles``): each block
+   loads a tile of ``threads * items`` elements into shared memory with coalesced
+   reads (neighbouring threads read neighbouring addresses), each thread combines
+   its ``items`` consecutive elements sequentially, a Blelloch up-sweep/down-sweep
+   over the ``threads`` partial results (in shared memory, a barrier after each
+   level) gives every thread its prefix, each thread rescans its elements from that
+   prefix, and the block writes the tile back and its total to ``tile_sums``;
+2. **a scan of the tile totals**, by the same routine (recursively, until one tile
+   holds them all);
+3. **a uniform add** (kernel ``add_offsets``): every element of tile ``b`` gets the
+   scanned total of the tiles before it combined in front.
+
+Shared memory is split into 32 *banks*; when several threads of a warp touch
+different addresses of the same bank in one instruction, the accesses are
+serialised (a *bank conflict*).  The tree's strided accesses (stride 2, 4, 8, ...)
+and the per-thread runs (thread t reads ``t * items + j``) hit the same banks over
+and over.  With ``conflict_free=True`` every shared-memory index ``i`` is stored at
+``i + i // 32`` (one padding word after every 32), which spreads those strides over
+all banks; ``conflict_free=False`` keeps the plain layout, so the two can be timed
+against each other.
+
+The kernels run on a real GPU (inputs: numpy arrays, which are copied over and
+back, or CuPy arrays, used in place) and, at small sizes, on the CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported: one Python thread per CUDA
+thread, so only for checking correctness).
+
+>>> import numpy as np
+>>> if kernels_available():
+...     out = block_scan(np.arange(10, dtype=np.int32), threads=4, items=2)
+...     print(out.tolist())
+... else:
+...     print([0, 0, 1, 3, 6, 10, 15, 21, 28, 36])
+[0, 0, 1, 3, 6, 10, 15, 21, 28, 36]
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+
+from .devices import array_device
+from .errors import BadInputError, GPUUnavailableError
+
+__all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
+           "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS"]
+
+#: Element types the kernels are compiled for, and the operators they know.
+KERNEL_DTYPES = ("float32", "float64", "int32", "int64")
+KERNEL_OPS = ("add", "max")
+#: Shared-memory banks per streaming multiprocessor (every NVIDIA GPU since Fermi).
+BANKS = 32
+
+
+def simulator_enabled() -> bool:
+    """True when numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+cuda: Any = None   # numba.cuda, imported on first use (the simulator must be chosen before)
+
+
+def _cuda():
+    global cuda     # a module global, so that the simulator can swap it inside the kernels
+    if cuda is not None:
+        return cuda
+    try:
+        from numba import cuda
+    except ImportError as exc:  # pragma: no cover - numba is a dependency of the course
+        raise GPUUnavailableError("numba is not installed: `pip install numba numba-cuda` to run "
+                                  "the hand-written kernels.") from exc
+    return cuda
+
+
+def kernels_unavailable_reason() -> str | None:
+    """None when the kernels can run (a GPU answers, or the simulator is on); why not otherwise."""
+    if simulator_enabled():
+        return None
+    try:
+        if _cuda().is_available():
+            return None
+    except Exception as exc:  # a broken driver must not break the lesson
+        return f"numba.cuda could not start: {exc}"
+    return ("no CUDA GPU answers numba here. Run on a GPU machine (Colab: Runtime > Change "
+            "runtime type > GPU), or set NUMBA_ENABLE_CUDASIM=1 before importing numba to "
+            "run the kernels slowly on the CPU simulator (small n only).")
+
+
+def kernels_available() -> bool:
+    """True when :func:`block_scan` can run here."""
+    return kernels_unavailable_reason() is None
+
+
+def _identity(op: str, dtype: np.dtype):
+    if op == "add":
+        return dtype.type(0)
+    return dtype.type(-np.inf) if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+@functools.cache
+def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 256,
+                       items: int = 8, conflict_free: bool = True):
+    """Compile ``(scan_tiles, add_offsets)`` for one element type, operator and tile shape.
+
+    ``threads`` must be a power of two (the in-block tree is a full binary tree);
+    a tile holds ``threads * items`` elements.
+    """
+    _cuda()
+    dt = np.dtype(dtype)
+    if dt.name not in KERNEL_DTYPES:
+        raise BadInputError(f"the block-scan kernel is compiled for {KERNEL_DTYPES}; got {dt.name}.")
+    if op not in KERNEL_OPS:
+        raise BadInputError(f"the block-scan kernel knows the operators {KERNEL_OPS}; got {op!r}.")
+    if threads < 2 or threads & (threads - 1) or threads > 1024:
+        raise BadInputError(f"threads must be a power of two between 2 and 1024; got {threads}.")
+    if items < 1:
+        raise BadInputError(f"items per thread must be at least 1; got {items}.")
+    T, ITEMS, TILE = threads, items, threads * items
+    PAD = 1 if conflict_free else 0
+    TILE_SMEM, PART_SMEM = TILE + PAD * (TILE // BANKS) + 1, T + PAD * (T // BANKS) + 1
+    IDENT = _identity(op, dt)
+    SCALAR = dt.type
+
+    @cuda.jit(device=True)
+    def slot(i):                     # where shared-memory index i lives
+        return i + PAD * (i // BANKS)
+
+    if op == "add":
+        @cuda.jit(device=True)
+        def combine(a, b):           # a: earlier, b: later
+            return a + b
+    else:
+        @cuda.jit(device=True)
+        def combine(a, b):
+            return a if a > b else b
+
+    @cuda.jit
+    def scan_tiles(x, out, tile_sums, n, inclusive):
+        tile = cuda.shared.array(TILE_SMEM, SCALAR)
+        part = cuda.shared.array(PART_SMEM, SCALAR)
+        tid = cuda.threadIdx.x
+        base = cuda.blockIdx.x * TILE
+        for k in range(ITEMS):                       # 1. coalesced load of the tile
+            i = k * T + tid
+            tile[slot(i)] = x[base + i] if base + i < n else IDENT
+        cuda.syncthreads()
+        acc = IDENT                                  # 2. each thread: its items in a row
+        for j in range(ITEMS):
+            acc = combine(acc, tile[slot(tid * ITEMS + j)])
+        part[slot(tid)] = acc
+        cuda.syncthreads()
+        stride = 1                                   # 3a. up-sweep over the T partials
+        active = T // 2
+        while active > 0:
+            if tid < active:
+                left = stride * (2 * tid + 1) - 1
+                right = left + stride
+                part[slot(right)] = combine(part[slot(left)], part[slot(right)])
+            stride *= 2
+            active //= 2
+            cuda.syncthreads()
+        if tid == 0:                                 # the root: the tile's total
+            tile_sums[cuda.blockIdx.x] = part[slot(T - 1)]
+            part[slot(T - 1)] = IDENT
+        cuda.syncthreads()
+        active = 1                                   # 3b. down-sweep
+        while active < T:
+            stride //= 2
+            if tid < active:
+                left = stride * (2 * tid + 1) - 1
+                right = left + stride
+                prefix = part[slot(right)]             # what comes before the parent
+                left_total = part[slot(left)]
+                part[slot(left)] = prefix
+                part[slot(right)] = combine(prefix, left_total)   # prefix FIRST
+            active *= 2
+            cuda.syncthreads()
+        acc = part[slot(tid)]                        # 4. rescan own items from the prefix
+        for j in range(ITEMS):
+            s = slot(tid * ITEMS + j)
+            v = tile[s]
+            if inclusive:
+                acc = combine(acc, v)
+                tile[s] = acc
+            else:
+                tile[s] = acc
+                acc = combine(acc, v)
+        cuda.syncthreads()
+        for k in range(ITEMS):                       # 5. coalesced store
+            i = k * T + tid
+            if base + i < n:
+                out[base + i] = tile[slot(i)]
+
+    @cuda.jit
+    def add_offsets(out, offsets, n):
+        base = cuda.blockIdx.x * TILE
+        offset = offsets[cuda.blockIdx.x]            # everything before this tile
+        for k in range(ITEMS):
+            i = base + k * T + cuda.threadIdx.x
+            if i < n:
+                out[i] = combine(offset, out[i])
+
+    return scan_tiles, add_offsets
+
+
+def _scan_on_device(d_x, d_out, n, inclusive, alloc, kernels, tile, threads):
+    scan_tiles, add_offsets = kernels
+    tiles = -(-n // tile)
+    sums = alloc(tiles)
+    scan_tiles[tiles, threads](d_x, d_out, sums, n, inclusive)
+    if tiles > 1:                                    # scan the tile totals, then add them in
+        offsets = alloc(tiles)
+        _scan_on_device(sums, offsets, tiles, False, alloc, kernels, tile, threads)
+        add_offsets[tiles, threads](d_out, offsets, n)
+    return tiles
+
+
+def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 256,
+               items: int = 8, conflict_free: bool = True):
+    """Scan a 1-d array with the hand-written block-scan kernels.
+
+    Parameters
+    ----------
+    x : 1-d numpy array (copied to the GPU and the result copied back) or CuPy array
+        (scanned on the GPU, result stays there); dtype one of :data:`KERNEL_DTYPES`.
+    exclusive : exclusive (default) or inclusive scan.
+    op : ``"add"`` or ``"max"``.
+    threads, items : threads per block (a power of two) and elements per thread.
+    conflict_free : pad shared memory against bank conflicts.
+
+    Returns
+    -------
+    The scan, on the device ``x`` came from.
+    """
+    reason = kernels_unavailable_reason()
+    if reason:
+        raise GPUUnavailableError(f"block_scan cannot run: {reason}")
+    on_gpu = array_device(x) == "gpu"
+    if not on_gpu:
+        x = np.asarray(x)
+    if x.ndim != 1:
+        raise BadInputError(f"block_scan scans 1-d arrays; got shape {tuple(x.shape)}. "
+                            f"Use course.scan.blelloch_scan for stacks of elements.")
+    _cuda()
+    kernels = block_scan_kernels(np.dtype(x.dtype).name, op, threads, items, conflict_free)
+    n = int(x.shape[0])
+    if on_gpu:
+        import cupy
+
+        out = cupy.empty_like(x)
+        if n:
+            _scan_on_device(x, out, n, not exclusive,
+                            lambda m: cupy.empty(m, dtype=x.dtype), kernels, threads * items,
+                            threads)
+        return out
+    if n == 0:
+        return x.copy()
+    d_x = cuda.to_device(np.ascontiguousarray(x))
+    d_out = cuda.device_array(n, dtype=x.dtype)
+    _scan_on_device(d_x, d_out, n, not exclusive,
+                    lambda m: cuda.device_array(m, dtype=x.dtype), kernels, threads * items, threads)
+    return d_out.copy_to_host()
