@@ -33,12 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .devices import array_device, check_dtype, get_xp, normalize_device, to_numpy
+from .devices import array_device, check_dtype, get_xp, normalize_device
 from .errors import BadInputError
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
-           "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "gradient_check",
-           "gradient_errors", "rel_error", "xp_of"]
+           "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "gradient_check", "xp_of"]
 
 
 def xp_of(a: Any):
@@ -364,11 +363,12 @@ class MLP:
             raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
         x = self._check_x(x)
         y = self._check_y(y, x.shape[0])
-        loss, cache = softmax_cross_entropy(self._forward(x), y)
-        loss = float(loss)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run gets the message below
+            loss, cache = softmax_cross_entropy(self._forward(x), y)
+            loss = float(loss)
         if not math.isfinite(loss):
             raise BadInputError(f"the loss is {loss} (not finite): training diverged with learning rate "
-                                f"lr={lr}. Lower lr (try {lr / 10:g}) and start again from a new model.")
+                                f"lr={lr:g}. Lower lr (try {lr / 10:g}) and start again from a new model.")
         self.backward(softmax_cross_entropy_backward(cache, out=self._grad[-1]))
         for p, dp, step in zip(self.parameters(), self.gradients(), self._step):
             self.xp.multiply(dp, lr, out=step)      # in place: no new arrays in the update
@@ -417,60 +417,20 @@ class MLP:
 
 # ----------------------------------------------------------------------------- gradient check
 
-def rel_error(a, b) -> float:
-    """``max|a - b| / max(max|a|, max|b|)``: the error relative to the gradient's scale (0 if both are 0)."""
-    a, b = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
-    scale = max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0))
-    return 0.0 if scale == 0 else float(np.abs(a - b).max() / scale)
-
-
-def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None = None,
-                    seed: int = 0) -> list[dict]:
-    """Backprop against centred finite differences, one record per parameter array.
-
-    Each checked entry ``p[i]`` is nudged to ``p[i] ± eps`` and the loss is
-    recomputed: ``(L(p + eps) - L(p - eps)) / (2 eps)``.  ``max_entries=None`` checks
-    every entry; an integer checks that many entries per array, drawn at random
-    (with ``seed``), which keeps big models quick.  Use a float64 model: in float32
-    the rounding of the loss alone limits the agreement to about 1e-3.
-    """
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    loss, cache = softmax_cross_entropy(model._forward(x), y)
-    model.backward(softmax_cross_entropy_backward(cache))
-    analytic = [to_numpy(g).copy() for g in model.gradients()]
-    rng = np.random.default_rng(seed)
-    out = []
-    for name, p, g in zip(model.parameter_names(), model.parameters(), analytic):
-        flat = p.reshape(-1)                     # a view: nudging it nudges the model
-        n = flat.size
-        idx = np.arange(n) if max_entries is None or max_entries >= n else \
-            np.sort(rng.choice(n, size=max_entries, replace=False))
-        numeric = np.empty(len(idx))
-        for k, i in enumerate(idx):
-            i = int(i)
-            old = flat[i].item()
-            flat[i] = old + eps
-            lp = float(softmax_cross_entropy(model._forward(x), y)[0])
-            flat[i] = old - eps
-            lm = float(softmax_cross_entropy(model._forward(x), y)[0])
-            flat[i] = old
-            numeric[k] = (lp - lm) / (2 * eps)
-        out.append({"parameter": name, "shape": tuple(p.shape), "checked": len(idx), "of": n,
-                    "rel_error": rel_error(g.reshape(-1)[idx], numeric)})
-    return out
-
-
 def gradient_check(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None = None,
                    seed: int = 0) -> float:
     """The largest relative error between backprop and finite differences over every parameter.
 
-    See :func:`gradient_errors` for the method.  Below 1e-7 in float64 means the
-    backward pass is right.
+    Each parameter entry is nudged by ``±eps`` and the loss recomputed; see
+    :func:`course.backprop_gradcheck.gradient_errors` for the method and the
+    per-parameter numbers.  Below 1e-7 in float64 means the backward pass is right.
+    ``max_entries`` checks that many random entries per parameter (big models).
 
     >>> m = MLP([3, 4, 2], dtype="float64", seed=1)
     >>> x = np.random.default_rng(0).standard_normal((5, 3))
     >>> gradient_check(m, x, np.array([0, 1, 1, 0, 1])) < 1e-7
     True
     """
+    from .backprop_gradcheck import gradient_errors
+
     return max(r["rel_error"] for r in gradient_errors(model, x, y, eps, max_entries, seed))

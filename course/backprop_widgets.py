@@ -1,0 +1,188 @@
+"""Lesson 01's live widgets: training on the digits, the cost of a step, checkpointing.
+
+Each builder returns a :class:`course.widgets.LiveApp`; display it as the last
+expression of a cell.  Tests drive them by setting ``app.controls[...].value``.
+
+* :func:`training_app` trains an MLP on the 8×8 digits and redraws the loss and
+  accuracy curves after every epoch;
+* :func:`step_time_app` times one training step for a hidden width, depth, batch
+  size, dtype and device and shows where the time goes, layer by layer;
+* :func:`step_sweep_app` plots step time against width on the CPU and the GPU (or
+  the GPU's reference results, labelled, where no GPU answers);
+* :func:`checkpoint_app` moves k in gradient checkpointing and shows memory
+  against recomputation.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import time
+
+import ipywidgets as widgets
+
+from .backprop import MLP
+from .backprop_trace import random_batch, step_time_sweep, trace_figure, trace_step
+from .backprop_train import train, training_figure
+from .checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward
+from .datasets import load_digits
+from .devices import gpu_available, gpu_unavailable_reason
+from .plots import figure_to_png, sweep_figure
+from .results import load_reference
+from .widgets import LiveApp, device_buttons, dtype_dropdown, log2_slider, progress, size_slider
+
+__all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note"]
+
+_NO_REF = ("No reference GPU results have been recorded for this experiment yet. On a GPU machine, "
+           "<code>python -m course report --record-reference</code> records them.")
+
+
+@functools.lru_cache(maxsize=4)
+def _digits(device: str, dtype: str):
+    return load_digits(device=device, dtype=dtype)
+
+
+def reference_note(experiment: str) -> str:
+    """One HTML line naming the reference results for ``experiment``, or saying there are none."""
+    refs = load_reference(experiment)
+    if not refs:
+        return f"<p><i>{_NO_REF}</i></p>"
+    return "<p><i>" + "; ".join(f"Reference results {html.escape(r.label)}" for r in refs) + ".</i></p>"
+
+
+def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider:
+    return widgets.IntSlider(value=value, min=lo, max=hi, description=description, continuous_update=False,
+                             style={"description_width": "initial"})
+
+
+def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float = 0.05) -> LiveApp:
+    """Train ``MLP([64, hidden, 10])`` on the digits; the curves redraw after each epoch."""
+    controls = {
+        "hidden": size_slider([16, 32, 64, 128, 256], hidden, "hidden units"),
+        "epochs": _slider("epochs", 1, 40, epochs),
+        "batch": size_slider([8, 16, 32, 64, 128, 256], batch, "batch size"),
+        "lr": widgets.FloatLogSlider(value=lr, base=10, min=-3, max=1.5, step=0.25, description="learning rate",
+                                     continuous_update=False, style={"description_width": "initial"}),
+        "activation": widgets.Dropdown(options=["relu", "tanh", "sigmoid"], value="relu",
+                                       description="activation", layout=widgets.Layout(width="200px")),
+    }
+    holder: dict = {}
+
+    def update(hidden, epochs, batch, lr, activation):
+        data = _digits("cpu", "float32")
+        model = MLP([data.n_features, hidden, data.n_classes], activation=activation, seed=0)
+        app = holder.get("app")
+
+        last = [time.perf_counter()]
+
+        def redraw(h):  # the live curve: at most one redraw a second, so drawing never dominates
+            if app is not None and time.perf_counter() - last[0] > 1.0 and h.epoch[-1] < epochs:
+                app.image.value = figure_to_png(training_figure(h))
+                app.image.layout.display = None
+                last[0] = time.perf_counter()
+
+        h = train(model, data, epochs=epochs, batch_size=batch, lr=lr, callback=redraw, budget_s=20)
+        steps_s = sum(h.seconds) / max(h.steps, 1)
+        note = " (stopped early by its 20 s budget)" if h.stopped_early else ""
+        text = (f"<p>{model!r}: {model.n_parameters():,} parameters, {h.steps} SGD steps of batch {batch} "
+                f"in {sum(h.seconds):.2f} s ({steps_s * 1e3:.2f} ms per step){note}. "
+                f"Test accuracy <b>{100 * h.test_acc[-1]:.1f} %</b> on {data.y_test.shape[0]} images "
+                f"it never trained on.</p>")
+        return training_figure(h), text
+
+    app = LiveApp(update, controls, title="Train an MLP on the 8×8 digits (CPU)", run_now=False)
+    holder["app"] = app
+    app.refresh()
+    return app
+
+
+def _gpu_fallback_html() -> str:
+    return (f"<p style='color:#a40'><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}), so "
+            "the breakdown below is the CPU's. On Colab choose Runtime > Change runtime type > GPU.</p>"
+            + reference_note("backprop_train_step"))
+
+
+def step_time_app(width: int = 256, depth: int = 2, batch: int = 256) -> LiveApp:
+    """One training step of a 784-width×depth-10 MLP: time per step and the per-layer breakdown."""
+    controls = {
+        "width": size_slider([32, 64, 128, 256, 512, 1024, 2048], width, "hidden width"),
+        "depth": _slider("hidden layers", 1, 6, depth),
+        "batch": log2_slider(4, 11, batch, "batch size"),
+        "dtype": dtype_dropdown(("float32", "float64")),
+        "device": device_buttons(),
+    }
+
+    def update(width, depth, batch, dtype, device):
+        note = ""
+        if device == "gpu" and not gpu_available():
+            device, note = "cpu", _gpu_fallback_html()
+        model = MLP([784] + [width] * depth + [10], dtype=dtype, device=device)
+        x, y = random_batch(model, batch)
+        tr = trace_step(model, x, y, repeat=3, budget_s=1.5)
+        flops = model.flops_per_step(batch)
+        text = (f"<p>{model!r}, batch {batch}: one training step takes <b>{tr.step_s * 1e3:.3g} ms</b> on the "
+                f"{tr.device.upper()}: {flops / 1e9:.3g} GFLOP, so {flops / tr.step_s / 1e9:.3g} GFLOP/s. "
+                f"The backward pass takes {tr.backward_s / max(tr.forward_s, 1e-30):.2f}× the forward; the "
+                f"Linear layers take {100 * tr.matmul_share:.0f} % of the layer-by-layer time.</p>")
+        return trace_figure(tr), note + text
+
+    return LiveApp(update, controls, title="Where the time of one training step goes")
+
+
+def step_sweep_app(depth: int = 2, batch: int = 256) -> LiveApp:
+    """Step time against hidden width on each device here, plus reference GPU results."""
+    controls = {
+        "depth": _slider("hidden layers", 1, 4, depth),
+        "batch": log2_slider(5, 10, batch, "batch size"),
+        "dtype": dtype_dropdown(("float32", "float64")),
+    }
+
+    def update(depth, batch, dtype):
+        rs = step_time_sweep(widths=(64, 128, 256, 512, 1024), depth=depth, batch=batch, dtype=dtype,
+                             repeat=3, budget_s=0.3, progress=progress)
+        refs = [r for r in load_reference("backprop_train_step")
+                if r.params.get("depth") == depth and r.params.get("batch") == batch]
+        fig = sweep_figure(rs, refs, x="width", y="median_s", xlabel="hidden width",
+                           ylabel="time per training step (s)", where={"dtype": dtype},
+                           title=f"784-width×{depth}-10 MLP, batch {batch}, {dtype}")
+        text = "" if gpu_available() else reference_note("backprop_train_step")
+        return fig, text
+
+    return LiveApp(update, controls, title="Training-step time against width: CPU and GPU")
+
+
+def checkpoint_app(depth: int = 16, every: int = 4, width: int = 128, batch: int = 128) -> LiveApp:
+    """Gradient checkpointing: k moves the vertical line and the kept/recomputed strip."""
+    controls = {
+        "depth": _slider("hidden layers", 2, 32, depth),
+        "every": _slider("k (keep every k-th)", 1, 33, every),
+        "width": size_slider([64, 128, 256, 512], width, "width"),
+        "batch": log2_slider(5, 9, batch, "batch size"),
+    }
+    sweeps: dict = {}
+
+    def update(depth, every, width, batch):
+        key = (depth, width, batch)
+        if key not in sweeps:
+            sweeps.clear()
+            sweeps[key] = checkpoint_sweep(depth=depth, width=width, batch=batch, repeat=5, budget_s=1.5)
+        rs = sweeps[key]
+        L = depth + 1
+        clamp = ""
+        if every > L:
+            clamp = (f"<p><i>k = {every} is more than this network's {L} blocks: showing k = {L} "
+                     "(everything kept).</i></p>")
+            every = L
+        rec = min(rs.records, key=lambda r: abs(r["every"] - every))
+        model = MLP([784] + [width] * depth + [10])
+        run = checkpointed_backward(model, *random_batch(model, batch), every)
+        plural = "" if run.checkpoints == 1 else "s"
+        text = (f"<p>k = {every}: {run.checkpoints} checkpoint{plural} kept through the forward pass, "
+                f"{run.recomputed_blocks} block forwards recomputed ({100 * run.extra_compute:.0f} % more "
+                f"matrix-product work than plain backprop), peak activation memory "
+                f"<b>{run.peak_activation_bytes / 2**20:.2f} MiB</b> against "
+                f"{rs.records[0]['peak_activation_bytes'] / 2**20:.2f} MiB with everything kept "
+                f"(k = 1). Measured step time at k = {rec['every']}: {rec['median_s'] * 1e3:.3g} ms.</p>")
+        return checkpoint_figure(rs, highlight=every, pattern=True), clamp + text
+
+    return LiveApp(update, controls, title="Gradient checkpointing: memory against recomputation")
