@@ -235,7 +235,9 @@ def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), d
         try:
             r = time_matmul_rung(rung, n, dt, dev, repeat=repeat, budget_s=budget_s)
         except UnsupportedDtypeError as exc:
-            rs.notes.append(f"{rung} {dt} on {dev}: {exc}")
+            note = f"{dt} on {dev}" + (" with PyTorch" if rung == "torch" else "") + f": {exc}"
+            if note not in rs.notes:
+                rs.notes.append(note)
             continue
         t = r.pop("timing")
         rs.add_timing(t, **r)

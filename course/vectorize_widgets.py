@@ -19,9 +19,9 @@ import ipywidgets as w
 from .devices import cpu_info, gpu_available
 from .errors import GPUUnavailableError
 from .results import ResultSet, load_reference
-from .vectorize import OPS, lane_steps, ladder, relu_bandwidth
+from .vectorize import OPS, ladder, lane_steps, relu_bandwidth
 from .vectorize_matmul import MATMUL_LIMITS, matmul_ladder, torch_available
-from .vectorize_plots import bandwidth_figure, ladder_figure, lane_sweep_figure, lanes_figure, matmul_figure
+from .vectorize_plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
 from .widgets import LiveApp, device_buttons, log2_slider, size_slider
 
 __all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table"]
