@@ -151,6 +151,15 @@ def _reference_gpu_rows(references: Sequence[ResultSet], op: str | None, dtype: 
     return rows
 
 
+def _pct(frac: float) -> str:
+    """A fraction as a percentage with enough digits to be non-zero (0.05 % rather than 0 %)."""
+    return f"{frac:.0%}" if frac >= 0.1 else f"{frac * 100:.2g} %"
+
+
+_MM_LABELS = {"loop": "triple loop", "dots": "one dot per output", "blas": "numpy → BLAS",
+              "gpu": "CuPy → cuBLAS", "torch": "PyTorch"}
+
+
 def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """Two panels: elements per second of each rung (speedup over the loop printed), and
     effective bandwidth with the copy limit drawn, for the ladder in ``rs``."""
@@ -181,7 +190,7 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
                 txt = f" {v:.3g}/s" + (f"  ×{sp:,.0f}" if sp and r["rung"] != "loop" else "")
             else:
                 frac = r.get("copy_fraction")
-                txt = f" {v:.3g} GB/s" + (f" ({frac:.0%} of copy)" if frac else "")
+                txt = f" {v:.3g} GB/s" + (f" ({_pct(frac)} of copy)" if frac else "")
             ax.text(v, i, txt, va="center", fontsize=7.5)
         ax.margins(x=0.35)
     ax1.set_xlabel("elements per second (log)   ×N = speedup over the Python loop")
@@ -189,8 +198,8 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     for c in [r for r in rs.records if r.get("rung") == "copy"] + [
             r for r in _reference_gpu_rows(references, None, dtype) if r.get("rung") == "copy"]:
         ax2.axvline(c["gb_per_s"], color=COLORS[c["device"]], ls="--", lw=1.2)
-        ax2.text(c["gb_per_s"], -0.6, f"copy limit {c['device'].upper()}", rotation=0, fontsize=7,
-                 color=COLORS[c["device"]], ha="right")
+        ax2.text(c["gb_per_s"], len(rows) - 0.45, f"copy limit {c['device'].upper()} ",
+                 fontsize=7, color=COLORS[c["device"]], ha="right", va="top")
     n = rs.params.get("n")
     ax1.set_title(f"{op} on {n:,} {dtype} values: every rung checked equal to numpy", fontsize=9.5)
     ax2.set_title("how close each rung gets to the memory's limit", fontsize=9.5)
@@ -260,7 +269,8 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         rows += [r | {"_ref": True} for ref in references for r in ref.select(device="gpu")
                  if r.get("n") == rs.params.get("n")]
     fig, (ax,) = new_figure(1, width=8.5, height=1.0 + 0.38 * max(len(rows), 2))
-    labels = [f"{r['rung']} ({r['device']}), {r['dtype']}" + (" (recorded)" if r.get("_ref") else "")
+    labels = [f"{_MM_LABELS.get(r['rung'], r['rung'])} ({r['device'].upper()}), {r['dtype']}"
+              + (" (recorded)" if r.get("_ref") else "")
               for r in rows]
     vals = [r["gflops"] for r in rows]
     bars = ax.barh(range(len(rows)), vals, color=[COLORS[r["device"]] for r in rows])
