@@ -181,8 +181,8 @@ def check_associative(op: Op, samples, *, rtol: float = 1e-6, atol: float = 1e-9
     if bool(bad.any()):
         i = int(xp.argmax(bad))
         if verbose:
-            print(f"not associative: for sample {i}, op(op(a, b), c) = {lhs[i]!r} but "
-                  f"op(a, op(b, c)) = {rhs[i]!r}. A tree scan would disagree with the "
+            print(f"not associative: for sample {i}, op(op(a, b), c) = {lhs[i].tolist()} but "
+                  f"op(a, op(b, c)) = {rhs[i].tolist()}. A tree scan would disagree with the "
                   f"sequential scan.")
         return False
     return True

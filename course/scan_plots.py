@@ -230,7 +230,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     """
     fig, (at, ab) = new_figure(2, height=3.8)
     sources = ([live] if live is not None else []) + list(references)
-    markers = "osD^vP*X"
+    palette = ["#4c72b0", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
     algs: list[str] = []
     for rs in sources:
         for r in rs.records:
@@ -246,15 +246,15 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 n = np.array([r["n"] for r in recs], float)
                 t = np.array([r["median_s"] for r in recs], float)
                 lab = f"{dev.upper()} {alg}" + (f" ({rs.label})" if ref else "")
-                kw = dict(color=COLORS[dev], marker=markers[k % len(markers)], ms=3.5,
-                          ls="--" if ref else "-", alpha=0.7 if ref else 1.0, lw=1.2)
+                kw = dict(color=palette[k % len(palette)], marker="o" if dev == "cpu" else "s",
+                          ms=3.5 if dev == "cpu" else 4.5, ls="--" if ref else "-",
+                          alpha=0.7 if ref else 1.0, lw=1.3)
                 at.plot(n, t, label=lab, **kw)
                 gb = np.array([r.get("gb_per_s", np.nan) for r in recs], float)
                 ab.plot(n, gb, label=lab, **kw)
             copy = rs.select(device=dev, algorithm="copy")
             if copy:
-                ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1, ls=":" if not ref else "-.",
-                           alpha=0.8)
+                ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1.2, ls=":" if not ref else "-.")
                 ab.text(1.0, copy[0]["gb_per_s"], f" {dev.upper()} copy limit "
                         f"{copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
                         transform=ab.get_yaxis_transform(), fontsize=7, va="bottom", ha="right",
@@ -268,7 +268,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
     at.set_ylabel("time per scan (s)")
     ab.set_ylabel("effective bandwidth (GB/s)")
-    at.set_title(title or "Scan time (blue: CPU, orange: GPU)", fontsize=9.5)
+    at.set_title(title or "Scan time (colour: algorithm; circles: CPU, squares: GPU)", fontsize=9.5)
     ab.set_title("2 n itemsize bytes / time; dotted: the copy limit", fontsize=9)
     if at.lines:
         at.legend(fontsize=6.5, loc="upper left")

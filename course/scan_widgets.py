@@ -1,0 +1,165 @@
+"""The interactive apps of lesson 04 (ipywidgets 7.7 and 8).
+
+* :func:`tree_app`: n, operator, and a level stepper (slider + play button) over the
+  Blelloch up-sweep and down-sweep, with the result checked against the sequential scan;
+* :func:`counts_app`: work and steps of the three scans against n;
+* :func:`timing_app`: n, operator, device: every scan timed live, against the
+  library's own scan and the copy limit (or the reference GPU results, labelled).
+
+>>> app = tree_app()
+>>> app.last_error is None and app.image.value[:4] == b"\\x89PNG"
+True
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from .devices import gpu_available, gpu_unavailable_reason
+from .errors import BadInputError, GPUUnavailableError
+from .plots import add_footer, new_figure
+from .results import ResultSet, load_reference
+from .scan import OPERATORS, blelloch_scan, operation_counts, sequential_scan
+from .scan_plots import MAX_DRAWN, blelloch_frames, counts_figure, timing_figure, tree_figure
+from .scan_timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, time_scan
+from .widgets import LiveApp, device_buttons, escape, log2_slider
+
+__all__ = ["OPERATOR_CHOICES", "tree_input", "tree_app", "counts_app", "timing_app"]
+
+#: Dropdown label -> operator name in :data:`course.scan.OPERATORS`.
+OPERATOR_CHOICES = [("add (+)", "add"), ("max", "max"), ("2×2 matrix product", "matmul"),
+                    ("affine map h → m·h + c", "affine")]
+
+
+def tree_input(n: int, op: str, seed: int = 0):
+    """A small, readable input for the tree picture: digits, or random matrices / maps."""
+    rng = np.random.default_rng(seed)
+    if op in ("add", "max"):
+        return rng.integers(0, 10, n)
+    return make_input(n, op, "float64", "cpu", seed)
+
+
+def _steps(n: int) -> int:
+    return len(blelloch_frames(np.zeros(max(n, 1)))) - 1
+
+
+def tree_app(n: int = 8, op: str = "add") -> LiveApp:
+    """Step through the Blelloch scan of ``n`` elements, level by level."""
+    n_slider = widgets.IntSlider(value=n, min=1, max=MAX_DRAWN, description="n",
+                                 continuous_update=False)
+    op_menu = widgets.Dropdown(options=OPERATOR_CHOICES, value=op, description="operator")
+    step = widgets.IntSlider(value=_steps(n), min=0, max=_steps(n), description="step",
+                             continuous_update=False)
+    play = widgets.Play(value=step.value, min=0, max=step.max, interval=900, description="play")
+    widgets.jslink((play, "value"), (step, "value"))
+
+    def resize(change):        # registered before the app's own observer, so it runs first
+        last = _steps(change["new"])
+        step.max = play.max = last
+        step.value = last
+
+    n_slider.observe(resize, names="value")
+
+    def update(n: int, op: str, step: int):
+        x = tree_input(n, op)
+        fn = OPERATORS[op]
+        last = _steps(n)
+        fig = tree_figure(x, op=fn, step=min(step, last))
+        ok = np.allclose(blelloch_scan(x, op=fn), sequential_scan(x, op=fn))
+        counts = operation_counts("blelloch", n)
+        text = (f"n = {n}: {counts['steps']} levels with operator applications "
+                f"(sequential loop: {n}), {counts['work']} applications in all "
+                f"(sequential loop: {n}). Result equals the sequential scan: "
+                f"<b>{'yes' if ok else 'NO'}</b>.")
+        if op in ("matmul", "affine"):
+            text += (" Elements are matrices / maps, so the boxes show only which inputs each "
+                     "one combines; the order inside every box is the order of the sequence.")
+        return fig, text
+
+    app = LiveApp(update, {"n": n_slider, "op": op_menu, "step": step},
+                  title="The Blelloch scan, one level at a time")
+    app.widget.children = (app.widget.children[0], widgets.HBox([play, widgets.HTML(
+        "&nbsp;press play to step through the levels")]), *app.widget.children[1:])
+    app.play = play
+    return app
+
+
+def counts_app(n: int = 2**10) -> LiveApp:
+    """Work and steps of the three scans; the slider marks one n and prints its counts."""
+    slider = log2_slider(1, 24, n, "n")
+
+    def update(n: int):
+        rows = "".join(
+            f"<tr><td>{alg}</td><td>{c['work']:,}</td><td>{c['steps']:,}</td></tr>"
+            for alg in ("sequential", "hillis-steele", "blelloch")
+            for c in [operation_counts(alg, n)])
+        html = ("<table><tr><th>scan</th><th>work (operator applications)</th>"
+                f"<th>steps (levels)</th></tr>{rows}</table>")
+        return counts_figure(2**24, highlight=n), html
+
+    return LiveApp(update, {"n": slider}, title="Work and steps against n")
+
+
+def _reference_note(refs) -> str:
+    if refs:
+        return "Dashed: " + "; ".join(escape(r.label) for r in refs) + "."
+    return ("No reference GPU results recorded yet for this experiment: they appear here once "
+            "<code>python -m course report --record-reference</code> has run on a GPU machine.")
+
+
+def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveApp:
+    """Time every scan at one n, on the CPU or the GPU; bars of time and effective bandwidth."""
+    controls = {"n": log2_slider(6, 24, n, "n"),
+                "op": widgets.Dropdown(options=OPERATOR_CHOICES, value=op, description="operator"),
+                "device": device_buttons()}
+
+    def update(n: int, op: str, device: str):
+        refs = load_reference("scan_sweep")
+        if device == "gpu" and not gpu_available():
+            if not refs:
+                raise GPUUnavailableError(
+                    f"No GPU here ({gpu_unavailable_reason()}), and no reference GPU results "
+                    f"recorded yet for the scans. Choose CPU, or run this notebook on a GPU "
+                    f"(Colab: Runtime > Change runtime type > GPU).")
+            return timing_figure(None, refs, highlight=n), ("No GPU here: " + _reference_note(refs))
+        rs = ResultSet("scan_timing_app", params={"n": n, "op": op})
+        skipped = []
+        for alg in ALGORITHMS[device]:
+            if alg == "sequential" and n > SEQUENTIAL_MAX_N:
+                skipped.append(f"sequential (a Python loop: timed only up to n = {SEQUENTIAL_MAX_N:,})")
+                continue
+            try:
+                t = time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s)
+            except BadInputError as exc:
+                skipped.append(f"{alg} ({exc})")
+                continue
+            rs.add_timing(t, algorithm=alg, n=n, op=op)
+        fig = _bars(rs, device, n, op)
+        html = ""
+        if skipped:
+            html = "Not timed: " + "; ".join(escape(s) for s in skipped) + "."
+        return fig, html
+
+    return LiveApp(update, controls, title="How long does a scan take? (float32, inclusive)")
+
+
+def _bars(rs: ResultSet, device: str, n: int, op: str):
+    fig, (ax,) = new_figure(1, height=0.9 + 0.5 * max(len(rs.records), 1))
+    recs = rs.records
+    labels = [r["algorithm"] for r in recs]
+    t = np.array([r["median_s"] for r in recs], float)
+    ax.barh(range(len(recs)), t, color=["#4c72b0" if device == "cpu" else "#d95f02"] * len(recs))
+    ax.set_yticks(range(len(recs)), labels)
+    ax.invert_yaxis()
+    lib = {r["algorithm"]: r["median_s"] for r in recs}.get("numpy" if device == "cpu" else "cupy")
+    for i, r in enumerate(recs):
+        note = f" {r['median_s'] * 1e3:.3g} ms"
+        if lib:
+            note += f"  ({r['median_s'] / lib:.1f}× the library)"
+        ax.text(r["median_s"], i, note, va="center", fontsize=8)
+    ax.set_xlabel("time per inclusive scan (s), median")
+    ax.set_title(f"{device.upper()}: scans of n = {n:,} with {op}", fontsize=10)
+    ax.margins(x=0.45)
+    add_footer(fig, rs)
+    return fig
