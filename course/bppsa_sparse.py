@@ -36,8 +36,8 @@ from .devices import get_xp, normalize_device
 from .errors import BadInputError
 
 __all__ = ["tanh_jacobian_t", "relu_jacobian_t", "conv2d", "conv2d_jacobian", "conv2d_jacobian_t",
-           "csr_bytes", "dense_bytes", "jacobian_memory", "vgg11_first_conv_claim", "chain_fill_in",
-           "to_device_sparse", "MIB", "MB"]
+           "csr_bytes", "dense_bytes", "jacobian_memory", "conv_jacobian_memory", "vgg11_first_conv_claim",
+           "chain_fill_in", "to_device_sparse", "MIB", "MB"]
 
 MIB = 2 ** 20   #: a mebibyte
 MB = 10 ** 6    #: a megabyte
@@ -163,6 +163,37 @@ def jacobian_memory(m: Any) -> dict:
     return {"shape": tuple(int(s) for s in m.shape), "nnz": int(m.nnz),
             "density": m.nnz / (m.shape[0] * m.shape[1]), "itemsize": itemsize,
             "dense_bytes": dense, "csr_bytes": sparse, "ratio": dense / sparse}
+
+
+def _taps(size: int, k: int, padding: int, stride: int) -> tuple[int, int]:
+    """(output length, total valid taps summed over the output positions) along one axis."""
+    out = (size + 2 * padding - k) // stride + 1
+    pos = np.arange(max(out, 0))[:, None] * stride + np.arange(k)[None, :] - padding
+    return int(out), int(((pos >= 0) & (pos < size)).sum())
+
+
+def conv_jacobian_memory(H: int, W: int, c_in: int, c_out: int, k: int = 3, padding: int = 1,
+                         stride: int = 1, itemsize: int = 4) -> dict:
+    """Dense vs CSR bytes of a k×k convolution's transposed Jacobian, counted without building it.
+
+    Fast for any size (the notebook's sliders); :func:`conv2d_jacobian_t` builds the
+    real matrix and the tests check that both agree.
+    """
+    for name, v, lo in (("H", H, 1), ("W", W, 1), ("c_in", c_in, 1), ("c_out", c_out, 1), ("k", k, 1),
+                        ("padding", padding, 0), ("stride", stride, 1), ("itemsize", itemsize, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise BadInputError(f"{name} must be a whole number >= {lo}, got {v!r}")
+    Ho, th = _taps(H, k, padding, stride)
+    Wo, tw = _taps(W, k, padding, stride)
+    if Ho < 1 or Wo < 1:
+        raise BadInputError(f"a {k}×{k} kernel does not fit a {H}×{W} image with padding {padding}")
+    rows, cols = c_in * H * W, c_out * Ho * Wo          # the transposed Jacobian's shape
+    nnz = th * tw * c_in * c_out
+    dense = rows * cols * itemsize
+    sparse = nnz * (itemsize + 4) + (rows + 1) * 4      # values + int32 column indices + row pointers
+    return {"shape": (rows, cols), "nnz": nnz, "density": nnz / (rows * cols), "itemsize": itemsize,
+            "dense_bytes": dense, "csr_bytes": sparse, "ratio": dense / sparse,
+            "weights_bytes": c_out * c_in * k * k * itemsize}
 
 
 def vgg11_first_conv_claim(seed: int = 0, dtype: Any = np.float32) -> dict:

@@ -42,7 +42,7 @@ QUICK_T = (10, 100, 1000)
 
 def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
              methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 3,
-             budget_s: float | None = None, seed: int = 0) -> dict:
+             budget_s: float | None = None, seed: int = 0, warmup: int = 1) -> dict:
     """Time the forward pass and a full step (forward + backward) of the tanh RNN.
 
     Returns ``{"forward": Timing, "full": {method: Timing}, "backward_s": {method: s},
@@ -59,17 +59,18 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
     x, y = rnn.example_data(T, batch, seed=seed + 1)
     per = None if budget_s is None else budget_s / (1 + len(methods))
 
-    fwd = benchmark(rnn.forward, x, y, device=dev, warmup=1, repeat=repeat, budget_s=per, name="forward")
+    fwd = benchmark(rnn.forward, x, y, device=dev, warmup=warmup, repeat=repeat, budget_s=per, name="forward")
     full, back, grads = {}, {}, {}
 
     for m in methods:
         def step(m=m):
             _, cache = rnn.forward(x, y)
             grads[m] = rnn.backward(cache, m)["W_hh"]
-        full[m] = benchmark(step, device=dev, warmup=1, repeat=repeat, budget_s=per, name=f"full step, {m}")
+        full[m] = benchmark(step, device=dev, warmup=warmup, repeat=repeat, budget_s=per,
+                            name=f"full step, {m}")
         back[m] = full[m].median - fwd.median
     diff = 0.0
-    if len(grads) > 1:
+    if len(grads) > 1:      # the methods must agree, or their timings mean nothing
         ref = grads[methods[0]]
         xp = rnn.xp
         diff = max(float(xp.abs(g - ref).max()) for g in grads.values())
@@ -79,22 +80,25 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
 # ------------------------------------------------------------------ the PyTorch peer
 
 def torch_available() -> bool:
-    """True when PyTorch can be imported (it is an optional peer, never required)."""
-    try:
-        import torch  # noqa: F401
-    except Exception:
-        return False
-    return True
+    """True when PyTorch is installed (an optional peer, never required); does not import it."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
                    device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, threads: int | None = 1) -> dict:
     """Forward and full-step times of PyTorch's ``nn.RNN`` (tanh) + readout + cross-entropy.
 
     On the GPU this is cuDNN's RNN.  Returns ``{"forward": Timing, "full": Timing,
     "backward_s": float}`` like :func:`time_rnn`.  Raises :class:`BadInputError` when
     PyTorch is missing and :class:`GPUUnavailableError` when PyTorch sees no GPU.
+
+    ``threads``: CPU threads PyTorch may use while timed (restored afterwards).  One by
+    default, like the NumPy code it is compared with: for 20-wide matrices extra
+    threads only add synchronisation, and on a busy machine they can make each step
+    many times slower.  ``None`` leaves PyTorch's own setting.
     """
     if not torch_available():
         raise BadInputError("PyTorch is not installed, so there is no PyTorch peer to time "
@@ -133,8 +137,16 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
 
     # CUDA events of course.timing see CuPy's stream, not PyTorch's: time on the host,
     # synchronising PyTorch inside the timed call.
-    f = benchmark(timed(forward), device="cpu", warmup=1, repeat=repeat, budget_s=per, name="torch forward")
-    s = benchmark(timed(full), device="cpu", warmup=1, repeat=repeat, budget_s=per, name="torch full step")
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        f = benchmark(timed(forward), device="cpu", warmup=1, repeat=repeat, budget_s=per,
+                      name="torch forward")
+        s = benchmark(timed(full), device="cpu", warmup=1, repeat=repeat, budget_s=per,
+                      name="torch full step")
+    finally:
+        torch.set_num_threads(before)
     f.device = s.device = dev
     return {"forward": f, "full": s, "backward_s": s.median - f.median}
 
@@ -162,7 +174,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int = 20, batch: int = 1
     rs = ResultSet("bppsa_rnn", params={"Ts": Ts, "hidden_size": hidden_size, "batch": batch,
                                         "input_size": input_size, "dtype": str(dtype), "devices": devs,
                                         "methods": list(methods) + (["torch"] if torch_ok else []),
-                                        "repeat": repeat, "budget_s": budget_s,
+                                        "repeat": repeat, "budget_s": budget_s, "torch_threads": 1,
                                         "backward": "median(full step) - median(forward)"})
     began = time.perf_counter()
     jobs = [(d, T) for d in devs for T in Ts]

@@ -13,6 +13,7 @@ from course.bppsa_sparse import (
     conv2d,
     conv2d_jacobian,
     conv2d_jacobian_t,
+    conv_jacobian_memory,
     csr_bytes,
     jacobian_memory,
     relu_jacobian_t,
@@ -110,3 +111,18 @@ def test_sparse_jacobian_on_gpu_matches_cpu():
     g = np.arange(m.shape[1], dtype=float)
     d = to_device_sparse(m, "gpu")
     assert np.allclose(course.to_numpy(d @ course.to_device(g, "gpu")), m @ g)
+
+
+@pytest.mark.parametrize("H,W,cin,cout,pad,stride", [(32, 32, 3, 64, 1, 1), (7, 5, 2, 3, 0, 1),
+                                                      (9, 8, 1, 2, 2, 3)])
+def test_counted_conv_memory_matches_the_built_matrix(H, W, cin, cout, pad, stride):
+    w = np.random.default_rng(0).standard_normal((cout, cin, 3, 3))
+    built = jacobian_memory(conv2d_jacobian_t(w, H, W, pad, stride))
+    counted = conv_jacobian_memory(H, W, cin, cout, 3, pad, stride, itemsize=4)
+    for key in ("shape", "nnz", "dense_bytes", "csr_bytes"):
+        assert counted[key] == built[key], key
+
+
+def test_counted_conv_memory_rejects_bad_sizes():
+    with pytest.raises(BadInputError, match="c_in must be a whole number"):
+        conv_jacobian_memory(8, 8, 0, 4)

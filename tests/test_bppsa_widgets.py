@@ -1,0 +1,118 @@
+"""Lesson 05's apps, plots, exercise checks and report registration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import course
+from course import bppsa_plots, bppsa_widgets
+from course.bppsa_timing import rnn_sweep, speedups
+
+
+@pytest.mark.widgets
+def test_tree_app_redraws_when_t_changes():
+    app = bppsa_widgets.tree_app(T=3)
+    first = app.image.value
+    assert app.last_error is None and first
+    app.controls["T"].value = 12
+    assert app.last_error is None and app.calls == 2
+    assert app.image.value != first
+
+
+@pytest.mark.widgets
+def test_timing_app_measures_and_reports_the_ratio():
+    app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
+    assert app.last_error is None
+    assert "T = 10," in app.html.value and "sequential backprop" in app.html.value
+    before = app.image.value
+    app.controls["T"].value = 30
+    assert app.last_error is None and "T = 30," in app.html.value
+    assert app.image.value != before
+
+
+@pytest.mark.widgets
+def test_timing_app_without_gpu_says_what_to_do():
+    if course.gpu_available():
+        pytest.skip("a GPU answers here")
+    app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
+    app.controls["device"].value = "gpu"
+    assert isinstance(app.last_error, course.GPUUnavailableError)
+    text = "".join(o.get("text", "") for o in app.errors.outputs)
+    assert "No GPU is available" in text and "no reference" in text.lower()
+
+
+@pytest.mark.widgets
+def test_timing_app_refuses_a_size_that_does_not_fit(monkeypatch):
+    import course.bppsa_models as models
+
+    def tiny(nbytes, device="cpu", what="", fraction=0.5):
+        raise course.DeviceMemoryError(f"{what} need too much")
+    monkeypatch.setattr(models, "check_fits", tiny)
+    app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
+    assert isinstance(app.last_error, course.DeviceMemoryError)
+    assert "hidden states need too much" in "".join(o.get("text", "") for o in app.errors.outputs)
+
+
+@pytest.mark.widgets
+def test_memory_app_follows_the_sliders():
+    app = bppsa_widgets.memory_app()
+    assert app.last_error is None and "768.0 MiB" in app.html.value      # VGG-11's first conv
+    app.controls["c_out"].value = 128
+    assert "1,536.0 MiB" in app.html.value
+
+
+def test_speedup_figure_draws_live_ratios_and_says_there_is_no_gpu():
+    rs = rnn_sweep((8, 16), hidden_size=3, batch=2, repeat=1, include_torch=False)
+    assert {r["method"] for r in rs.records} == {"sequential", "scan"}
+    fig = bppsa_plots.speedup_figure(rs, [])
+    texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts) + fig.texts[-1].get_text()
+    assert "Measured live" in texts
+    if not course.gpu_available():
+        assert "no reference GPU results recorded yet" in texts
+    Ts, s = speedups(rs, "cpu")
+    assert set(Ts) <= {8, 16} and np.all(s > 0)
+
+
+def test_tree_labels_end_with_every_gradient():
+    labels, tr = bppsa_plots.symbolic_scan(5)
+    assert labels == ["G₅", "G₄", "G₃", "G₂", "G₁", "G₀"]
+    assert tr.steps == 2 * 3
+
+
+def test_tree_refuses_unreadable_sizes():
+    with pytest.raises(course.BadInputError, match="1 <= T <= 63"):
+        bppsa_plots.tree_figure(0)
+
+
+def test_checks_accept_the_solutions_and_explain_mistakes(capsys):
+    from course import check
+
+    assert check.bppsa_operator(lambda a, b: b @ a)
+    assert not check.bppsa_operator(lambda a, b: a @ b)
+    assert "operand order" in capsys.readouterr().out
+
+    def stub(*args):
+        raise NotImplementedError
+    assert not check.bppsa_rnn_jacobian_t(stub)
+    assert "not done yet" in capsys.readouterr().out
+    assert check.bppsa_rnn_jacobian_t(lambda W, h: W.T[None] * (1 - h ** 2)[:, None, :])
+    assert not check.bppsa_rnn_jacobian_t(lambda W, h: (1 - h ** 2)[:, :, None] * W)
+    assert "transpose" in capsys.readouterr().out
+
+    def loop(J, g):
+        G = np.empty((len(J) + 1, len(g)))
+        G[-1] = g
+        for t in range(len(J) - 1, -1, -1):
+            G[t] = J[t].T @ G[t + 1]
+        return G
+    assert check.bppsa_backprop_sequential(loop)
+    assert not check.bppsa_backprop_sequential(lambda J, g: loop(np.swapaxes(J, 1, 2), g))
+    assert "transpose" in capsys.readouterr().out
+
+
+def test_bppsa_experiment_is_registered_for_the_report():
+    from course.report import discover
+
+    exp = discover()["bppsa_rnn"]
+    assert exp.lesson == "05" and exp.plotter is not None
