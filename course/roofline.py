@@ -42,7 +42,7 @@ from .throughput_ops import OPS, _devices, get_op, time_op
 from .timing import benchmark
 
 __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
-           "measure_roofline", "peaks_of", "cached_peaks", "POINT_NAMES"]
+           "measure_roofline", "peaks_of", "cached_peaks", "compare_predictions", "POINT_NAMES"]
 
 #: Operations :func:`roofline_point` can place: the lesson's ops, the scan (lesson 04), an MLP step (lesson 01).
 POINT_NAMES = (*OPS, "scan", "mlp step")
@@ -188,7 +188,7 @@ def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu",
 
 
 DEFAULT_POINTS = (("add", 2 ** 22), ("add", 2 ** 12), ("sum", 2 ** 22), ("matmul", 64), ("matmul", 256),
-                  ("matmul", 1024), ("scan", 2 ** 18), ("mlp step", 256))
+                  ("matmul", 512), ("scan", 2 ** 16), ("mlp step", 256))
 
 
 def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str] = ("float32",),
@@ -227,3 +227,35 @@ def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str]
     if hasattr(it, "close"):
         it.close()
     return rs
+
+
+def compare_predictions(predict: Callable | None, rs: ResultSet, device: str = "cpu", dtype: str = "float32") -> str:
+    """An HTML table: for each measured point, a prediction from ``predict(flops, bytes, peak_flops,
+    peak_bandwidth)`` (your exercise; None or a stub shows "not done yet"), the roofline's answer, and
+    the measured rate as a share of each roof.  A memory-bound op should reach a good share of the
+    bandwidth and a tiny share of the peak FLOP/s; a compute-bound one the other way round.
+    """
+    import html
+
+    pk = peaks_of(rs, device)
+    pf, bw = pk["flops"].get(dtype), pk["bandwidth"]
+    if not pf or not bw:
+        raise BadInputError(f"these results have no {dtype} peaks for the {device.upper()}; measure them with "
+                            "measure_roofline first")
+    rows = []
+    for r in rs.select(device=device, kind="point"):
+        try:
+            mine = predict(r["flops"], r["bytes"], pf, bw) if predict is not None else "not done yet"
+        except NotImplementedError:
+            mine = "not done yet"
+        except Exception as exc:  # shown in the table, not raised: the lesson goes on
+            mine = f"error: {type(exc).__name__}"
+        want = classify(r["intensity"], pf, bw)
+        mark = "✓" if mine == want else ("" if mine == "not done yet" else "✗")
+        rows.append(f"<tr><td>{html.escape(r['name'])}</td><td>{r['intensity']:.3g}</td><td>{html.escape(str(mine))} "
+                    f"{mark}</td><td>{want}</td><td>{r['flops_per_s'] / r['intensity'] / bw:.0%}</td>"
+                    f"<td>{r['flops_per_s'] / pf:.1%}</td></tr>")
+    return (f"<p>Ridge point: {pf / bw:.3g} FLOP/byte ({pf / 1e9:,.1f} GFLOP/s ÷ {bw / 1e9:,.1f} GB/s).</p>"
+            "<table><tr><th>operation</th><th>intensity (FLOP/B)</th><th>your prediction</th><th>roofline</th>"
+            "<th>measured share of the bandwidth roof</th><th>measured share of peak FLOP/s</th></tr>"
+            + "".join(rows) + "</table>")

@@ -34,6 +34,7 @@ from .roofline import (
     attainable,
     cached_peaks,
     classify,
+    compare_predictions,
     measure_peaks,
     measure_roofline,
     peaks_of,
@@ -80,6 +81,6 @@ __all__ = [
     "DEFAULT_MLP_SIZES", "batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "torch_available",
     "FUSION_STEPS", "fusion_chain", "unfused", "fused", "blocked", "fusion_counts", "fusion_compare",
     "fused_kernel_source",
-    "POINT_NAMES", "attainable", "ridge_point", "classify", "measure_peaks", "cached_peaks", "peaks_of",
-    "roofline_point", "measure_roofline",
+    "POINT_NAMES", "compare_predictions", "attainable", "ridge_point", "classify", "measure_peaks",
+    "cached_peaks", "peaks_of", "roofline_point", "measure_roofline",
 ]

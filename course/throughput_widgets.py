@@ -139,7 +139,7 @@ def batch_app() -> LiveApp:
                          f"throughput measured is reached at batch {b90:,}.</p>")
         return batch_figure(live, refs, highlight=highlight), text + _notes(live)
 
-    controls = {"largest": log2_slider(4, 12, 2 ** 8, "largest batch"),
+    controls = {"largest": log2_slider(4, 12, 2 ** 6, "largest batch"),
                 "highlight": log2_slider(0, 12, 2 ** 4, "mark batch"), "device": device_buttons(include_both=True)}
     controls["device"].value = "both"
     return LiveApp(update, controls, title="Batching: throughput vs latency")
@@ -162,15 +162,19 @@ def fusion_app() -> LiveApp:
 
 
 def precision_app() -> LiveApp:
-    """Matrix products in float32, float16 and bfloat16 (via PyTorch), sizes 32 … n."""
-    def update(n: int, device: str):
+    """Matrix products in float32 and float16 (and bfloat16 via PyTorch when ticked), sizes 32 … n."""
+    def update(n: int, bfloat16: bool, device: str):
         devs, refs, note = _plan(device, "mixed_precision")
         sizes = [2 ** k for k in range(5, n.bit_length())]
-        live = (precision_sweep(sizes, devices=devs, repeat=3, budget_s=0.3, total_budget_s=4.0)
+        dtypes = ("float32", "float16", "bfloat16") if bfloat16 else ("float32", "float16")
+        live = (precision_sweep(sizes, dtypes=dtypes, devices=devs, repeat=3, budget_s=0.3, total_budget_s=4.0)
                 if devs else None)
         return precision_figure(live, refs), note + _notes(live)
 
-    controls = {"n": log2_slider(5, 12, 2 ** 7, "largest n"), "device": device_buttons(include_both=True)}
+    controls = {"n": log2_slider(5, 12, 2 ** 7, "largest n"),
+                "bfloat16": w.Checkbox(value=False, description="bfloat16 (PyTorch; its first import takes seconds)",
+                                       indent=False),
+                "device": device_buttons(include_both=True)}
     controls["device"].value = "both"
     return LiveApp(update, controls, title="Mixed precision")
 
@@ -178,14 +182,18 @@ def precision_app() -> LiveApp:
 _DEFAULT_EXP = {"matmul": 9, "mlp step": 8, "scan": 16}
 
 
-def roofline_app(op: str = "add", exponent: int = 20) -> LiveApp:
-    """This machine's roofline (measured once) and the chosen op's point, moving with its size."""
+def roofline_app(op: str = "add", exponent: int = 20, live=None) -> LiveApp:
+    """This machine's roofline (measured once) and the chosen op's point, moving with its size.
+
+    ``live``: a ``measure_roofline`` result to reuse (its peaks, and its points drawn behind yours).
+    """
     def update(op: str, exponent: int, dtype: str, device: str):
         devs, refs, note = _plan(device, "roofline")
         if not devs:
             return roofline_figure(None, refs, dtype=dtype), note
         d = devs[-1]
-        peaks = cached_peaks(d, (dtype,))
+        peaks = (live if live is not None and peaks_of(live, d)["flops"].get(dtype)
+                 else cached_peaks(d, (dtype,)))
         point = roofline_point(op, 2 ** exponent, dtype, d)
         pk = peaks_of(peaks, d)
         f = pk["flops"].get(dtype)
