@@ -22,6 +22,7 @@ from .results import ResultSet, load_reference
 from .vectorize import OPS, ladder, lane_steps, relu_bandwidth
 from .vectorize_matmul import MATMUL_LIMITS, matmul_ladder, torch_available
 from .vectorize_plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
+from .vectorize_simd import ufunc_dispatch
 from .widgets import LiveApp, device_buttons, log2_slider, size_slider
 
 __all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table"]
@@ -94,7 +95,9 @@ def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: 
         devs, note = _gpu_note(device, "vectorize_ladder")
         rs = ladder(op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5)
         refs = load_reference("vectorize_ladder") if "gpu" not in devs else []
-        return ladder_figure(rs, refs), note + ladder_table(rs)
+        runs = ", ".join(f"np.{k} → {d['current']}" for k, d in ufunc_dispatch(op, dtype).items())
+        simd = f"<small>numpy's SIMD code for {op} ({dtype}) on this CPU: {html.escape(runs)}</small><br>"
+        return ladder_figure(rs, refs), note + (simd if runs else "") + ladder_table(rs)
 
     return LiveApp(update, controls, title="Lesson 02: one elementwise op at every rung")
 
