@@ -253,22 +253,23 @@ def trace_figure(tr: StepTrace, title: str = ""):
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("each layer alone (label: backward ÷ forward)", fontsize=9)
     ax.margins(x=0.15)
-    parts = [("forward: products", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
-             ("forward: element-wise + loss", sum(f for f, r in zip(fw, tr.layers) if r.kind != "linear")),
-             ("backward: products", sum(v for v, r in zip(bw, tr.layers) if r.kind == "linear")),
-             ("backward: element-wise + loss", sum(v for v, r in zip(bw, tr.layers) if r.kind != "linear"))]
+    parts = [("forward: Linear (products)", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
+             ("forward: activations + loss", sum(f for f, r in zip(fw, tr.layers) if r.kind != "linear")),
+             ("backward: Linear (products)", sum(v for v, r in zip(bw, tr.layers) if r.kind == "linear")),
+             ("backward: activations + loss", sum(v for v, r in zip(bw, tr.layers) if r.kind != "linear"))]
     ax2.barh(range(4), [p[1] for p in parts], color=[COLORS[tr.device]] * 4,
              alpha=1.0)
     for i, (_, v) in enumerate(parts):
         ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=8)
     ax2.barh([4.2], [tr.step_s * 1e3], color="0.4")
     ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=8)
-    ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step"], fontsize=8)
+    ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step\n(with the SGD update)"],
+                   fontsize=8)
     ax2.invert_yaxis()
     ax2.margins(x=0.25)
     ax2.set_xlabel("time (ms)")
     ax2.set_title(f"backward ÷ forward = {tr.backward_s / max(tr.forward_s, 1e-30):.2f}; "
-                  f"Linear layers: {100 * tr.matmul_share:.0f} % of the time", fontsize=9)
+                  f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
     fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
     add_footer(fig, extra="" if tr.device == "cpu" else "Timed on the GPU with CUDA events.")
     return fig

@@ -20,7 +20,7 @@ import numpy as np
 from .devices import check_dtype, normalize_device, to_device
 from .errors import BadInputError
 
-__all__ = ["Dataset", "load_digits", "batches"]
+__all__ = ["Dataset", "load_digits", "batches", "digits_figure"]
 
 
 @dataclass
@@ -108,3 +108,26 @@ def batches(n: int, batch_size: int, rng: np.random.Generator, shuffle: bool = T
     order = rng.permutation(n) if shuffle else np.arange(n)
     for start in range(0, n, int(batch_size)):
         yield order[start:start + int(batch_size)]
+
+
+def digits_figure(data: Dataset, n: int = 12, predictions: Any = None):
+    """The first ``n`` test images with their labels (and predictions, red where wrong)."""
+    from matplotlib.figure import Figure
+
+    from .devices import to_numpy
+
+    n = max(1, min(int(n), len(data.images_test)))
+    fig = Figure(figsize=(1.0 * n, 1.35), layout="constrained")
+    labels = to_numpy(data.y_test)
+    preds = None if predictions is None else to_numpy(predictions)
+    for i in range(n):
+        ax = fig.add_subplot(1, n, i + 1)
+        ax.imshow(data.images_test[i], cmap="gray_r", interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        title = f"label {labels[i]}"
+        wrong = preds is not None and preds[i] != labels[i]
+        if preds is not None:
+            title += f"\nsaid {preds[i]}"
+        ax.set_title(title, fontsize=8, color="red" if wrong else "black")
+    return fig

@@ -1,0 +1,120 @@
+"""The course's training step against PyTorch's, measured in the same run.
+
+:func:`compare_with_torch` builds the same MLP twice: once as
+:class:`course.backprop.MLP` (NumPy on the CPU, CuPy on a GPU) and once in
+PyTorch with the same weights, then times one SGD step of each in alternating
+rounds, so that a busy moment of the machine hits both alike.  It reports the
+ratio ``ours / torch`` (below 1: the course's step is faster).  PyTorch is an
+optional peer: without it the function says so instead of guessing a number.
+
+>>> r = compare_with_torch((20, 16, 4), batch=8, rounds=1, repeat=2)
+>>> r["ours_s"] > 0 and "ratio" in r
+True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .backprop import MLP
+from .backprop_trace import random_batch
+from .devices import normalize_device, to_numpy
+from .errors import BadInputError
+from .timing import benchmark
+
+__all__ = ["torch_available", "torch_mlp_step", "compare_with_torch", "TARGET_CPU", "TARGET_GPU"]
+
+#: The issue's targets for ours / PyTorch: faster on the CPU, within 20 % on a GPU.
+TARGET_CPU = 0.95
+TARGET_GPU = 1.2
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def torch_mlp_step(model: MLP, x, y, lr: float = 1e-3):
+    """A PyTorch copy of ``model`` (same weights) and a function doing one SGD step of it on ``(x, y)``.
+
+    The step is what a PyTorch user writes: ``zero_grad``, forward, ``cross_entropy``,
+    ``backward``, ``optimizer.step()`` (plain SGD).  Returns ``(step_fn, torch_module)``.
+    """
+    import torch
+
+    dev = "cuda" if model.device == "gpu" else "cpu"
+    if dev == "cpu":
+        torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                              else os.cpu_count() or 1)
+    acts = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "sigmoid": torch.nn.Sigmoid}
+    mods = []
+    for i, lin in enumerate(model.linear_layers()):
+        t = torch.nn.Linear(lin.n_in, lin.n_out, dtype=getattr(torch, model.dtype.name), device=dev)
+        with torch.no_grad():
+            t.weight.copy_(torch.from_numpy(to_numpy(lin.W).T.copy()))
+            t.bias.copy_(torch.from_numpy(to_numpy(lin.b)))
+        mods.append(t)
+        if i < len(model.sizes) - 2:
+            mods.append(acts[model.activation]())
+    net = torch.nn.Sequential(*mods)
+    opt = torch.optim.SGD(net.parameters(), lr=lr)
+    tx = torch.as_tensor(to_numpy(x), device=dev)
+    ty = torch.as_tensor(to_numpy(y), device=dev)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(tx), ty)
+        loss.backward()
+        opt.step()
+
+    return step, net
+
+
+def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256, dtype: Any = "float32",
+                       device: Any = "cpu", rounds: int = 5, repeat: int = 10) -> dict:
+    """Median time of one training step, ours and PyTorch's, and their ratio.
+
+    ``rounds`` alternating rounds of ``repeat`` timed steps each (after warm-up);
+    the medians are over all the steps of each side.  Returns ``{"ours_s",
+    "torch_s", "ratio", "target", ...}``, with ``torch_s`` None (and a ``note``)
+    when PyTorch or its CUDA build is missing.
+    """
+    dev = normalize_device(device)
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise BadInputError(f"rounds must be a whole number >= 1, got {rounds!r}")
+    model = MLP(sizes, dtype=dtype, device=dev, seed=0)
+    x, y = random_batch(model, batch)
+    out = {"sizes": list(sizes), "batch": batch, "dtype": model.dtype.name, "device": dev,
+           "flops": model.flops_per_step(batch), "target": TARGET_GPU if dev == "gpu" else TARGET_CPU,
+           "torch_s": None, "ratio": None, "note": ""}
+    step = None
+    if not torch_available():
+        out["note"] = "PyTorch is not installed: no peer to compare with (pip install torch)."
+    else:
+        import torch
+
+        if dev == "gpu" and not torch.cuda.is_available():
+            out["note"] = "This PyTorch has no CUDA: no GPU peer to compare with."
+        else:
+            step, _ = torch_mlp_step(model, x, y)
+            out["torch_version"] = torch.__version__
+            out["torch_threads"] = torch.get_num_threads()
+    ours, theirs = [], []
+    for _ in range(int(rounds)):
+        ours += benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat).samples.tolist()
+        if step is not None:
+            theirs += benchmark(step, device=dev, warmup=2, repeat=repeat).samples.tolist()
+    out["ours_s"] = float(np.median(ours))
+    out["ours_q25_s"], out["ours_q75_s"] = (float(v) for v in np.percentile(ours, [25, 75]))
+    if theirs:
+        out["torch_s"] = float(np.median(theirs))
+        out["torch_q25_s"], out["torch_q75_s"] = (float(v) for v in np.percentile(theirs, [25, 75]))
+        out["ratio"] = out["ours_s"] / out["torch_s"]
+    return out
