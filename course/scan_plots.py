@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullLocator
 
 from .errors import BadInputError
 from .plots import COLORS, _log2_x, add_footer, new_figure
@@ -125,9 +126,8 @@ def tree_figure(x, op=None, identity=None, step: int | None = None) -> Figure:
         raise BadInputError(f"step must be between 0 and {last} for n = {x.shape[0]}; got {step}.")
     n, padded = x.shape[0], frames[0].values.shape[0]
     shown = frames[:step + 1]
-    fig = Figure(figsize=(max(6.5, 0.62 * padded + 3.2), 0.62 * len(shown) + 1.1),
-                 layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
+    fig = Figure(figsize=(max(6.5, 0.62 * padded + 3.2), 0.62 * len(shown) + 1.1))
+    ax = fig.add_axes((0.01, 0.04, 0.98, 0.86))
     w, h = 0.84, 0.62
     for r, fr in enumerate(shown):
         y = -r
@@ -152,8 +152,9 @@ def tree_figure(x, op=None, identity=None, step: int | None = None) -> Figure:
             if val is not None:
                 ax.text(i, y + 0.1, val, ha="center", va="center", fontsize=8.5, color=tc,
                         fontweight="bold" if current else "normal")
-                ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=6, color=tc)
-            else:
+                if current or padded <= 16:      # earlier rows of big trees: values only
+                    ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=6, color=tc)
+            elif current or padded <= 16:
                 ax.text(i, y, rng, ha="center", va="center", fontsize=7.5, color=tc)
         ax.text(-0.7, y, fr.title.split(":")[0].replace(" (nothing comes before the whole array)", ""),
                 ha="right", va="center", fontsize=8 if current else 7,
@@ -208,7 +209,8 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
         ax.set_yscale("log")
         ax.set_xlabel("n (elements)")
         ax.set_ylabel(what)
-        ax.grid(True, which="both", alpha=0.25)
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.grid(True, which="major", alpha=0.25)
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
     aw.set_title("Work: Blelloch stays linear (about 2n),\nHillis-Steele pays n log2 n", fontsize=9)

@@ -1,0 +1,140 @@
+"""The numba.cuda block-scan kernel: on the CUDA simulator (CI) and on a real GPU (gpu marker).
+
+The simulator must be switched on before numba.cuda is first imported, and other tests in this
+process may import it for real; so the simulator runs in a subprocess, once for all cases, and
+each test reads its own case from the shared result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from course.errors import BadInputError, GPUUnavailableError
+
+# (name, n, dtype, op, exclusive, threads, items, conflict_free)
+CASES = [
+    ("empty", 0, "int32", "add", True, 4, 2, True),
+    ("one element", 1, "float64", "add", True, 4, 2, True),
+    ("one partial tile", 7, "int64", "add", False, 4, 2, True),
+    ("three tile levels", 150, "int32", "add", True, 4, 2, True),
+    ("three tile levels inclusive", 150, "float64", "add", False, 4, 2, True),
+    ("bank-conflicted layout", 300, "int32", "add", False, 8, 4, False),
+    ("padded layout, 32+ threads", 700, "int64", "add", True, 64, 2, True),
+    ("maximum", 200, "float32", "max", False, 8, 3, True),
+    ("maximum exclusive", 90, "int32", "max", True, 4, 4, True),
+]
+
+SCRIPT = r"""
+import json, sys
+import numpy as np
+from course.scan_kernels import block_scan, simulator_enabled, kernels_available
+assert simulator_enabled() and kernels_available()
+out = {}
+for name, n, dtype, op, exclusive, threads, items, cf in json.loads(sys.argv[1]):
+    x = np.random.default_rng(n).integers(-50, 50, n).astype(dtype)
+    got = block_scan(x, exclusive=exclusive, op=op, threads=threads, items=items, conflict_free=cf)
+    out[name] = {"x": x.tolist(), "got": got.tolist(), "dtype": str(got.dtype)}
+print(json.dumps(out))
+"""
+
+
+def _oracle(x, op, exclusive):
+    inc = np.cumsum(x, dtype=x.dtype) if op == "add" else np.maximum.accumulate(x)
+    if not exclusive or len(x) == 0:
+        return inc
+    ident = 0 if op == "add" else (-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min)
+    return np.concatenate([np.array([ident], dtype=x.dtype), inc[:-1]])
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(CASES)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_block_scan_on_simulator_equals_numpy(simulated, case):
+    name, n, dtype, op, exclusive, *_ = case
+    res = simulated[name]
+    x = np.array(res["x"], dtype=dtype)
+    assert res["dtype"] == dtype
+    np.testing.assert_array_equal(np.array(res["got"], dtype=dtype), _oracle(x, op, exclusive))
+
+
+def test_kernels_unavailable_reason_says_what_to_do(monkeypatch):
+    from course import scan_kernels as sk
+
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    reason = sk.kernels_unavailable_reason()
+    if reason is None:
+        pytest.skip("a CUDA GPU answers numba here")
+    assert "NUMBA_ENABLE_CUDASIM=1" in reason and "GPU" in reason
+    with pytest.raises(GPUUnavailableError, match="block_scan cannot run"):
+        sk.block_scan(np.arange(4, dtype=np.int32))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dtype="float16"), "compiled for"),
+    (dict(op="mul"), "knows the operators"),
+    (dict(threads=48), "power of two"),
+    (dict(items=0), "at least 1"),
+])
+def test_kernel_factory_rejects_bad_settings(kwargs, match):
+    from course.scan_kernels import block_scan_kernels
+
+    args = dict(dtype="float32", op="add", threads=32, items=2) | kwargs
+    with pytest.raises(BadInputError, match=match):
+        block_scan_kernels(**args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 1000, 2**11, 2**11 + 1, 2**20 + 7])
+@pytest.mark.parametrize("conflict_free", [True, False])
+def test_block_scan_on_gpu_equals_numpy(n, conflict_free):
+    import cupy
+
+    from course.scan_kernels import block_scan
+
+    x = np.random.default_rng(n).integers(-50, 50, n).astype(np.int32)
+    got = block_scan(cupy.asarray(x), exclusive=False, conflict_free=conflict_free)
+    assert isinstance(got, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(got), np.cumsum(x, dtype=np.int32))
+    np.testing.assert_array_equal(block_scan(x, exclusive=True)[1:], np.cumsum(x, dtype=np.int32)[:-1])
+
+
+@pytest.mark.gpu
+def test_block_scan_float32_on_gpu_is_close_to_float64_running_sum():
+    import cupy
+
+    from course.scan_kernels import block_scan
+
+    x = np.random.default_rng(0).random(2**22).astype(np.float32)
+    got = cupy.asnumpy(block_scan(cupy.asarray(x), exclusive=False))
+    np.testing.assert_allclose(got, np.cumsum(x.astype(np.float64)), rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [0, 1, 1000, 2**16 + 3])
+def test_level_by_level_blelloch_on_cupy_equals_numpy(n):
+    import cupy
+
+    from course.scan import affine, blelloch_scan, matmul
+
+    rng = np.random.default_rng(n)
+    x = rng.integers(-9, 9, n).astype(np.float64)
+    np.testing.assert_allclose(cupy.asnumpy(blelloch_scan(cupy.asarray(x))), blelloch_scan(x))
+    m = rng.normal(size=(n, 2, 2))
+    np.testing.assert_allclose(cupy.asnumpy(blelloch_scan(cupy.asarray(m), op=matmul, exclusive=False)),
+                               blelloch_scan(m, op=matmul, exclusive=False), atol=1e-9)
+    f = np.stack([rng.uniform(-1, 1, n), rng.normal(size=n)], -1)
+    np.testing.assert_allclose(cupy.asnumpy(blelloch_scan(cupy.asarray(f), op=affine)),
+                               blelloch_scan(f, op=affine), atol=1e-9)
