@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from .devices import check_dtype, check_fits, get_xp, synchronize
-from .errors import BadInputError
+from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 from .results import ResultSet
 from .throughput_batch import DEFAULT_MLP_SIZES, _mlp_class, _time_torch_matmul, torch_available
 from .throughput_ops import OPS, _devices, get_op, time_op
@@ -79,13 +79,28 @@ def peak_matmul_sizes(device: str, dtype: str, quick: bool = True) -> list[int]:
     return [256, 512, 1024] if quick else [256, 512, 1024, 2048, 4096]
 
 
+def _worth_growing(dev: str, dtype: str, n: int, rate: float, previous: float, seconds: float,
+                   quick: bool) -> bool:
+    """Try a matrix twice as big when the rate still climbs (>= 5 % over the previous size), one call
+    is still quick, and it fits: a many-core CPU or a big GPU may peak beyond the default sizes."""
+    if rate < 1.05 * previous or seconds > (0.05 if quick else 2.0) or 2 * n > 32768:
+        return False
+    try:
+        check_fits(3 * (2 * n) ** 2 * 4, dev, what="a bigger matrix product")
+    except DeviceMemoryError:
+        return False
+    return True
+
+
 def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), quick: bool = True,
                   copy_nbytes: int | None = None, repeat: int = 5, budget_s: float | None = 0.5,
                   rs: ResultSet | None = None) -> ResultSet:
     """Measure the copy bandwidth and the best matrix-product FLOP/s per dtype on ``device``.
 
     The FLOP/s peak is the best rate of the best run (``flops / min_s``): a peak is what the
-    machine *can* do.  Adds records ``kind="peak_bandwidth"`` (``bytes_per_s``) and ``kind="peak_flops"``
+    machine *can* do; the bandwidth likewise.  After the sizes of :func:`peak_matmul_sizes`, bigger
+    matrices are tried while the rate still climbs and a call stays quick.  Adds records
+    ``kind="peak_bandwidth"`` (``bytes_per_s``) and ``kind="peak_flops"``
     (``flops_per_s``, ``dtype``, the best ``n``; one ``kind="matmul"`` record per size
     tried) to ``rs`` (a new ``ResultSet`` ``"roofline"`` by default) and returns it.
     """
@@ -96,25 +111,37 @@ def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), qui
     if copy_nbytes is None:
         copy_nbytes = 2 ** 26 if (quick and dev == "cpu") else 2 ** 28
     bw = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=repeat, budget_s=max(budget_s or 1.0, 1.0))
-    rs.add(device=dev, kind="peak_bandwidth", bytes_per_s=bw["bytes_per_s"], nbytes=bw["nbytes"],
-           source="course.hardware.copy_bandwidth (a large array copy, read + write counted)")
+    best_bw = 2 * bw["nbytes"] / bw["timing"].min  # the best run, as for the FLOP/s peak
+    rs.add(device=dev, kind="peak_bandwidth", bytes_per_s=best_bw, median_bytes_per_s=bw["bytes_per_s"],
+           nbytes=bw["nbytes"], source="course.hardware.copy_bandwidth (a large array copy, read + write "
+           "counted; best run)")
     for dtn in dtypes:
-        best = (0.0, 0)
-        for n in peak_matmul_sizes(dev, dtn, quick):
+        best, tried = (0.0, 0), []
+        sizes = list(peak_matmul_sizes(dev, dtn, quick))
+        while sizes:
+            n = sizes.pop(0)
             if dtn == "bfloat16":
                 if not torch_available():
                     rs.notes.append("No bfloat16 roof: PyTorch is not installed.")
                     break
-                rec = _time_torch_matmul(n, dtn, dev, repeat, budget_s)
+                try:
+                    rec = _time_torch_matmul(n, dtn, dev, repeat, budget_s)
+                except UnsupportedDtypeError as exc:
+                    rs.notes.append(f"No bfloat16 roof on the {dev.upper()}: {exc}")
+                    break
             else:
                 check_dtype(dtn, dev)
                 rec = time_op("matmul", n, dtn, dev, repeat=repeat, budget_s=budget_s)
             rate = rec["flops"] / rec["min_s"]  # a peak is the best the machine did, as STREAM reports
             rs.add(**(rec | {"kind": "matmul", "dtype": dtn, "flops_per_s": rate}))
+            previous = best[0]
             best = max(best, (rate, n))
+            tried.append(n)
+            if not sizes and _worth_growing(dev, dtn, n, rate, previous, rec["median_s"], quick):
+                sizes.append(2 * n)
         if best[1]:
             rs.add(device=dev, kind="peak_flops", dtype=dtn, flops_per_s=best[0], n=best[1],
-                   source=f"best matrix product over sizes {peak_matmul_sizes(dev, dtn, quick)}")
+                   source=f"best matrix product over sizes {tried}")
     return rs
 
 

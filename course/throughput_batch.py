@@ -218,7 +218,12 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
                             f"{len(jobs)} measurements.")
             break
         if dtn == "bfloat16":
-            rec, lib, itemsize = _time_torch_matmul(n, dtn, d, repeat, budget_s), "torch", 2
+            try:
+                rec, lib, itemsize = _time_torch_matmul(n, dtn, d, repeat, budget_s), "torch", 2
+            except UnsupportedDtypeError as exc:  # e.g. a CPU-only PyTorch on a GPU machine
+                if str(exc) not in rs.notes:
+                    rs.notes.append(str(exc))
+                continue
         else:
             rec = time_op("matmul", n, dtn, d, repeat=repeat, budget_s=budget_s)
             lib, itemsize = ("cupy" if d == "gpu" else "numpy"), np.dtype(dtn).itemsize

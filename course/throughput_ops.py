@@ -190,8 +190,8 @@ def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, d
     Examples
     --------
     >>> rs = throughput_sweep("add", [16, 64], repeat=2)
-    >>> sorted(rs.column("n"))
-    [16.0, 64.0]
+    >>> [r["n"] for r in rs.records]
+    [16, 64]
     """
     o = get_op(op)
     if sizes is None:
@@ -258,8 +258,9 @@ def crossover_size(cpu_n: Sequence[float], cpu_t: Sequence[float], gpu_n: Sequen
     wins and the first where the GPU wins for good, the crossing is interpolated on
     log scales.  Returns ``(n, status)`` with a status as in :class:`Crossover`.
 
-    >>> crossover_size([1, 10, 100], [1, 10, 100], [1, 10, 100], [5, 10, 20])
-    (10.0, 'crossed')
+    >>> n, status = crossover_size([1, 10, 100], [1, 10, 100], [1, 10, 100], [5, 10, 20])
+    >>> round(n), status
+    (10, 'crossed')
     """
     cn, ct = np.asarray(cpu_n, float), np.asarray(cpu_t, float)
     gn, gt = np.asarray(gpu_n, float), np.asarray(gpu_t, float)
