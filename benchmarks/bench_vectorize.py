@@ -52,6 +52,15 @@ def main(argv: list[str] | None = None) -> int:
         if "threads_fraction" in r:
             _line(f"ReLU threads out= / copy ({v.default_workers()} cores)", r["threads_fraction"], "(none)", None)
         rs.add(device=dev, what="relu_bandwidth", **{k: val for k, val in r.items() if k not in ("samples", "device")})
+        if dev == "cpu":  # is ReLU limited by the memory or by numpy's inner loop? Ask in cache.
+            from course.vectorize_simd import operand_probe
+
+            p = operand_probe(n=2**14)
+            _line("   diagnosis, in cache: maximum(x, 0) / copy", p["scalar_gb_per_s"] / p["copy_gb_per_s"],
+                  "(info)", None)
+            _line("   diagnosis, in cache: maximum(x, zeros) / copy", p["array_gb_per_s"] / p["copy_gb_per_s"],
+                  "(info)", None)
+            rs.add(device="cpu", what="operand_probe", **p)
         if dev == "gpu":
             import cupy as cp
 

@@ -44,7 +44,7 @@ from .devices import array_device, check_dtype, check_fits, cpu_info, get_xp, no
 from .errors import BadInputError
 
 __all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",
-           "loop_elementwise", "lanes_elementwise", "numpy_elementwise", "threaded_elementwise",
+           "loop_elementwise", "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise",
            "lane_steps", "bytes_moved", "effective_bandwidth", "tolerance", "simd_summary",
            "ladder", "relu_bandwidth", "leaky_relu", "leaky_relu_loop", "softmax_rows",
            "softmax_rows_loop", "random_input"]
@@ -199,6 +199,16 @@ def lane_steps(n: int, lanes: int) -> int:
     if n < 0:
         raise BadInputError(f"n must be >= 0, got {n}")
     return -(-int(n) // lanes)
+
+
+def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` slice each step of the ``lanes`` rung handles: the picture's steps.
+
+    >>> lane_trace(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    """
+    lanes = _check_lanes(lanes)
+    return [(s, min(s + lanes, int(n))) for s in range(0, lane_steps(n, lanes) * lanes, lanes)]
 
 
 def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | None = None,
@@ -367,44 +377,5 @@ def random_input(n: int, dtype: Any = "float32", device: Any = "cpu", seed: int 
     return x if dev == "cpu" else get_xp(dev).asarray(x)
 
 
-# ----------------------------------------------------------------- exercise references
-
-def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
-    """Leaky ReLU, one element at a time: ``v if v > 0 else slope * v``.  Exercise 1 starts here."""
-    x = np.asarray(x)
-    out = np.empty_like(x)
-    for i in range(x.size):
-        v = x.flat[i]
-        out.flat[i] = v if v > 0 else slope * v
-    return out
-
-
-def leaky_relu(x: Any, slope: float = 0.01) -> Any:
-    """Leaky ReLU, vectorized for numpy or CuPy arrays."""
-    xp = get_xp(array_device(x))
-    return xp.where(x > 0, x, x * x.dtype.type(slope))
-
-
-def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
-    """Row-wise softmax with loops, subtracting each row's maximum first.  Exercise 2 starts here."""
-    x = np.asarray(x)
-    out = np.empty_like(x)
-    for i in range(x.shape[0]):
-        m = max(x[i, j] for j in range(x.shape[1]))
-        total = 0.0
-        for j in range(x.shape[1]):
-            out[i, j] = math.exp(x[i, j] - m)
-            total += out[i, j]
-        for j in range(x.shape[1]):
-            out[i, j] /= total
-    return out
-
-
-def softmax_rows(x: Any) -> Any:
-    """Row-wise softmax, vectorized: subtract the row maximum (no overflow), exp, normalise."""
-    xp = get_xp(array_device(x))
-    e = xp.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
+from .vectorize_exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop  # noqa: E402
 from .vectorize_ladder import ladder, relu_bandwidth  # noqa: E402  (they use the rungs above)

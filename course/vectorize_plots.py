@@ -20,7 +20,7 @@ from .devices import cpu_info, gpu_info
 from .errors import BadInputError
 from .plots import COLORS, add_footer, new_figure
 from .results import ResultSet
-from .vectorize import RUNG_INFO, lane_steps, numpy_elementwise
+from .vectorize import RUNG_INFO, lane_trace, numpy_elementwise
 
 __all__ = ["flynn_figure", "lanes_figure", "ladder_figure", "bandwidth_figure", "matmul_figure",
            "lane_sweep_figure", "where_things_sit"]
@@ -110,11 +110,12 @@ def lanes_figure(n: int = 24, lanes: int = 8, step: int = 0, op: str = "relu", s
     """
     if not 1 <= n <= 64:
         raise BadInputError(f"the lanes picture draws 1 to 64 elements, got n={n}")
-    steps = lane_steps(n, lanes)
+    trace = lane_trace(n, lanes)  # (start, stop) of each step
+    steps = len(trace)
     step = int(min(max(step, 0), steps))
     x = np.round(np.random.default_rng(seed).standard_normal(n) * 2, 1).astype(np.float32)
     y = numpy_elementwise(op, x)
-    lo, hi = step * lanes, min((step + 1) * lanes, n)
+    lo, hi = trace[step] if step < steps else (n, n)
     fig, (ax,) = new_figure(1, width=min(1.0 + 0.42 * n, 13.5), height=2.6)
     for i in range(n):
         current = lo <= i < hi and step < steps

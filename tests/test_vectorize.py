@@ -159,3 +159,13 @@ def test_exercise_references_agree_with_their_loops():
     np.testing.assert_allclose(v.softmax_rows(x), v.softmax_rows_loop(x))
     np.testing.assert_allclose(v.leaky_relu(x, 0.1), v.leaky_relu_loop(x, 0.1))
     assert v.softmax_rows(x + 1000).sum(axis=1) == pytest.approx(np.ones(6))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 500), lanes=st.integers(1, 64))
+def test_lane_trace_covers_every_element_once_in_order(n, lanes):
+    trace = v.lane_trace(n, lanes)
+    assert len(trace) == v.lane_steps(n, lanes)
+    covered = [i for lo, hi in trace for i in range(lo, hi)]
+    assert covered == list(range(n))
+    assert all(0 < hi - lo <= lanes for lo, hi in trace)
