@@ -79,7 +79,7 @@ def check_chain(jacobians: Any, grad: Any) -> tuple[Any, Any, Any, int, int | No
     if tuple(g.shape) != want:
         raise BadInputError(f"grad has shape {tuple(g.shape)} but jacobians of shape {tuple(J.shape)} "
                             f"need grad of shape {want} (dL/dx_T for each chain of the batch).")
-    if not (xp.issubdtype(J.dtype, xp.floating) and xp.issubdtype(g.dtype, xp.floating)):
+    if not (np.issubdtype(J.dtype, np.floating) and np.issubdtype(g.dtype, np.floating)):
         raise BadInputError(f"jacobians and grad must be floating point, got {J.dtype} and {g.dtype}; "
                             "convert with .astype('float32') or 'float64'.")
     return J, g, xp, T, B, n

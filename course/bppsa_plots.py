@@ -133,18 +133,26 @@ def _sources(live: ResultSet | None, references: Sequence[ResultSet]) -> list[Re
     return ([live] if live is not None and live.records else []) + list(references)
 
 
-def _backward(rs: ResultSet, device: str, method: str) -> tuple[np.ndarray, np.ndarray]:
-    recs = sorted(rs.select(device=device, method=method), key=lambda r: r["T"])
-    return (np.array([r["T"] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float))
+def _backward(rs: ResultSet, device: str, method: str, x: str = "T",
+              where: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    recs = sorted(rs.select(device=device, method=method, **(where or {})), key=lambda r: r[x])
+    return (np.array([r[x] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float))
 
 
 def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
-                   highlight: float | None = None, paper: float | None = 108.0) -> Figure:
-    """Left: backward time against T per method and device.  Right: the scan's speedup.
+                   highlight: float | None = None, paper: float | None = 108.0, x: str = "T",
+                   where: dict | None = None) -> Figure:
+    """Left: backward time against T (or batch) per method and device.  Right: the scan's speedup.
 
     Speedup = backward time of the sequential method (or PyTorch) / backward time
     of the scan, measured in the same run on the same device; log y, like the paper.
+    ``x``: ``"T"`` or ``"batch"``; ``where`` filters the records (``{"batch": 16}``).
     """
+    from .bppsa_timing import speedups
+
+    if x not in ("T", "batch"):
+        raise BadInputError(f"x must be 'T' or 'batch', got {x!r}")
+    xlabel = "sequence length T" if x == "T" else "batch size"
     fig, (ax, bx) = new_figure(2, width=11, height=4.2)
     sources = _sources(live, references)
     drawn = False
@@ -154,20 +162,15 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             who = (rs.gpu_name or "GPU") if dev == "gpu" else rs.cpu_name
             tag = f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")
             for m, (color, label) in METHOD_STYLE.items():
-                T, b = _backward(rs, dev, m)
+                X, b = _backward(rs, dev, m, x, where)
                 keep = b > 0
                 if keep.any():
-                    ax.plot(T[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=3.5, color=color,
+                    ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=3.5, color=color,
                             ls="--" if ref else ("-" if dev == "gpu" else "-."), alpha=0.7 if ref else 1.0,
                             label=f"{label}, {tag}")
             for over, ls in (("sequential", "-"), ("torch", ":")):
-                T, base = _backward(rs, dev, over)
-                Ts, scan = _backward(rs, dev, "scan")
-                common = [t for t in T if t in set(Ts)]
-                pts = [(t, base[T == t][0] / scan[Ts == t][0]) for t in common
-                       if base[T == t][0] > 0 and scan[Ts == t][0] > 0]
-                if pts:
-                    px, py = zip(*pts)
+                px, py = speedups(rs, dev, over=over, x=x, **(where or {}))
+                if len(px):
                     bx.plot(px, py, marker="o" if dev == "cpu" else "s", ms=4, ls="--" if ref else ls,
                             color=COLORS[dev], alpha=0.7 if ref else 1.0,
                             label=f"scan vs {'sequential' if over == 'sequential' else 'PyTorch'}, "
@@ -176,21 +179,22 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     for a in (ax, bx):
         a.set_xscale("log")
         a.set_yscale("log")
-        a.set_xlabel("sequence length T")
+        a.set_xlabel(xlabel)
         a.grid(True, which="both", alpha=0.25)
         if highlight is not None:
             a.axvline(highlight, color="0.3", lw=1, ls=":")
     ax.set_ylabel("backward time = full step − forward (s)")
-    ax.set_title("backward pass of the tanh RNN", fontsize=10)
+    ax.set_title("backward pass of the tanh RNN" + "".join(f", {k} = {v}" for k, v in (where or {}).items()),
+                 fontsize=10)
     if ax.lines:
         ax.legend(fontsize=6.5, loc="upper left")
     bx.axhline(1.0, color="0.4", lw=1)
-    if paper:
+    if paper and x == "T":
         bx.axhline(paper, color="0.55", lw=1, ls="--")
         bx.text(bx.get_xlim()[0] if drawn else 10, paper, f" paper: up to {paper:.0f}× (RTX 2070, T = 30,000)",
                 fontsize=7, color="0.35", va="bottom")
     bx.set_ylabel("backward speedup of the scan (×)")
-    bx.set_title("above 1: the scan is faster (like the paper's figure)", fontsize=9)
+    bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
     has_gpu = any(rs.select(device="gpu") for rs in sources)
     if not has_gpu:
         bx.text(0.5, 0.78, "No GPU here and no reference GPU results recorded yet:\nthe GPU curve, "
@@ -227,7 +231,8 @@ def work_figure(T_max: int = 30000, n: int = 20, batch: int = 16, highlight: flo
         a.set_xscale("log")
         a.set_yscale("log")
         a.set_xlabel("sequence length T")
-        a.grid(True, which="both", alpha=0.25)
+        a.minorticks_off()                     # ten decades of minor ticks cost a second to draw
+        a.grid(True, alpha=0.25)
         a.legend(fontsize=7.5)
         if highlight is not None:
             a.axvline(highlight, color="0.3", lw=1, ls=":")
