@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = times["blelloch_scan"] / times["numpy.cumsum"]
     verdict = "meets" if ratio <= CPU_TARGET_RATIO else "misses"
     print(f"  => blelloch_scan / numpy.cumsum = {ratio:.2f}× (target <= {CPU_TARGET_RATIO}×: {verdict} it)")
-    rs.add(device="cpu", n=CPU_N, algorithm="target", ratio=ratio, target=CPU_TARGET_RATIO, met=ratio <= CPU_TARGET_RATIO)
+    rs.add(device="cpu", n=CPU_N, algorithm="target", ratio=ratio, target=CPU_TARGET_RATIO,
+           met=ratio <= CPU_TARGET_RATIO)
 
     if gpu_available():
         import cupy

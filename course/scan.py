@@ -251,7 +251,9 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
     rather than updated in place in one array: the same tree and the same pairs, but
     every level after the first reads contiguous memory, which the cache likes (the
     in-place picture, the one a GPU kernel uses in shared memory, is in the trace).
-    Any length works: an odd node out moves up a level unchanged.
+    The down-sweep writes each level's prefixes over that level's array, whose values
+    it no longer needs, so only the result is freshly allocated.  Any length works:
+    an odd node out moves up a level unchanged.
 
     Parameters
     ----------
@@ -283,7 +285,7 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
     tree = [x]                                          # tree[d]: the nodes of level d
     for depth, m, _ in blelloch_levels(n):              # up-sweep: a reduction tree
         a = tree[-1]
-        sums = op(a[0:m - 1:2], a[1:m:2])               # earlier (left) op later (right)
+        sums = _owned(xp, op(a[0:m - 1:2], a[1:m:2]), a)  # earlier (left) op later (right)
         if m % 2:                                       # odd node out: moves up unchanged
             sums = xp.concatenate([sums, a[m - 1:]])
         tree.append(sums)
@@ -292,10 +294,13 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
     prefix = xp.asarray(ident)[None]                    # the root's prefix: nothing before it
     for depth, m, _ in reversed(list(blelloch_levels(n))):  # down-sweep: hand prefixes down
         a = tree[depth]
-        last = depth == 0 and not exclusive             # one more slot, for the total
-        out = xp.empty((m + last,) + x.shape[1:], dtype=x.dtype)
+        right = _owned(xp, op(prefix[:m // 2], a[0:m - 1:2]), a)  # prefix op left sibling
+        if depth:
+            out = a               # the level's own values are used up: reuse its memory
+        else:                     # the leaves' prefixes are the result (+1 slot for the total)
+            out = xp.empty((m + (not exclusive),) + x.shape[1:], dtype=x.dtype)
         out[0:m:2] = prefix                             # left child: the parent's prefix
-        out[1:m:2] = op(prefix[:m // 2], a[0:m - 1:2])  # right child: prefix op left sibling
+        out[1:m:2] = right
         prefix = out
         rec.down(depth, m, out[:m])
 
@@ -303,6 +308,11 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
         return (prefix, rec.trace) if trace else prefix
     prefix[n] = tree[-1][0]                             # inclusive[i] = exclusive[i + 1]
     return (prefix[1:], rec.trace) if trace else prefix[1:]
+
+
+def _owned(xp, result, source):
+    """``result``, copied if ``op`` handed back a view of ``source`` (the scan overwrites levels)."""
+    return result.copy() if xp.may_share_memory(result, source) else result
 
 
 class _InPlacePicture:

@@ -158,3 +158,13 @@ def test_blelloch_trace_in_place_picture_matches_classic_algorithm(n):
 def test_unknown_algorithm_in_operation_counts_is_rejected():
     with pytest.raises(BadInputError, match="unknown scan algorithm 'bogus'"):
         operation_counts("bogus", 8)
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_operator_returning_a_view_of_its_operand_does_not_corrupt_input_or_result(exclusive):
+    def last(a, b):              # associative, and returns a view of b
+        return b
+    x = np.arange(11.0)
+    want = sequential_scan(x, op=last, identity=-1.0, exclusive=exclusive)
+    np.testing.assert_array_equal(blelloch_scan(x, op=last, identity=-1.0, exclusive=exclusive), want)
+    np.testing.assert_array_equal(x, np.arange(11.0))
