@@ -17,8 +17,7 @@ import numpy as np
 
 from ..scan import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
 
-__all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive",
-           "up_sweep_level", "down_sweep_level", "exclusive_from_inclusive"]
+__all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive"]
 
 
 # ------------------------------------------------------------------ the course's answers
