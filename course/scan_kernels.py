@@ -256,9 +256,14 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
 
         out = cupy.empty_like(x)
         if n:
-            _scan_on_device(x, out, n, not exclusive,
-                            lambda m: cupy.empty(m, dtype=x.dtype), kernels, threads * items,
-                            threads)
+            # Wrap CuPy's memory for numba once (synchronising on x's stream once), instead of
+            # letting every launch convert, and synchronise on, each argument again.
+            def alloc(m):
+                return cuda.as_cuda_array(cupy.empty(m, dtype=x.dtype), sync=False)
+
+            _scan_on_device(cuda.as_cuda_array(cupy.ascontiguousarray(x)),
+                            cuda.as_cuda_array(out, sync=False), n, not exclusive, alloc, kernels,
+                            threads * items, threads)
         return out
     if n == 0:
         return x.copy()
