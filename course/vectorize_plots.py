@@ -23,7 +23,7 @@ from .results import ResultSet
 from .vectorize import RUNG_INFO, lane_trace, numpy_elementwise
 
 __all__ = ["flynn_figure", "lanes_figure", "ladder_figure", "bandwidth_figure", "matmul_figure",
-           "lane_sweep_figure", "where_things_sit"]
+           "lane_sweep_figure", "bandwidth_sweep_figure", "where_things_sit"]
 
 _CELLS = {  # name: (column, row, instruction streams, data streams, meaning)
     "SISD": (0, 1, 1, 1, "single instruction, single data"),
@@ -291,4 +291,52 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     if not rs.select(device="gpu") and not any(r.get("_ref") for r in rows):
         extra = (extra + "; " if extra else "") + "GPU: no GPU here and no reference results recorded yet"
     add_footer(fig, rs, references if any(r.get("_ref") for r in rows) else (), extra=extra)
+    return fig
+
+
+_KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "-"), "out": ("ReLU, out=", None, "-"),
+               "new": ("ReLU, new array", None, "--"), "threads": ("ReLU, threads, out=", None, ":")}
+
+
+def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
+    """GB/s against size for copy, ReLU ``out=``, new array and threads (left), and each as a
+    fraction of the copy measured at the same size (right).  Reference GPU runs drawn faded,
+    labelled with where they were recorded."""
+    fig, (ax1, ax2) = new_figure(2, width=11, height=4.0)
+    sources = [(rs, "")] + ([] if rs.select(device="gpu") else [(r, r.label) for r in references])
+    for src, label in sources:
+        for dev in ("cpu", "gpu"):
+            if label and dev == "cpu":
+                continue  # a reference's CPU is another machine's: only its GPU curves are shown
+            for kind, (name, color, ls) in _KIND_STYLE.items():
+                recs = sorted(src.select(device=dev, kind=kind), key=lambda r: r["n"])
+                if not recs:
+                    continue
+                n = np.array([r["n"] for r in recs], dtype=float)
+                kw = {"color": color or COLORS[dev], "ls": ls, "marker": "o", "ms": 3,
+                      "alpha": 0.5 if label else 1.0,
+                      "label": f"{dev.upper()}: {name}" + (f" ({label})" if label else "")}
+                ax1.plot(n, [r["gb_per_s"] for r in recs], **kw)
+                if kind != "copy":
+                    ax2.plot(n, [r["copy_fraction"] for r in recs], **kw)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("elements (float32)")
+        ax.grid(True, which="both", alpha=0.25)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("GB/s (read + write)")
+    ax1.set_title("ReLU and copy: effective bandwidth against size", fontsize=9.5)
+    ax2.axhline(1.0, color="0.45", lw=1)
+    ax2.axhline(0.85, color="0.45", lw=1, ls=":")
+    ax2.text(ax2.get_xlim()[0], 0.86, " target 85 %", fontsize=7, color="0.35", va="bottom")
+    ax2.set_ylim(0, max(1.15, ax2.get_ylim()[1]))
+    ax2.set_ylabel("fraction of the copy at the same size")
+    ax2.set_title("how close to the copy limit", fontsize=9.5)
+    has_ref = len(sources) > 1
+    extra = "" if rs.select(device="gpu") or has_ref else (
+        "GPU: no GPU here and no reference results recorded yet "
+        "(`python -m course report --record-reference` on a GPU machine).")
+    add_footer(fig, rs, [s for s, _ in sources[1:]], extra=extra)
     return fig

@@ -3,12 +3,11 @@ ReLU's bandwidth against size, and the matrix product at each rung."""
 
 from __future__ import annotations
 
-from ..plots import sweep_figure
 from ..report import experiment
 from ..results import ResultSet
 from ..vectorize import ladder, relu_bandwidth
 from ..vectorize_matmul import matmul_ladder, torch_available
-from ..vectorize_plots import ladder_figure, matmul_figure
+from ..vectorize_plots import bandwidth_sweep_figure, ladder_figure, matmul_figure
 
 
 @experiment("vectorize_ladder", title="ReLU at every rung: loop, lanes, numpy, threads, GPU", lesson="02")
@@ -45,9 +44,7 @@ def vectorize_bandwidth(devices, quick, progress):
 
 @vectorize_bandwidth.plot
 def _(rs, references):
-    return sweep_figure(rs, references, x="n", y="gb_per_s", where={"kind": "out"}, higher_is_better=True,
-                        xlabel="elements (float32)", ylabel="ReLU with out=, GB/s",
-                        title="ReLU, out=: effective bandwidth against size")
+    return bandwidth_sweep_figure(rs, references)
 
 
 @experiment("vectorize_matmul", title="The matrix product at each rung, in GFLOP/s", lesson="02")
