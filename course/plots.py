@@ -177,7 +177,15 @@ def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "media
 def _log2_x(ax) -> None:
     """Log-2 x axis labelled with plain numbers (1,024 rather than 2^10)."""
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(_pow2_label))
+
+
+def _pow2_label(v: float, _pos: object = None) -> str:
+    """Plain numbers up to 8,192; 2^k beyond, where long numbers would collide."""
+    if v >= 2**14:
+        k = np.log2(v)
+        return f"$2^{{{int(round(k))}}}$" if abs(k - round(k)) < 1e-9 else f"{v:.3g}"
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
 
 def mark_point(fig: Figure, x: float, y: float, label: str = "this run", color: str = "k") -> None:
