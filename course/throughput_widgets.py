@@ -128,7 +128,7 @@ def batch_app() -> LiveApp:
     def update(largest: int, highlight: int, device: str):
         devs, refs, note = _plan(device, "batching")
         bs = [2 ** k for k in range(0, largest.bit_length(), 2)]
-        live = (batch_sweep(bs, devices=devs, repeat=3, stream_steps=3, budget_s=0.3, total_budget_s=4.0)
+        live = (batch_sweep(bs, devices=devs, repeat=3, stream_steps=2, budget_s=0.3, total_budget_s=3.0)
                 if devs else None)
         text = note
         for rs in ([live] if live is not None else []) + refs:

@@ -142,3 +142,14 @@ def test_gpu_roofline_and_crossover():
     assert pk["bandwidth"] > 0 and set(pk["flops"]) == {"float32", "float16"}
     sweep = T.throughput_sweep("add", [2 ** k for k in range(0, 25, 4)], devices=["cpu", "gpu"])
     assert T.find_crossover(sweep, []).status in ("crossed", "gpu_always_faster", "cpu_always_faster")
+
+
+def test_a_faster_matmul_point_raises_the_peak_and_says_so():
+    from course.roofline import _raise_peaks_to_matmul_points
+
+    rs = ResultSet("roofline")
+    rs.add(device="cpu", kind="peak_flops", dtype="float32", flops_per_s=1e9, n=512, source="sweep")
+    rs.add(device="cpu", kind="point", op="matmul", dtype="float32", n=256, flops=2 * 256 ** 3, min_s=2 * 256 ** 3 / 5e9)
+    _raise_peaks_to_matmul_points(rs)
+    assert T.peaks_of(rs, "cpu")["flops"]["float32"] == pytest.approx(5e9)
+    assert "raised" in rs.notes[0]
