@@ -336,9 +336,11 @@ class MLP:
         """
         if not self.caches:
             raise BadInputError("backward needs a forward pass first: call model.forward(x)")
-        if tuple(dlogits.shape) != (self._batch, self.sizes[-1]):
-            raise BadInputError(f"dlogits must have the logits' shape {(self._batch, self.sizes[-1])}, "
-                                f"got {tuple(dlogits.shape)}")
+        if array_device(dlogits) != self.device or tuple(dlogits.shape) != (self._batch, self.sizes[-1]):
+            raise BadInputError(f"dlogits must have the logits' shape {(self._batch, self.sizes[-1])} and "
+                                f"live on the {self.device.upper()}, got {tuple(dlogits.shape)} on the "
+                                f"{array_device(dlogits).upper()}")
+        dlogits = dlogits if dlogits.dtype == self.dtype else dlogits.astype(self.dtype)
         g, j = dlogits, len(self.sizes) - 2
         for i in range(len(self.layers) - 1, -1, -1):
             layer, cache = self.layers[i], self.caches[i]
@@ -367,6 +369,8 @@ class MLP:
             loss, cache = softmax_cross_entropy(self._forward(x), y)
             loss = float(loss)
         if not math.isfinite(loss):
+            if not bool(self.xp.isfinite(x).all()):
+                raise BadInputError("x contains NaN or infinite values: clean the data before training")
             raise BadInputError(f"the loss is {loss} (not finite): training diverged with learning rate "
                                 f"lr={lr:g}. Lower lr (try {lr / 10:g}) and start again from a new model.")
         self.backward(softmax_cross_entropy_backward(cache, out=self._grad[-1]))

@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,11 +79,13 @@ def torch_mlp_step(model: MLP, x, y, lr: float = 1e-3):
 
 
 def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256, dtype: Any = "float32",
-                       device: Any = "cpu", rounds: int = 5, repeat: int = 10) -> dict:
+                       device: Any = "cpu", rounds: int = 5, repeat: int = 10,
+                       budget_s: float | None = None) -> dict:
     """Median time of one training step, ours and PyTorch's, and their ratio.
 
     ``rounds`` alternating rounds of ``repeat`` timed steps each (after warm-up);
-    the medians are over all the steps of each side.  Returns ``{"ours_s",
+    the medians are over all the steps of each side.  ``budget_s`` stops starting
+    new rounds once that many seconds have passed (one round always runs).  Returns ``{"ours_s",
     "torch_s", "ratio", "target", ...}``, with ``torch_s`` None (and a ``note``)
     when PyTorch or its CUDA build is missing.
     """
@@ -107,7 +110,11 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
             out["torch_version"] = torch.__version__
             out["torch_threads"] = torch.get_num_threads()
     ours, theirs = [], []
-    for _ in range(int(rounds)):
+    began = time.perf_counter()
+    for r in range(int(rounds)):
+        if r and budget_s is not None and time.perf_counter() - began > budget_s:
+            out["note"] += f" Stopped after {r} of {rounds} rounds by the {budget_s} s budget."
+            break
         ours += benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat).samples.tolist()
         if step is not None:
             theirs += benchmark(step, device=dev, warmup=2, repeat=repeat).samples.tolist()

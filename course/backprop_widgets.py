@@ -96,13 +96,31 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
     return app
 
 
-def _gpu_fallback_html() -> str:
-    return (f"<p style='color:#a40'><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}), so "
-            "the breakdown below is the CPU's. On Colab choose Runtime > Change runtime type > GPU.</p>"
-            + reference_note("backprop_train_step"))
+def _gpu_fallback_html(width: int, depth: int, batch: int, dtype: str) -> str:
+    """Why the CPU ran instead, and what the reference GPU results say for this network (if recorded)."""
+    out = (f"<p style='color:#a40'><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}), so "
+           "the breakdown below is the CPU's. On Colab choose Runtime > Change runtime type > GPU.</p>")
+    refs = load_reference("backprop_train_step")
+    if not refs:
+        return out + f"<p><i>{_NO_REF}</i></p>"
+    for ref in refs:
+        recs = [r for r in ref.select(device="gpu", width=width, depth=depth, batch=batch, dtype=dtype)]
+        cpu = [r for r in ref.select(device="cpu", width=width, depth=depth, batch=batch, dtype=dtype)]
+        if recs:
+            line = (f"Reference, {html.escape(ref.label)}: one step of this network took "
+                    f"{recs[0]['median_s'] * 1e3:.3g} ms on the GPU")
+            if cpu:
+                line += f" against {cpu[0]['median_s'] * 1e3:.3g} ms on that machine's CPU"
+            out += f"<p><i>{line} (not measured here).</i></p>"
+        else:
+            p = ref.params
+            out += (f"<p><i>Reference results {html.escape(ref.label)} exist, but not for this network: "
+                    f"they cover widths {p.get('widths')}, {p.get('depth')} hidden layers, batch "
+                    f"{p.get('batch')}, {p.get('dtype')}.</i></p>")
+    return out
 
 
-def step_time_app(width: int = 256, depth: int = 2, batch: int = 256) -> LiveApp:
+def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp:
     """One training step of a 784-width×depth-10 MLP: time per step and the per-layer breakdown."""
     controls = {
         "width": size_slider([32, 64, 128, 256, 512, 1024, 2048], width, "hidden width"),
@@ -115,7 +133,7 @@ def step_time_app(width: int = 256, depth: int = 2, batch: int = 256) -> LiveApp
     def update(width, depth, batch, dtype, device):
         note = ""
         if device == "gpu" and not gpu_available():
-            device, note = "cpu", _gpu_fallback_html()
+            device, note = "cpu", _gpu_fallback_html(width, depth, batch, dtype)
         model = MLP([784] + [width] * depth + [10], dtype=dtype, device=device)
         x, y = random_batch(model, batch)
         tr = trace_step(model, x, y, repeat=3, budget_s=1.5)
@@ -129,7 +147,7 @@ def step_time_app(width: int = 256, depth: int = 2, batch: int = 256) -> LiveApp
     return LiveApp(update, controls, title="Where the time of one training step goes")
 
 
-def step_sweep_app(depth: int = 2, batch: int = 256) -> LiveApp:
+def step_sweep_app(depth: int = 2, batch: int = 128) -> LiveApp:
     """Step time against hidden width on each device here, plus reference GPU results."""
     controls = {
         "depth": _slider("hidden layers", 1, 4, depth),
@@ -138,8 +156,8 @@ def step_sweep_app(depth: int = 2, batch: int = 256) -> LiveApp:
     }
 
     def update(depth, batch, dtype):
-        rs = step_time_sweep(widths=(64, 128, 256, 512, 1024), depth=depth, batch=batch, dtype=dtype,
-                             repeat=3, budget_s=0.3, progress=progress)
+        rs = step_time_sweep(widths=(32, 64, 128, 256, 512, 1024), depth=depth, batch=batch, dtype=dtype,
+                             repeat=3, budget_s=0.1, progress=progress)
         refs = [r for r in load_reference("backprop_train_step")
                 if r.params.get("depth") == depth and r.params.get("batch") == batch]
         fig = sweep_figure(rs, refs, x="width", y="median_s", xlabel="hidden width",
@@ -151,7 +169,7 @@ def step_sweep_app(depth: int = 2, batch: int = 256) -> LiveApp:
     return LiveApp(update, controls, title="Training-step time against width: CPU and GPU")
 
 
-def checkpoint_app(depth: int = 16, every: int = 4, width: int = 128, batch: int = 128) -> LiveApp:
+def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int = 64) -> LiveApp:
     """Gradient checkpointing: k moves the vertical line and the kept/recomputed strip."""
     controls = {
         "depth": _slider("hidden layers", 2, 32, depth),
@@ -165,7 +183,7 @@ def checkpoint_app(depth: int = 16, every: int = 4, width: int = 128, batch: int
         key = (depth, width, batch)
         if key not in sweeps:
             sweeps.clear()
-            sweeps[key] = checkpoint_sweep(depth=depth, width=width, batch=batch, repeat=5, budget_s=1.5)
+            sweeps[key] = checkpoint_sweep(depth=depth, width=width, batch=batch, repeat=5, budget_s=0.5)
         rs = sweeps[key]
         L = depth + 1
         clamp = ""

@@ -272,6 +272,16 @@ def test_backward_before_forward_and_wrong_dlogits_shape():
     m.forward(np.zeros((2, 4), np.float32))
     with pytest.raises(BadInputError, match=r"logits' shape \(2, 3\)"):
         m.backward(np.zeros((3, 3)))
+    m.backward(np.ones((2, 3)))           # float64 into a float32 model: cast, not a crash
+    assert m.gradients()[0].dtype == np.float32
+
+
+def test_nan_in_the_data_is_named_not_blamed_on_the_learning_rate():
+    m = MLP([3, 2])
+    x = np.zeros((2, 3), np.float32)
+    x[1, 2] = np.nan
+    with pytest.raises(BadInputError, match="NaN"):
+        m.train_step(x, np.array([0, 1]), 0.1)
 
 
 def test_model_on_gpu_without_one_says_what_to_do():

@@ -129,3 +129,24 @@ def test_checkpoint_app_moves_k_and_clamps_it():
     assert "k = 3" in app.html.value
     app.controls["every"].value = 30
     assert app.last_error is None and "showing k = 5" in app.html.value
+
+
+@pytest.mark.widgets
+def test_step_time_app_quotes_a_matching_reference_labelled_as_such(monkeypatch):
+    import course.backprop_widgets as bw
+    from course.devices import gpu_available
+    from course.results import ResultSet
+
+    if gpu_available():
+        pytest.skip("a GPU answers here: the app measures it live")
+    ref = ResultSet("backprop_train_step", params={"widths": [64, 128], "depth": 2, "batch": 16,
+                                                    "dtype": "float32"}, source="reference")
+    ref.provenance["gpus"] = [{"name": "NVIDIA H200"}]
+    ref.add(device="gpu", width=64, depth=2, batch=16, dtype="float32", median_s=2e-4)
+    monkeypatch.setattr(bw, "load_reference", lambda name: [ref])
+    app = step_time_app(width=64, depth=2, batch=16)
+    app.controls["device"].value = "gpu"
+    assert "recorded on NVIDIA H200" in app.html.value and "0.2 ms on the GPU" in app.html.value
+    assert "not measured here" in app.html.value
+    app.controls["width"].value = 128
+    assert "not for this network" in app.html.value

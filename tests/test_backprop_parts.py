@@ -184,9 +184,10 @@ def test_checkpoint_bad_k(every):
 # ----------------------------------------------------------------------- the report
 
 def test_lesson_experiments_are_registered_and_plot():
-    from course.report import discover
+    import course.experiments.backprop  # noqa: F401  (registers this lesson's experiments)
+    from course.report import registry
 
-    exps = discover()
+    exps = registry()
     for name in ("backprop_train_step", "backprop_layer_trace", "backprop_checkpointing"):
         assert exps[name].lesson == "01" and exps[name].plotter is not None
     rs = exps["backprop_layer_trace"].run(devices=["cpu"], quick=True, progress=None)
