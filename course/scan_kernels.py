@@ -50,7 +50,8 @@ from .devices import array_device
 from .errors import BadInputError, GPUUnavailableError
 
 __all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
-           "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS"]
+           "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS",
+           "conflict_degree", "kernel_bank_conflicts"]
 
 #: Element types the kernels are compiled for, and the operators they know.
 KERNEL_DTYPES = ("float32", "float64", "int32", "int64")
@@ -272,3 +273,60 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
     _scan_on_device(d_x, d_out, n, not exclusive,
                     lambda m: cuda.device_array(m, dtype=x.dtype), kernels, threads * items, threads)
     return d_out.copy_to_host()
+
+
+# ------------------------------------------------------------------ bank conflicts, on the CPU
+
+def conflict_degree(words, banks: int = BANKS) -> int:
+    """How many times one warp's shared-memory access is serialised (1 = conflict-free).
+
+    ``words`` are the 4-byte word indices the threads of one warp touch in one instruction.
+    Threads reading the *same* word are served together (a broadcast); different words in
+    the same bank take one pass each, so the access costs as many passes as the busiest
+    bank has distinct words.
+
+    >>> conflict_degree([0, 32, 64, 1])      # three words in bank 0
+    3
+    >>> conflict_degree(range(32))           # one word per bank
+    1
+    """
+    words = np.unique(np.asarray(list(words), dtype=np.int64))
+    if words.size == 0:
+        return 0
+    return int(np.bincount(words % banks, minlength=banks).max())
+
+
+def kernel_bank_conflicts(threads: int = 256, items: int = 8, conflict_free: bool = True,
+                          warp: int = 32) -> list[dict]:
+    """The worst conflict degree of every shared-memory access step of ``scan_tiles``.
+
+    Replays the kernel's index arithmetic on the CPU (4-byte elements): the coalesced
+    load, each thread's run over its ``items`` elements, and every up-sweep and
+    down-sweep level of the tree over the thread partials.  Returns one dict per step:
+    ``{"step", "threads", "degree"}`` (worst over the warps taking part).
+    """
+    T = int(threads)
+
+    def slot(i):
+        i = np.asarray(i, dtype=np.int64)
+        return i + (i // BANKS if conflict_free else 0)
+
+    def worst(idx_of_thread, active):
+        tids = np.arange(active)
+        return max(conflict_degree(slot(idx_of_thread(tids[w:w + warp])))
+                   for w in range(0, active, warp))
+
+    rows = [{"step": "load tile (k = 0)", "threads": T, "degree": worst(lambda t: t, T)},
+            {"step": "own run (j = 0)", "threads": T, "degree": worst(lambda t: t * items, T)}]
+    stride, active = 1, T // 2
+    while active > 0:
+        rows.append({"step": f"up-sweep, stride {stride} (left reads)", "threads": active,
+                     "degree": worst(lambda t, s=stride: s * (2 * t + 1) - 1, active)})
+        stride, active = stride * 2, active // 2
+    active = 1
+    while active < T:
+        stride //= 2
+        rows.append({"step": f"down-sweep, stride {stride} (left reads)", "threads": active,
+                     "degree": worst(lambda t, s=stride: s * (2 * t + 1) - 1, active)})
+        active *= 2
+    return rows

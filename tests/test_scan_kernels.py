@@ -138,3 +138,23 @@ def test_level_by_level_blelloch_on_cupy_equals_numpy(n):
     f = np.stack([rng.uniform(-1, 1, n), rng.normal(size=n)], -1)
     np.testing.assert_allclose(cupy.asnumpy(blelloch_scan(cupy.asarray(f), op=affine)),
                                blelloch_scan(f, op=affine), atol=1e-9)
+
+
+def test_conflict_degree_counts_distinct_words_in_busiest_bank():
+    from course.scan_kernels import conflict_degree
+
+    assert conflict_degree(range(32)) == 1
+    assert conflict_degree([5] * 32) == 1                     # one word: a broadcast
+    assert conflict_degree([0, 32, 64, 96]) == 4
+    assert conflict_degree(range(0, 64, 2)) == 2
+
+
+def test_padding_removes_the_bank_conflicts_of_the_per_thread_runs_and_the_tree():
+    from course.scan_kernels import kernel_bank_conflicts
+
+    plain = {r["step"]: r["degree"] for r in kernel_bank_conflicts(256, 8, conflict_free=False)}
+    padded = {r["step"]: r["degree"] for r in kernel_bank_conflicts(256, 8, conflict_free=True)}
+    assert plain["own run (j = 0)"] == 8 and padded["own run (j = 0)"] == 1
+    assert plain["up-sweep, stride 1 (left reads)"] == 2
+    assert max(plain.values()) == 8 and max(padded.values()) == 1
+    assert plain["load tile (k = 0)"] == padded["load tile (k = 0)"] == 1
