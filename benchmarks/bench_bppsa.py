@@ -1,7 +1,8 @@
 """Lesson 05 benchmark: backward pass of the paper's tanh RNN, BPPSA scan vs sequential backprop.
 
 The workload of Wang, Bai, Pekhimenko (MLSys 2020): a vanilla tanh RNN, input size 1, hidden size
-20, batch 16, float32.  Backward time = median(full step) - median(forward), the paper's definition,
+20, batch 16, float32.  Backward time = full step - forward, the paper's definition (median over
+rounds that alternate the forward pass and the full steps),
 for ``method="sequential"`` (the classic loop) and ``method="scan"`` (``course.bppsa.backprop_scan``)
 on the same device in the same run; PyTorch's ``nn.RNN`` (cuDNN on a GPU) is timed the same way when
 installed.  Ratios printed next to the issue's target:
@@ -38,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     devices = ["cpu"] + (["gpu"] if gpu_available() else [])
     rs = ResultSet("bench_bppsa", params={"Ts": list(Ts), "hidden_size": h, "batch": B, "input_size": 1,
                                           "dtype": "float32", "repeat": repeat, "torch_threads": 1,
-                                          "backward": "median(full step) - median(forward)"})
+                                          "backward": "median over interleaved rounds of (full step - forward)"})
     print(f"tanh RNN, input 1, hidden {h}, batch {B}, float32; backward = full step - forward "
-          f"(medians of {repeat})")
+          f"(median over {repeat} alternating rounds)")
     if "gpu" not in devices:
         print(f"No GPU: {gpu_unavailable_reason()} (the GPU target is not measured)")
     if not torch_available():

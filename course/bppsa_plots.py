@@ -274,7 +274,7 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     for k, (_, v, _) in enumerate(items):
         ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=8)
     ax.margins(x=0.25)
-    ax.set_xlabel("seconds (median; backward = full step − forward)")
+    ax.set_xlabel("seconds (medians; backward = full step − forward, round by round)")
     ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
     add_footer(fig)
     return fig

@@ -1,16 +1,19 @@
 """Timing BPPSA against sequential back-propagation, the way the paper does.
 
 The paper times a whole training step (forward + backward) and the forward pass
-alone, and calls the difference the backward time:
+alone, and calls the difference the backward time.  Here the forward pass and
+the full steps run in alternating rounds on the same inputs, and
 
-    backward = median(full step) - median(forward).
+    backward = median over rounds of (full step - forward),
+
+so that a slow drift of a busy machine hits both terms of the difference alike.
 
 Here both methods run the same :class:`~course.bppsa_models.TanhRNN` forward pass
 and differ only in how the hidden-state gradients are found (the classic loop or
 the scan).  PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
 PyTorch is installed (on the GPU, that is its cuDNN kernel).
 
->>> r = time_rnn(T=20, hidden_size=4, batch=2, repeat=2)
+>>> r = time_rnn(T=20, hidden_size=4, batch=2, repeat=3)
 >>> sorted(r["backward_s"])
 ['scan', 'sequential']
 """
@@ -27,10 +30,10 @@ from .bppsa_models import TanhRNN
 from .devices import gpu_available, normalize_device, synchronize
 from .errors import BadInputError, GPUUnavailableError
 from .results import ResultSet
-from .timing import benchmark
+from .timing import Timing, benchmark
 
-__all__ = ["time_rnn", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups", "PAPER", "SWEEP_T",
-           "QUICK_T"]
+__all__ = ["time_rnn", "interleaved_rounds", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups",
+           "PAPER", "SWEEP_T", "QUICK_T"]
 
 #: The paper's RNN workload (Wang, Bai, Pekhimenko, MLSys 2020, section 5).
 PAPER = {"input_size": 1, "hidden_size": 20, "batch": 16, "n_classes": 10,
@@ -40,16 +43,52 @@ SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
 QUICK_T = (10, 100, 1000)
 
 
-def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
-             methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 3,
-             budget_s: float | None = None, seed: int = 0, warmup: int = 1) -> dict:
-    """Time the forward pass and a full step (forward + backward) of the tanh RNN.
+def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", warmup: int = 1,
+                       repeat: int = 5, budget_s: float | None = None) -> dict[str, Timing]:
+    """Time several functions in alternating rounds: f1, f2, f3, f1, f2, f3, ...
 
-    Returns ``{"forward": Timing, "full": {method: Timing}, "backward_s": {method: s},
-    "max_grad_diff": float}``; ``backward_s`` is ``full.median - forward.median`` (the
-    paper's definition; it can come out near zero or negative when the backward is
-    lost in the noise of a tiny T).  ``max_grad_diff`` is the largest difference
-    between the methods' ``W_hh`` gradients, a check that they computed the same thing.
+    Slow drifts of a shared machine (another process starting, clocks changing)
+    then hit every function alike instead of whichever happened to run during
+    them.  Each round times each function once (``course.timing.benchmark``, so
+    CUDA events on a GPU); ``budget_s`` stops after the round that spends it (one
+    round always runs).  Returns one :class:`~course.timing.Timing` per name, with
+    ``samples[i]`` from round i.
+    """
+    import time
+
+    dev = normalize_device(device)
+    for _ in range(int(warmup)):
+        for fn in fns.values():
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    began, stopped = time.perf_counter(), False
+    for i in range(int(repeat)):
+        if i and budget_s is not None and time.perf_counter() - began > budget_s:
+            stopped = True
+            break
+        for k, fn in fns.items():
+            samples[k].append(benchmark(fn, device=dev, warmup=0, repeat=1, name=k).samples[0])
+    return {k: Timing(samples=np.asarray(v), device=dev, name=k, warmup=int(warmup), stopped_early=stopped,
+                      budget_s=budget_s) for k, v in samples.items()}
+
+
+def _paired_backward(full: Timing, forward: Timing) -> float:
+    """Median over rounds of (full step − forward): the paper's backward time, paired by round."""
+    return float(np.median(full.samples - forward.samples))
+
+
+def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
+             methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 5,
+             budget_s: float | None = None, seed: int = 0, warmup: int = 1) -> dict:
+    """Time the forward pass and a full step (forward + backward) of the tanh RNN, per method.
+
+    The forward pass and each method's full step run in alternating rounds
+    (:func:`interleaved_rounds`).  Returns ``{"forward": Timing, "full": {method: Timing},
+    "backward_s": {method: s}, "max_grad_diff": float}``.  ``backward_s`` is the
+    paper's definition, full step − forward, taken round by round and then the
+    median; it can come out near zero or negative when the backward is lost in the
+    noise of a tiny T.  ``max_grad_diff`` is the largest difference between the
+    methods' ``W_hh`` gradients: they must compute the same thing for the times to mean anything.
     """
     dev = normalize_device(device)
     for m in methods:
@@ -57,24 +96,26 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
             raise BadInputError(f"method {m!r} is not one of 'sequential', 'jacobian', 'scan'")
     rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
     x, y = rnn.example_data(T, batch, seed=seed + 1)
-    per = None if budget_s is None else budget_s / (1 + len(methods))
+    grads: dict[str, Any] = {}
 
-    fwd = benchmark(rnn.forward, x, y, device=dev, warmup=warmup, repeat=repeat, budget_s=per, name="forward")
-    full, back, grads = {}, {}, {}
-
-    for m in methods:
-        def step(m=m):
+    def full_step(m):
+        def step():
             _, cache = rnn.forward(x, y)
             grads[m] = rnn.backward(cache, m)["W_hh"]
-        full[m] = benchmark(step, device=dev, warmup=warmup, repeat=repeat, budget_s=per,
-                            name=f"full step, {m}")
-        back[m] = full[m].median - fwd.median
+        return step
+
+    fns = {"forward": lambda: rnn.forward(x, y)} | {m: full_step(m) for m in methods}
+    t = interleaved_rounds(fns, dev, warmup=warmup, repeat=repeat, budget_s=budget_s)
+    if not grads:                      # warmup=0 and no round ran a full step: run one to compare
+        for m in methods:
+            full_step(m)()
+    full = {m: t[m] for m in methods}
+    back = {m: _paired_backward(t[m], t["forward"]) for m in methods}
     diff = 0.0
-    if len(grads) > 1:      # the methods must agree, or their timings mean nothing
+    if len(grads) > 1:
         ref = grads[methods[0]]
-        xp = rnn.xp
-        diff = max(float(xp.abs(g - ref).max()) for g in grads.values())
-    return {"forward": fwd, "full": full, "backward_s": back, "max_grad_diff": diff}
+        diff = max(float(rnn.xp.abs(g - ref).max()) for g in grads.values())
+    return {"forward": t["forward"], "full": full, "backward_s": back, "max_grad_diff": diff}
 
 
 # ------------------------------------------------------------------ the PyTorch peer
@@ -127,8 +168,6 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
         forward().backward()
 
     sync = (lambda: torch.cuda.synchronize()) if dev == "gpu" else (lambda: None)
-    per = None if budget_s is None else budget_s / 2
-
     def timed(fn):
         def run():
             fn()
@@ -141,14 +180,13 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        f = benchmark(timed(forward), device="cpu", warmup=1, repeat=repeat, budget_s=per,
-                      name="torch forward")
-        s = benchmark(timed(full), device="cpu", warmup=1, repeat=repeat, budget_s=per,
-                      name="torch full step")
+        t = interleaved_rounds({"forward": timed(forward), "full": timed(full)}, "cpu", warmup=1,
+                               repeat=repeat, budget_s=budget_s)
     finally:
         torch.set_num_threads(before)
+    f, s = t["forward"], t["full"]
     f.device = s.device = dev
-    return {"forward": f, "full": s, "backward_s": s.median - f.median}
+    return {"forward": f, "full": s, "backward_s": _paired_backward(s, f)}
 
 
 # ------------------------------------------------------------------ the sweep
@@ -180,7 +218,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int = 20, batch: int | S
                                        "input_size": input_size, "dtype": str(dtype), "devices": devs,
                                        "methods": list(methods) + (["torch"] if torch_ok else []),
                                        "repeat": repeat, "budget_s": budget_s, "torch_threads": 1,
-                                       "backward": "median(full step) - median(forward)"})
+                                       "backward": "median over interleaved rounds of (full step - forward)"})
     began = time.perf_counter()
     jobs = [(d, T, B) for d in devs for T in Ts for B in batches]
     it = progress(jobs, total=len(jobs), desc="BPPSA sweep") if progress else jobs

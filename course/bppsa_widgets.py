@@ -52,7 +52,7 @@ def _summary(T: int, h: int, B: int, dev: str, r: dict, torch_r: dict | None) ->
         verdict = "one backward time is lost in the timing noise (try a larger T)"
     lines = [
         f"<b>{dev.upper()}, T = {T:,}, hidden {h}, batch {B}</b>: {verdict} than sequential backprop "
-        "(backward = full step − forward, medians).",
+        "(backward = full step − forward, median over alternating rounds).",
         f"Dependent steps: {c['steps_sequential']:,} (sequential) vs {c['steps_scan']} levels (scan) "
         f"— at most {c['step_ratio']:.0f}× fewer waits.",
         f"Work: {c['flops_sequential'] / 1e6:,.1f} MFLOP vs {c['flops_scan'] / 1e6:,.1f} MFLOP — the scan "
@@ -71,7 +71,7 @@ def _summary(T: int, h: int, B: int, dev: str, r: dict, torch_r: dict | None) ->
 
 
 def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str = "cpu",
-                  torch: bool = False, budget_s: float = 20.0):
+                  torch: bool = False, budget_s: float = 10.0):
     """The timing app's update: time the RNN's two backward passes at one setting."""
     dev = normalize_device(device)
     if dev == "gpu" and not gpu_available():
@@ -86,7 +86,7 @@ def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str =
                 f"with their device and date); your slider's T is marked. {html.escape(refs[0].label)}")
         return speedup_figure(None, refs, highlight=T), note
     warmup = 1 if (dev == "gpu" or T <= 3000) else 0
-    r = time_rnn(T, hidden, batch, device=dev, repeat=3, budget_s=budget_s, warmup=warmup)
+    r = time_rnn(T, hidden, batch, device=dev, repeat=5, budget_s=budget_s, warmup=warmup)
     torch_r = None
     if torch and torch_available():
         try:

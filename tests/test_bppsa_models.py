@@ -118,3 +118,17 @@ def test_rnn_scan_on_gpu_matches_cpu():
     for method in ("sequential", "scan"):
         g = gpu.backward(c_gpu, method)
         np.testing.assert_allclose(course.to_numpy(g["W_hh"]), ref["W_hh"], rtol=1e-9, atol=1e-12)
+
+
+def test_interleaved_rounds_alternate_the_functions_and_respect_the_budget():
+    import time
+
+    from course.bppsa_timing import interleaved_rounds
+
+    order = []
+    t = interleaved_rounds({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                           warmup=1, repeat=3)
+    assert order == ["a", "b"] * 4                       # one warm-up round, then three timed ones
+    assert len(t["a"].samples) == len(t["b"].samples) == 3
+    slow = interleaved_rounds({"s": lambda: time.sleep(0.02)}, warmup=0, repeat=50, budget_s=0.05)
+    assert 1 <= slow["s"].repeat < 50 and slow["s"].stopped_early
