@@ -168,3 +168,19 @@ def test_operator_returning_a_view_of_its_operand_does_not_corrupt_input_or_resu
     want = sequential_scan(x, op=last, identity=-1.0, exclusive=exclusive)
     np.testing.assert_array_equal(blelloch_scan(x, op=last, identity=-1.0, exclusive=exclusive), want)
     np.testing.assert_array_equal(x, np.arange(11.0))
+
+
+@pytest.mark.parametrize("n", [2, 7, 64, 1000])
+def test_each_tree_level_is_one_operator_call_over_all_its_pairs(n):
+    calls = []
+
+    def counting_add(a, b):
+        calls.append(a.shape[0])
+        return a + b
+    blelloch_scan(np.ones(n), op=counting_add, identity=0.0)
+    levels = int(np.ceil(np.log2(n)))
+    assert len(calls) == 2 * levels                      # one call per level, up and down
+    assert sum(calls) == 2 * (n - 1)                     # every pair of the level in that call
+    calls.clear()
+    hillis_steele_scan(np.ones(n), op=counting_add, identity=0.0)
+    assert len(calls) == levels
