@@ -56,7 +56,10 @@ def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider
 
 
 def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float = 0.05) -> LiveApp:
-    """Train ``MLP([64, hidden, 10])`` on the digits; the curves redraw after each epoch."""
+    """Train ``MLP([64, hidden, 10])`` on the digits; the curves redraw after each epoch.
+
+    The device buttons offer the GPU even without one: choosing it then shows why not.
+    """
     controls = {
         "hidden": size_slider([16, 32, 64, 128, 256], hidden, "hidden units"),
         "epochs": _slider("epochs", 1, 40, epochs),
@@ -65,12 +68,13 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
                                      continuous_update=False, style={"description_width": "initial"}),
         "activation": widgets.Dropdown(options=["relu", "tanh", "sigmoid"], value="relu",
                                        description="activation", layout=widgets.Layout(width="200px")),
+        "device": device_buttons("cpu"),
     }
     holder: dict = {}
 
-    def update(hidden, epochs, batch, lr, activation):
-        data = _digits("cpu", "float32")
-        model = MLP([data.n_features, hidden, data.n_classes], activation=activation, seed=0)
+    def update(hidden, epochs, batch, lr, activation, device):
+        data = _digits(device, "float32")        # on a GPU: copied there once, explicitly
+        model = MLP([data.n_features, hidden, data.n_classes], activation=activation, device=device, seed=0)
         app = holder.get("app")
 
         last = [time.perf_counter()]
@@ -90,7 +94,7 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
                 f"it never trained on.</p>")
         return training_figure(h), text
 
-    app = LiveApp(update, controls, title="Train an MLP on the 8×8 digits (CPU)", run_now=False)
+    app = LiveApp(update, controls, title="Train an MLP on the 8×8 digits", run_now=False)
     holder["app"] = app
     app.refresh()
     return app

@@ -86,6 +86,19 @@ def test_training_app_retrains_when_a_control_moves():
 
 
 @pytest.mark.widgets
+def test_training_app_on_a_gpu_without_one_explains():
+    from course.devices import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU answers here")
+    app = training_app(hidden=16, epochs=1)
+    app.controls["device"].value = "gpu"
+    assert "No GPU" in str(app.last_error) and "Colab" in str(app.last_error)
+    app.controls["device"].value = "cpu"
+    assert app.last_error is None
+
+
+@pytest.mark.widgets
 def test_training_app_shows_a_diverging_learning_rate_as_an_error():
     app = training_app(hidden=16, epochs=2)
     app.controls["lr"].value = 10.0
@@ -150,3 +163,11 @@ def test_step_time_app_quotes_a_matching_reference_labelled_as_such(monkeypatch)
     assert "not measured here" in app.html.value
     app.controls["width"].value = 128
     assert "not for this network" in app.html.value
+
+
+@pytest.mark.gpu
+@pytest.mark.widgets
+def test_training_app_trains_on_the_gpu():
+    app = training_app(hidden=32, epochs=3)
+    app.controls["device"].value = "gpu"
+    assert app.last_error is None and "gpu" in app.html.value and "Test accuracy" in app.html.value
