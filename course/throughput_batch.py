@@ -33,7 +33,7 @@ import numpy as np
 from .devices import _cupy, check_dtype, check_fits, get_xp, synchronize
 from .errors import BadInputError, UnsupportedDtypeError
 from .results import ResultSet
-from .throughput_ops import _devices, time_op
+from .throughput_ops import CPU_FLOAT16_MATMUL_MAX_N, _devices, time_op
 from .timing import benchmark
 
 __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "torch_available",
@@ -224,6 +224,10 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
                 if str(exc) not in rs.notes:
                     rs.notes.append(str(exc))
                 continue
+        elif d == "cpu" and dtn == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
+            rs.notes.append(f"CPU float16 at n={n:,} skipped: numpy emulates float16 without BLAS, so one "
+                            "product would take minutes.")
+            continue
         else:
             rec = time_op("matmul", n, dtn, d, repeat=repeat, budget_s=budget_s)
             lib, itemsize = ("cupy" if d == "gpu" else "numpy"), np.dtype(dtn).itemsize

@@ -35,8 +35,8 @@ from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark
 
-__all__ = ["Op", "OPS", "op_names", "get_op", "time_op", "throughput_sweep", "default_sizes",
-           "Crossover", "crossover_size", "crossover", "find_crossover"]
+__all__ = ["Op", "OPS", "CPU_FLOAT16_MATMUL_MAX_N", "op_names", "get_op", "time_op", "throughput_sweep",
+           "default_sizes", "Crossover", "crossover_size", "crossover", "find_crossover"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,10 @@ OPS: dict[str, Op] = {
                  "matrix side n", flops=lambda n: 2.0 * n ** 3, bytes=lambda n, s: 3.0 * n * n * s,
                  elements=lambda n: float(n * n), memory=lambda n, s: 3 * n * n * s),
 }
+
+
+#: Beyond this size a CPU float16 matrix product (emulated by numpy, no BLAS) takes many seconds.
+CPU_FLOAT16_MATMUL_MAX_N = 1024
 
 
 def op_names() -> list[str]:
@@ -144,6 +148,11 @@ def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", r
     dev = normalize_device(device)
     dt = check_dtype(dtype, dev)
     check_fits(o.memory(n, dt.itemsize), dev, what=f"{o.name} at n={n:,} in {dt.name}")
+    if o.kind == "matmul" and dev == "cpu" and dt.name == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
+        raise BadInputError(
+            f"matmul n={n:,} in float16 on the CPU: numpy has no BLAS for float16 and emulates it at well under "
+            f"1 GFLOP/s, so one product would take about {2.0 * n ** 3 / 0.5e9:,.0f} s. Choose n <= "
+            f"{CPU_FLOAT16_MATMUL_MAX_N} for float16, or float32.")
     xp = get_xp(dev)
     fn, args, kwargs = _prepare(o, xp, n, dt)
     synchronize(dev)

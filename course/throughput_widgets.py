@@ -180,6 +180,7 @@ def precision_app() -> LiveApp:
 
 
 _DEFAULT_EXP = {"matmul": 9, "mlp step": 8, "scan": 16}
+_MAX_EXP = {"matmul": 13, "mlp step": 16, "scan": 24}  # beyond: minutes per measurement on a laptop
 
 
 def roofline_app(op: str = "add", exponent: int = 20, live=None) -> LiveApp:
@@ -213,9 +214,12 @@ def roofline_app(op: str = "add", exponent: int = 20, live=None) -> LiveApp:
     op_dd = w.Dropdown(options=list(POINT_NAMES), value=op, description="op")
     size = _exp_slider(0, 26, exponent, "size 2^")
 
-    def on_op(change) -> None:  # a size that makes sense for the new op, set before the redraw
+    def on_op(change) -> None:  # a size range that makes sense for the new op, set before the redraw
+        size.value = min(size.value, _DEFAULT_EXP.get(change["new"], 20))
+        size.max = _MAX_EXP.get(change["new"], 26)
         size.value = _DEFAULT_EXP.get(change["new"], 20)
 
+    size.max = _MAX_EXP.get(op, 26)
     op_dd.observe(on_op, names="value")
     controls = {"op": op_dd, "exponent": size, "dtype": dtype_dropdown(_DTYPES), "device": device_buttons()}
     return LiveApp(update, controls, title="The roofline of this machine")

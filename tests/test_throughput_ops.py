@@ -146,3 +146,13 @@ def test_default_sizes_are_powers_of_two_and_grow():
         s = T.default_sizes(op)
         assert s == sorted(s) and all(x & (x - 1) == 0 for x in s)
         assert len(T.default_sizes(op, quick=False)) > len(s)
+
+
+def test_cpu_float16_matmul_too_big_to_emulate_is_refused_with_an_estimate():
+    with pytest.raises(BadInputError, match="float16.*would take about"):
+        T.time_op("matmul", 4096, "float16")
+
+
+def test_precision_sweep_skips_huge_cpu_float16_with_a_note():
+    rs = T.precision_sweep([8, 2048], dtypes=("float16",), repeat=1)
+    assert [r["n"] for r in rs.records] == [8] and "skipped" in rs.notes[0]
