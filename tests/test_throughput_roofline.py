@@ -149,7 +149,8 @@ def test_a_faster_matmul_point_raises_the_peak_and_says_so():
 
     rs = ResultSet("roofline")
     rs.add(device="cpu", kind="peak_flops", dtype="float32", flops_per_s=1e9, n=512, source="sweep")
-    rs.add(device="cpu", kind="point", op="matmul", dtype="float32", n=256, flops=2 * 256 ** 3, min_s=2 * 256 ** 3 / 5e9)
+    rs.add(device="cpu", kind="point", op="matmul", dtype="float32", n=256, flops=2 * 256 ** 3,
+           min_s=2 * 256 ** 3 / 5e9)
     _raise_peaks_to_matmul_points(rs)
     assert T.peaks_of(rs, "cpu")["flops"]["float32"] == pytest.approx(5e9)
     assert "raised" in rs.notes[0]
