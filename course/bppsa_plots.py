@@ -191,7 +191,7 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     bx.axhline(1.0, color="0.4", lw=1)
     if paper and x == "T":
         bx.axhline(paper, color="0.55", lw=1, ls="--")
-        bx.text(bx.get_xlim()[0] if drawn else 10, paper, f" paper: up to {paper:.0f}× (RTX 2070, T = 30,000)",
+        bx.text(bx.get_xlim()[0] if drawn else 10, paper, f" paper: up to {paper:.0f}× (RTX 2070 / 2080 Ti)",
                 fontsize=7, color="0.35", va="bottom")
     bx.set_ylabel("backward speedup of the scan (×)")
     bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
