@@ -57,6 +57,7 @@ class CheckpointRun:
     recomputed_blocks: int          # block forwards run a second time
     step_flops: float               # matrix-product FLOPs of one plain forward + backward
     recompute_flops: float
+    device_peak_bytes: int | None = None   # GPU: CuPy pool bytes in use, largest seen at a hold
     events: list = field(default_factory=list, repr=False)   # ("hold"/"drop", index, bytes)
 
     @property
@@ -94,13 +95,17 @@ def checkpointed_backward(model: MLP, x, y, every: int) -> CheckpointRun:
     L, k = len(blocks), int(every)
     pattern = kept_pattern(L, k)
     held: dict[int, Any] = {}
-    live = {"now": 0, "peak": 0}
+    live = {"now": 0, "peak": 0, "pool_peak": 0}
     events: list = []
+    pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
+    pool_base = pool.used_bytes() if pool is not None else 0
 
     def hold(i: int, a) -> None:
         held[i] = a
         live["now"] += int(a.nbytes)
         live["peak"] = max(live["peak"], live["now"])
+        if pool is not None:                     # what the GPU really has in use, at this moment
+            live["pool_peak"] = max(live["pool_peak"], pool.used_bytes() - pool_base)
         events.append(("hold", i, int(a.nbytes)))
 
     def drop(i: int) -> None:
@@ -140,7 +145,8 @@ def checkpointed_backward(model: MLP, x, y, every: int) -> CheckpointRun:
     drop(0)
     return CheckpointRun(every=k, blocks=L, loss=float(loss), peak_activation_bytes=live["peak"],
                          checkpoints=sum(p == "checkpoint" for p in pattern), recomputed_blocks=recomputed,
-                         step_flops=3 * sum(flops) - flops[0], recompute_flops=re_flops, events=events)
+                         step_flops=3 * sum(flops) - flops[0], recompute_flops=re_flops, events=events,
+                         device_peak_bytes=live["pool_peak"] if pool is not None else None)
 
 
 _PATTERN_COLORS = {"checkpoint": "#1b9e77", "last segment": "#7570b3", "recomputed": "#d95f02"}
@@ -215,13 +221,15 @@ def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Se
     base = float(np.median(samples[ks[0]]))
     for k in ks:
         run = runs[k]
-        traced = _traced_peak(lambda k=k: checkpointed_backward(model, x, y, k)) if dev == "cpu" else None
+        traced = (_traced_peak(lambda k=k: checkpointed_backward(model, x, y, k)) if dev == "cpu"
+                  else run.device_peak_bytes)
         med = float(np.median(samples[k]))
         rs.add(device=dev, every=k, blocks=L, median_s=med, q25_s=float(np.percentile(samples[k], 25)),
                q75_s=float(np.percentile(samples[k], 75)), repeat=len(samples[k]),
                peak_activation_bytes=run.peak_activation_bytes, checkpoints=run.checkpoints,
                recomputed_blocks=run.recomputed_blocks, extra_compute=run.extra_compute,
-               traced_peak_bytes=traced, time_ratio=med / base)
+               traced_peak_bytes=traced, time_ratio=med / base,
+               traced_by="tracemalloc" if dev == "cpu" else "CuPy memory pool")
     return rs
 
 
@@ -249,8 +257,10 @@ def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool
     mem = np.array([r["peak_activation_bytes"] for r in recs]) / 2**20
     ax.plot(ks, mem, "o-", label="activations held (counted)")
     if all(r.get("traced_peak_bytes") for r in recs):
+        what = ("all numpy memory during the step (tracemalloc)" if recs[0].get("traced_by") != "CuPy memory pool"
+                else "CuPy memory pool in use (sampled at each hold)")
         ax.plot(ks, np.array([r["traced_peak_bytes"] for r in recs]) / 2**20, "s--", ms=4, color="0.5",
-                label="all numpy memory during the step (tracemalloc)")
+                label=what)
     ax.axvline(np.sqrt(L), color="0.6", lw=0.8, ls=":", label=f"k = √L = {np.sqrt(L):.1f}")
     ax.set_xlabel("k (keep every k-th block input)")
     ax.set_ylabel("peak memory (MiB)")

@@ -66,7 +66,8 @@ def checkpointing(devices, quick, progress):
     d = "gpu" if "gpu" in devices else "cpu"
     if quick:
         return checkpoint_sweep(depth=8, width=128, batch=128, device=d, repeat=3, budget_s=1.0)
-    return checkpoint_sweep(depth=32, width=1024, batch=512, device=d, repeat=7, budget_s=20.0,
+    width, batch = (2048, 1024) if d == "gpu" else (512, 256)    # a GPU gets a network worth its size
+    return checkpoint_sweep(depth=32, width=width, batch=batch, device=d, repeat=7, budget_s=20.0,
                             ks=[1, 2, 3, 4, 5, 6, 8, 11, 16, 22, 33])
 
 
