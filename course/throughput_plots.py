@@ -32,8 +32,13 @@ def _no_gpu_note(live: ResultSet | None, references: Sequence[ResultSet]) -> str
 
 
 def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: str = "median_s",
-               highlight: float | None = None, op: str | None = None) -> Figure:
-    """One op's sweep (log-log per device, GPU speedup beside it) with the crossover marked."""
+               highlight: float | None = None, op: str | None = None,
+               bandwidth: dict | None = None) -> Figure:
+    """One op's sweep (log-log per device, GPU speedup beside it) with the crossover marked.
+
+    ``bandwidth`` (``{"cpu": bytes/s, ...}``, e.g. from ``course.hardware.copy_bandwidth``) draws
+    each device's main-memory copy bandwidth as a line when ``y`` is ``"gb_per_s"``.
+    """
     src = live if live is not None else (references[0] if references else None)
     op = op or (src.params.get("op") if src is not None else "add")
     o = get_op(op)
@@ -50,6 +55,12 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
             a.axvline(cx.n, color="k", lw=1.3, ls="-.", alpha=0.8)
         ax.annotate(f"crossover ≈ {cx.n:,.0f}", (cx.n, 0.04), xycoords=("data", "axes fraction"),
                     fontsize=8, rotation=90, ha="right", va="bottom")
+    if y == "gb_per_s":
+        for dev, bw in (bandwidth or {}).items():
+            ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
+                       label=f"{dev.upper()} copy bandwidth (large arrays, main memory): {bw / 1e9:.1f} GB/s")
+        if bandwidth:
+            ax.legend(fontsize=7.5, loc="best")
     for a in fig.axes[:2]:
         if a.lines:
             _pow2_axis(a)

@@ -154,3 +154,10 @@ def test_a_faster_matmul_point_raises_the_peak_and_says_so():
     _raise_peaks_to_matmul_points(rs)
     assert T.peaks_of(rs, "cpu")["flops"]["float32"] == pytest.approx(5e9)
     assert "raised" in rs.notes[0]
+
+
+def test_bandwidth_sweep_draws_the_copy_bandwidth_line():
+    rs = T.throughput_sweep("add", [16, 4096], repeat=1)
+    fig = P.sweep_plot(rs, y="gb_per_s", bandwidth={"cpu": 2e10})
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("copy bandwidth" in t and "20.0 GB/s" in t for t in labels)
