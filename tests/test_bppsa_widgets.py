@@ -116,3 +116,17 @@ def test_bppsa_experiment_is_registered_for_the_report():
 
     exp = discover()["bppsa_rnn"]
     assert exp.lesson == "05" and exp.plotter is not None
+
+
+def test_bppsa_batch_experiment_runs_in_the_report(tmp_path):
+    import json
+
+    from course.report import run_report
+
+    index = run_report(tmp_path, quick=True, only=["bppsa_rnn_batch"], show_progress=False)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["failures"] == []
+    (rs,) = [s for s in doc["result_sets"] if s["experiment"] == "bppsa_rnn_batch"]
+    assert {r["batch"] for r in rs["records"]} == {1, 16, 64}
+    assert (tmp_path / "bppsa_rnn_batch.png").stat().st_size > 10_000
+    assert "Lesson 05" in index.read_text()
