@@ -29,15 +29,15 @@ from matplotlib.ticker import NullLocator
 from .errors import BadInputError
 from .plots import COLORS, _log2_x, add_footer, new_figure
 from .results import ResultSet
-from .scan import _prepare, blelloch_scan, interval, interval_leaves, operation_counts
+from .scan import _prepare, blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts
 
-__all__ = ["Frame", "blelloch_frames", "tree_figure", "counts_figure", "timing_figure",
-           "MAX_DRAWN"]
+__all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_figure", "counts_figure",
+           "timing_figure", "MAX_DRAWN"]
 
 #: The largest n :func:`tree_figure` draws (the boxes must stay readable).
 MAX_DRAWN = 32
 
-_UP, _DOWN, _ROOT = "#4c72b0", "#dd8452", "#8c8c8c"
+_UP, _DOWN, _ROOT, _STEP = "#4c72b0", "#dd8452", "#8c8c8c", "#55a868"
 
 
 @dataclass
@@ -89,6 +89,25 @@ def blelloch_frames(x, op=None, identity=None) -> list[Frame]:
     return frames
 
 
+def hillis_steele_frames(x, op=None, identity=None) -> list[Frame]:
+    """The Hillis-Steele scan of ``x`` step by step (inclusive), as :class:`Frame` objects."""
+    x = np.asarray(x)
+    n = x.shape[0] if x.ndim else 0
+    if n == 0:
+        raise BadInputError("there is nothing to draw for an empty input; give at least one element.")
+    _, tr = hillis_steele_scan(x, op=op, identity=identity, trace=True)
+    _, tr_r = hillis_steele_scan(interval_leaves(n), op=interval, trace=True)
+    empty = np.array([], dtype=int)
+    frames = [Frame("input", "input", tr.initial, tr_r.initial, empty, empty, 0, empty)]
+    for lv, lr in zip(tr.levels, tr_r.levels):
+        frames.append(Frame(f"step {lv.depth}: x[i] := x[i - {lv.stride}] op x[i] for i >= {lv.stride}",
+                            "step", lv.state, lr.state, lv.left, lv.right, lv.work, lv.right))
+    return frames
+
+
+FRAMES = {"blelloch": blelloch_frames, "hillis-steele": hillis_steele_frames}
+
+
 def _range_text(lo: int, hi: int) -> str:
     if lo > hi:
         return "order!"
@@ -106,20 +125,25 @@ def _value_text(v) -> str | None:
     return f"{float(v):.3g}"
 
 
-def tree_figure(x, op=None, identity=None, step: int | None = None) -> Figure:
-    """Draw the Blelloch scan of ``x`` (at most :data:`MAX_DRAWN` elements) up to ``step``.
+def tree_figure(x, op=None, identity=None, step: int | None = None,
+                algorithm: str = "blelloch") -> Figure:
+    """Draw a scan of ``x`` (at most :data:`MAX_DRAWN` elements) up to ``step``.
 
-    Each row is the in-place array after one step; a box shows its value (for scalar
-    elements) and the input positions it combines (``2..5`` means x[2] op ... op x[5],
-    ``∅`` the identity).  Lines show what the current step read and wrote: blue for the
-    up-sweep, orange for the down-sweep.  ``step=None`` draws every step.
+    Each row is the array after one step; a box shows its value (for scalar elements)
+    and the input positions it combines (``2..5`` means x[2] op ... op x[5], ``∅`` the
+    identity).  Lines show what the current step read and wrote: blue for Blelloch's
+    up-sweep, orange for its down-sweep, green for Hillis-Steele's steps.
+    ``step=None`` draws every step; ``algorithm`` is ``"blelloch"`` (exclusive) or
+    ``"hillis-steele"`` (inclusive).
     """
+    if algorithm not in FRAMES:
+        raise BadInputError(f"tree_figure draws {sorted(FRAMES)}; got {algorithm!r}.")
     x = np.asarray(x)
     if x.ndim == 0 or x.shape[0] > MAX_DRAWN:
         raise BadInputError(f"tree_figure draws 1 to {MAX_DRAWN} elements; got "
                             f"{x.shape[0] if x.ndim else 'a 0-d value'}. Use a smaller n here; "
                             f"the counts and timing plots take large n.")
-    frames = blelloch_frames(x, op, identity)
+    frames = FRAMES[algorithm](x, op, identity)
     last = len(frames) - 1
     step = last if step is None else int(step)
     if not 0 <= step <= last:
@@ -132,7 +156,7 @@ def tree_figure(x, op=None, identity=None, step: int | None = None) -> Figure:
     for r, fr in enumerate(shown):
         y = -r
         current = r == step
-        color = {"up": _UP, "down": _DOWN, "root": _ROOT}.get(fr.phase, "0.5")
+        color = {"up": _UP, "down": _DOWN, "root": _ROOT, "step": _STEP}.get(fr.phase, "0.5")
         written = set(fr.written.tolist())
         for i in range(padded):
             fill = "white"
@@ -175,17 +199,20 @@ def tree_figure(x, op=None, identity=None, step: int | None = None) -> Figure:
     cur = frames[step]
     done = sum(f.work for f in frames[:step + 1])
     total = sum(f.work for f in frames)
-    ax.set_title(f"Blelloch scan of n = {n}" + (f" (padded to {padded})" if padded > n else "")
+    name = "Blelloch" if algorithm == "blelloch" else "Hillis-Steele"
+    ax.set_title(f"{name} scan of n = {n}" + (f" (padded to {padded})" if padded > n else "")
                  + f": step {step} of {last}, operator applications so far {done} of {total}\n"
                  + f"this step: {cur.title}", fontsize=9.5)
+    note = ("pale: padding up to a power of two (not needed once the down-sweep starts: drawn as –)."
+            if algorithm == "blelloch" else "each step reads the previous row only (double buffering).")
     fig.text(0.01, 0.0, "Each box: its value (when elements are numbers) and, small, which inputs "
              "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
-             "this step; light grey: written earlier; pale: padding up to a power of two (not needed "
-             "once the down-sweep starts: drawn as –).",
+             f"this step; light grey: written earlier; {note}",
              fontsize=7.5, color="0.35", va="top")
-    if cur.phase == "down" and step == last:
-        ax.text(padded - 0.4, -step - 0.55, "leaves now hold the exclusive scan",
-                ha="right", va="top", fontsize=8, color=_DOWN)
+    if step == last and step > 0:
+        done_text = ("leaves now hold the exclusive scan" if algorithm == "blelloch"
+                     else "every position now holds the inclusive scan")
+        ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=8, color=color)
     return fig
 
 

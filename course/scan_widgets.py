@@ -1,7 +1,7 @@
 """The interactive apps of lesson 04 (ipywidgets 7.7 and 8).
 
-* :func:`tree_app`: n, operator, and a level stepper (slider + play button) over the
-  Blelloch up-sweep and down-sweep, with the result checked against the sequential scan;
+* :func:`tree_app`: n, operator, algorithm (Blelloch or Hillis-Steele) and a level stepper
+  (slider + play button), with the result checked against the sequential scan;
 * :func:`counts_app`: work and steps of the three scans against n;
 * :func:`timing_app`: n, operator, device: every scan timed live, against the
   library's own scan and the copy limit (or the reference GPU results, labelled).
@@ -20,8 +20,8 @@ from .devices import gpu_available, gpu_unavailable_reason
 from .errors import BadInputError, GPUUnavailableError
 from .plots import add_footer, new_figure
 from .results import ResultSet, load_reference
-from .scan import OPERATORS, blelloch_scan, operation_counts, sequential_scan
-from .scan_plots import MAX_DRAWN, blelloch_frames, counts_figure, timing_figure, tree_figure
+from .scan import OPERATORS, blelloch_scan, hillis_steele_scan, operation_counts, sequential_scan
+from .scan_plots import FRAMES, MAX_DRAWN, counts_figure, timing_figure, tree_figure
 from .scan_timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, time_scan
 from .widgets import LiveApp, device_buttons, escape, log2_slider
 
@@ -40,34 +40,41 @@ def tree_input(n: int, op: str, seed: int = 0):
     return make_input(n, op, "float64", "cpu", seed)
 
 
-def _steps(n: int) -> int:
-    return len(blelloch_frames(np.zeros(max(n, 1)))) - 1
+def _steps(n: int, algorithm: str = "blelloch") -> int:
+    return len(FRAMES[algorithm](np.zeros(max(n, 1)))) - 1
 
 
-def tree_app(n: int = 8, op: str = "add") -> LiveApp:
-    """Step through the Blelloch scan of ``n`` elements, level by level."""
+def tree_app(n: int = 8, op: str = "add", algorithm: str = "blelloch") -> LiveApp:
+    """Step through a scan of ``n`` elements, level by level (Blelloch or Hillis-Steele)."""
     n_slider = widgets.IntSlider(value=n, min=1, max=MAX_DRAWN, description="n",
                                  continuous_update=False)
     op_menu = widgets.Dropdown(options=OPERATOR_CHOICES, value=op, description="operator")
-    step = widgets.IntSlider(value=_steps(n), min=0, max=_steps(n), description="step",
+    alg_menu = widgets.Dropdown(options=[("Blelloch (exclusive)", "blelloch"),
+                                         ("Hillis-Steele (inclusive)", "hillis-steele")],
+                                value=algorithm, description="algorithm")
+    last = _steps(n, algorithm)
+    step = widgets.IntSlider(value=last, min=0, max=last, description="step",
                              continuous_update=False)
-    play = widgets.Play(value=step.value, min=0, max=step.max, interval=900, description="play")
+    play = widgets.Play(value=last, min=0, max=last, interval=900, description="play")
     widgets.jslink((play, "value"), (step, "value"))
 
-    def resize(change):        # registered before the app's own observer, so it runs first
-        last = _steps(change["new"])
-        step.max = play.max = last
-        step.value = last
+    def resize(_change):       # registered before the app's own observers, so it runs first
+        top = _steps(n_slider.value, alg_menu.value)
+        step.max = play.max = top
+        step.value = top
 
     n_slider.observe(resize, names="value")
+    alg_menu.observe(resize, names="value")
 
-    def update(n: int, op: str, step: int):
+    def update(n: int, op: str, algorithm: str, step: int):
         x = tree_input(n, op)
         fn = OPERATORS[op]
-        last = _steps(n)
-        fig = tree_figure(x, op=fn, step=min(step, last))
-        ok = np.allclose(blelloch_scan(x, op=fn), sequential_scan(x, op=fn))
-        counts = operation_counts("blelloch", n)
+        top = _steps(n, algorithm)
+        fig = tree_figure(x, op=fn, step=min(step, top), algorithm=algorithm)
+        exclusive = algorithm == "blelloch"
+        scan = blelloch_scan if exclusive else hillis_steele_scan
+        ok = np.allclose(scan(x, op=fn, exclusive=exclusive), sequential_scan(x, op=fn, exclusive=exclusive))
+        counts = operation_counts(algorithm, n)
         text = (f"n = {n}: {counts['steps']} levels with operator applications "
                 f"(sequential loop: {n}), {counts['work']} applications in all "
                 f"(sequential loop: {n}). Result equals the sequential scan: "
@@ -77,8 +84,8 @@ def tree_app(n: int = 8, op: str = "add") -> LiveApp:
                      "one combines; the order inside every box is the order of the sequence.")
         return fig, text
 
-    app = LiveApp(update, {"n": n_slider, "op": op_menu, "step": step},
-                  title="The Blelloch scan, one level at a time")
+    app = LiveApp(update, {"n": n_slider, "op": op_menu, "algorithm": alg_menu, "step": step},
+                  title="A scan, one level at a time")
     app.widget.children = (app.widget.children[0], widgets.HBox([play, widgets.HTML(
         "&nbsp;press play to step through the levels")]), *app.widget.children[1:])
     app.play = play

@@ -77,3 +77,17 @@ def test_timing_figure_draws_references_dashed_and_labelled():
     ref_lines = [ln for ln in fig.axes[0].lines if "recorded on NVIDIA Test GPU" in ln.get_label()]
     assert ref_lines and all(ln.get_linestyle() == "--" for ln in ref_lines)
     assert "reference results recorded on NVIDIA Test GPU" in fig.texts[-1].get_text()
+
+
+def test_hillis_steele_frames_end_with_the_inclusive_scan():
+    from course.scan_plots import hillis_steele_frames
+
+    fr = hillis_steele_frames(np.array([3, 1, 7, 0, 4]))
+    assert len(fr) == 4
+    np.testing.assert_array_equal(fr[-1].values, [3, 4, 11, 11, 15])
+    np.testing.assert_array_equal(fr[-1].ranges[:, 0], 0)
+
+
+def test_tree_figure_rejects_unknown_algorithm():
+    with pytest.raises(BadInputError, match="tree_figure draws"):
+        tree_figure(np.arange(4), algorithm="bogus")

@@ -93,3 +93,13 @@ def test_timing_app_on_gpu_without_gpu_shows_labelled_references(monkeypatch):
     app.controls["device"].value = "gpu"
     assert app.last_error is None
     assert "recorded on NVIDIA Test GPU" in app.html.value
+
+
+def test_tree_app_switches_to_hillis_steele_and_resizes_stepper():
+    from course.scan_widgets import tree_app
+
+    app = tree_app(n=8)
+    app.controls["algorithm"].value = "hillis-steele"
+    assert app.controls["step"].max == 3 and app.controls["step"].value == 3
+    assert app.last_error is None and "<b>yes</b>" in app.html.value
+    assert "17 applications" in app.html.value
