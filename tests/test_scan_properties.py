@@ -111,3 +111,16 @@ def test_large_affine_scan_matches_sequential_oracle():
     x = np.stack([rng.uniform(-1, 1, n), rng.normal(size=n)], axis=-1)
     np.testing.assert_allclose(blelloch_scan(x, op=affine, exclusive=False),
                                sequential_scan(x, op=affine, exclusive=False), atol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=LENGTHS, exclusive=EXCLUSIVE)
+def test_every_scan_combines_exactly_the_right_input_ranges_in_order(n, exclusive):
+    from course.scan import interval, interval_leaves
+
+    want = np.stack([np.zeros(n, dtype=np.int64), np.arange(n) + (not exclusive)], axis=-1)
+    for scan in (blelloch_scan, hillis_steele_scan):
+        got = scan(interval_leaves(n), op=interval, exclusive=exclusive)
+        empty = got[:, 0] == got[:, 1]                 # the identity: any empty range
+        got = np.where(empty[:, None], 0, got)
+        np.testing.assert_array_equal(got, want)
