@@ -142,17 +142,18 @@ def _backward(rs: ResultSet, device: str, method: str, x: str = "T",
 def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                    highlight: float | None = None, paper: float | None = 108.0, x: str = "T",
                    where: dict | None = None) -> Figure:
-    """Left: backward time against T (or batch) per method and device.  Right: the scan's speedup.
+    """Left: backward time against T (or batch, or hidden size) per method and device.  Right: the speedup.
 
     Speedup = backward time of the sequential method (or PyTorch) / backward time
     of the scan, measured in the same run on the same device; log y, like the paper.
-    ``x``: ``"T"`` or ``"batch"``; ``where`` filters the records (``{"batch": 16}``).
+    ``x``: ``"T"``, ``"batch"`` or ``"hidden_size"``; ``where`` filters the records (``{"batch": 16}``).
     """
     from .bppsa_timing import speedups
 
-    if x not in ("T", "batch"):
-        raise BadInputError(f"x must be 'T' or 'batch', got {x!r}")
-    xlabel = "sequence length T" if x == "T" else "batch size"
+    xlabels = {"T": "sequence length T", "batch": "batch size", "hidden_size": "hidden size n"}
+    if x not in xlabels:
+        raise BadInputError(f"x must be one of {sorted(xlabels)}, got {x!r}")
+    xlabel = xlabels[x]
     fig, (ax, bx) = new_figure(2, width=11, height=4.2)
     sources = _sources(live, references)
     drawn = False

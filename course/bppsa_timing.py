@@ -191,47 +191,51 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
 
 # ------------------------------------------------------------------ the sweep
 
-def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int = 20, batch: int | Sequence[int] = 16,
+def _sizes(name: str, v: Any) -> list[int]:
+    vals = [v] if isinstance(v, (int, np.integer)) else list(v)
+    if not vals or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in vals):
+        raise BadInputError(f"{name} must be whole numbers >= 1, got {v!r}")
+    return sorted({int(x) for x in vals})
+
+
+def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20, batch: int | Sequence[int] = 16,
               input_size: int = 1, devices: Sequence[str] | None = None,
               methods: Sequence[str] = ("sequential", "scan"), include_torch: bool = True,
               dtype: Any = "float32", repeat: int = 3, budget_s: float | None = 30.0,
               progress: Callable | None = None, experiment: str = "bppsa_rnn") -> ResultSet:
-    """Backward time of each method against sequence length T (and batch size), on each device.
+    """Backward time of each method against sequence length T (batch size, hidden size), on each device.
 
-    One record per (device, T, batch, method) with ``forward_s``, ``full_s`` (and
-    its quartiles), ``backward_s`` and the work counts; ``method="torch"`` for the
-    PyTorch peer when ``include_torch`` and it is installed.  ``batch`` may be one
-    size or several.  ``budget_s`` bounds the whole sweep: settings not reached
-    are listed in the notes.
+    One record per (device, T, batch, hidden size, method) with ``forward_s``,
+    ``full_s`` (and its quartiles), ``backward_s`` and the work counts;
+    ``method="torch"`` for the PyTorch peer when ``include_torch`` and it is
+    installed.  ``batch`` and ``hidden_size`` may each be one size or several.
+    ``budget_s`` bounds the whole sweep: settings not reached are listed in the notes.
     """
     import time
 
-    Ts = sorted({int(t) for t in Ts})
-    if not Ts or Ts[0] < 1:
-        raise BadInputError(f"Ts must be sequence lengths >= 1, got {Ts!r}")
-    batches = sorted({int(b) for b in ([batch] if isinstance(batch, (int, np.integer)) else batch)})
-    if not batches or batches[0] < 1:
-        raise BadInputError(f"batch sizes must be >= 1, got {batch!r}")
+    Ts = _sizes("Ts (sequence lengths)", Ts)
+    batches = _sizes("batch", batch)
+    hiddens = _sizes("hidden_size", hidden_size)
     devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
     torch_ok = include_torch and torch_available()
-    rs = ResultSet(experiment, params={"Ts": Ts, "hidden_size": hidden_size, "batches": batches,
+    rs = ResultSet(experiment, params={"Ts": Ts, "hidden_sizes": hiddens, "batches": batches,
                                        "input_size": input_size, "dtype": str(dtype), "devices": devs,
                                        "methods": list(methods) + (["torch"] if torch_ok else []),
                                        "repeat": repeat, "budget_s": budget_s, "torch_threads": 1,
                                        "backward": "median over interleaved rounds of (full step - forward)"})
     began = time.perf_counter()
-    jobs = [(d, T, B) for d in devs for T in Ts for B in batches]
+    jobs = [(d, T, B, h) for d in devs for T in Ts for B in batches for h in hiddens]
     it = progress(jobs, total=len(jobs), desc="BPPSA sweep") if progress else jobs
     skipped = []
-    for d, T, B in it:
+    for d, T, B, h in it:
         if budget_s is not None and time.perf_counter() - began > budget_s:
-            skipped.append(f"{d} T={T} batch={B}")
+            skipped.append(f"{d} T={T} batch={B} hidden={h}")
             continue
-        r = time_rnn(T, hidden_size, B, input_size, d, methods, dtype, repeat)
-        counts = work_counts(T, hidden_size, B)
+        r = time_rnn(T, h, B, input_size, d, methods, dtype, repeat)
+        counts = work_counts(T, h, B)
         for m in methods:
             full = r["full"][m]
-            rs.add(device=d, T=T, method=m, hidden_size=hidden_size, batch=B,
+            rs.add(device=d, T=T, method=m, hidden_size=h, batch=B,
                    forward_s=r["forward"].median, full_s=full.median, full_q25_s=full.q25,
                    full_q75_s=full.q75, backward_s=r["backward_s"][m],
                    steps=counts["steps_sequential"] if m != "scan" else counts["steps_scan"],
@@ -239,11 +243,11 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int = 20, batch: int | S
                    max_grad_diff=r["max_grad_diff"])
         if torch_ok:
             try:
-                tr = time_torch_rnn(T, hidden_size, B, input_size, d, repeat)
+                tr = time_torch_rnn(T, h, B, input_size, d, repeat)
             except GPUUnavailableError as exc:
                 rs.notes.append(f"PyTorch peer not timed on {d}: {exc}")
             else:
-                rs.add(device=d, T=T, method="torch", hidden_size=hidden_size, batch=B,
+                rs.add(device=d, T=T, method="torch", hidden_size=h, batch=B,
                        forward_s=tr["forward"].median, full_s=tr["full"].median,
                        full_q25_s=tr["full"].q25, full_q75_s=tr["full"].q75,
                        backward_s=tr["backward_s"])
@@ -257,12 +261,14 @@ def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str =
              x: str = "T", **where: Any) -> tuple[np.ndarray, np.ndarray]:
     """(x values, backward time of ``over`` / backward time of ``method``) for one device.
 
-    ``x`` is ``"T"`` or ``"batch"``; ``where`` filters records (``batch=16``).  Points
-    where either backward time is not positive (lost in noise) are left out.
+    ``x`` is ``"T"``, ``"batch"`` or ``"hidden_size"``; ``where`` filters records
+    (``batch=16``).  Points where either backward time is not positive (lost in
+    noise) are left out.
     """
     out = []
     for r in rs.select(device=device, method=method, **where):
-        base = rs.select(device=device, method=over, T=r["T"], batch=r.get("batch"))
+        base = rs.select(device=device, method=over, T=r["T"], batch=r.get("batch"),
+                         hidden_size=r.get("hidden_size"))
         if base and r["backward_s"] > 0 and base[0]["backward_s"] > 0:
             out.append((r[x], base[0]["backward_s"] / r["backward_s"]))
     out.sort()

@@ -130,3 +130,15 @@ def test_bppsa_batch_experiment_runs_in_the_report(tmp_path):
     assert {r["batch"] for r in rs["records"]} == {1, 16, 64}
     assert (tmp_path / "bppsa_rnn_batch.png").stat().st_size > 10_000
     assert "Lesson 05" in index.read_text()
+
+
+def test_sweep_over_hidden_sizes_and_batches_records_each_setting():
+    rs = rnn_sweep((6,), hidden_size=(2, 3), batch=(1, 2), repeat=1, include_torch=False)
+    got = {(r["hidden_size"], r["batch"], r["method"]) for r in rs.records}
+    assert got == {(h, b, m) for h in (2, 3) for b in (1, 2) for m in ("sequential", "scan")}
+    ns, _ = speedups(rs, "cpu", x="hidden_size", batch=2)
+    assert set(ns) <= {2, 3}
+    fig = bppsa_plots.speedup_figure(rs, [], x="hidden_size", where={"batch": 2})
+    assert fig.axes[0].get_xlabel() == "hidden size n"
+    with pytest.raises(course.BadInputError, match="batch must be whole numbers"):
+        rnn_sweep((6,), batch=(0,))
