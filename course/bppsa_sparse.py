@@ -21,8 +21,8 @@ moves a matrix to the GPU as a ``cupyx.scipy.sparse`` matrix (an explicit transf
 >>> import numpy as np
 >>> y = np.tanh(np.array([0.0, 1.0]))
 >>> tanh_jacobian_t(y).toarray().round(3)
-array([[1.   , 0.   ],
-       [0.   , 0.42 ]])
+array([[1.  , 0.  ],
+       [0.  , 0.42]])
 """
 
 from __future__ import annotations

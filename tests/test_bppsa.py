@@ -168,3 +168,13 @@ def test_mixed_devices_are_refused():
 
     with pytest.raises(BadInputError, match="to_device"):
         backprop_scan(course.to_device(np.zeros((2, 3, 3)), "gpu"), np.zeros(3))
+
+
+@pytest.mark.parametrize("module", ["bppsa", "bppsa_models", "bppsa_sparse", "bppsa_timing", "bppsa_plots"])
+def test_docstring_examples_still_hold(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"course.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} docstring example(s) of course.{module} fail"

@@ -142,3 +142,12 @@ def test_sweep_over_hidden_sizes_and_batches_records_each_setting():
     assert fig.axes[0].get_xlabel() == "hidden size n"
     with pytest.raises(course.BadInputError, match="batch must be whole numbers"):
         rnn_sweep((6,), batch=(0,))
+
+
+@pytest.mark.gpu
+@pytest.mark.widgets
+def test_timing_app_on_the_gpu_measures_both_methods():
+    app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
+    app.controls["device"].value = "gpu"
+    assert app.last_error is None, app.last_error
+    assert "GPU, T = 10," in app.html.value and app.image.value
