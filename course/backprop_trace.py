@@ -25,6 +25,7 @@ report and the notebook's CPU-versus-GPU plot.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,11 @@ class StepTrace:
         return sum(r.backward_s for r in self.layers)
 
     @property
+    def flop_ratio(self) -> float:
+        """Backward FLOPs over forward FLOPs (counted): 2 for a hidden Linear layer, 1 for the first."""
+        return sum(r.backward_flops for r in self.layers) / max(sum(r.forward_flops for r in self.layers), 1.0)
+
+    @property
     def matmul_share(self) -> float:
         """Share of the layer-by-layer time spent in Linear layers (their matrix products)."""
         lin = sum(r.forward_s + r.backward_s for r in self.layers if r.kind == "linear")
@@ -92,13 +98,16 @@ def trace_step(model: MLP, x, y, repeat: int = 5, budget_s: float = 2.0) -> Step
 
     The weights are left as they were (no update is applied).  Each layer is
     timed on copies of the inputs it saw in the step, writing into scratch
-    buffers, ``repeat`` times (the median is kept); ``budget_s`` caps the whole trace.
+    buffers.  The timings run in rounds, each timing every operation once, so a
+    moment when the machine is busy hits one sample of every operation rather than
+    all samples of one; ``repeat`` rounds at most (at least 3), the median of each
+    operation is kept, and no new round starts after ``budget_s`` seconds.
     """
     dev = model.device
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
     b = int(x.shape[0])
-    per = budget_s / (2 * len(model.layers) + 3)
+    jobs: list = []                              # (record, field, fn, args, kwargs), timed below
     # One real step, keeping each layer's input and the gradient arriving at its output.
     inputs, h = [], x
     for layer in model.layers:
@@ -133,9 +142,8 @@ def trace_step(model: MLP, x, y, repeat: int = 5, budget_s: float = 2.0) -> Step
                 matmul_flops=mm * (2 if first else 3))
             _, cache = layer.forward(xin)
             dx_buf = None if first else model.xp.empty_like(xin)
-            fwd = benchmark(layer.forward, xin, out=scratch, device=dev, repeat=repeat, budget_s=per)
-            bwd = benchmark(layer.backward, dout, cache, out=dx_buf, need_dx=not first, device=dev,
-                            repeat=repeat, budget_s=per)
+            jobs += [(rec, "forward_s", layer.forward, (xin,), {"out": scratch}),
+                     (rec, "backward_s", layer.backward, (dout, cache), {"out": dx_buf, "need_dx": not first})]
         else:
             n_act += 1
             nm = type(layer).__name__
@@ -145,22 +153,30 @@ def trace_step(model: MLP, x, y, repeat: int = 5, budget_s: float = 2.0) -> Step
                 forward_ops=[f"{nm.lower()}(x) element-wise on {xin.shape[0]}×{xin.shape[1]}"],
                 backward_ops=[f"dx = dout · {nm.lower()}'(x), element-wise"],
                 forward_flops=float(xin.size), backward_flops=float(2 * xin.size), matmul_flops=0.0)
-            fwd = benchmark(layer.forward, xin, out=scratch, device=dev, repeat=repeat, budget_s=per)
-            bwd = benchmark(layer.backward, dout, cache_out, out=scratch, device=dev, repeat=repeat,
-                            budget_s=per)
-        rec.forward_s, rec.backward_s = fwd.median, bwd.median
+            jobs += [(rec, "forward_s", layer.forward, (xin,), {"out": scratch}),
+                     (rec, "backward_s", layer.backward, (dout, cache_out), {"out": scratch})]
         tr.layers.append(rec)
     c = model.sizes[-1]
     rec = LayerTrace(name="softmax cross-entropy", kind="loss", in_shape=(b, c), out_shape=(),
                      forward_ops=[f"softmax of ({b}×{c}) logits, mean -log p[label]"],
                      backward_ops=["dlogits = (softmax - one_hot) / batch"],
                      forward_flops=4.0 * b * c, backward_flops=1.0 * b * c, matmul_flops=0.0)
-    rec.forward_s = benchmark(softmax_cross_entropy, logits, y, device=dev, repeat=repeat, budget_s=per).median
-    rec.backward_s = benchmark(softmax_cross_entropy_backward, lcache, device=dev, repeat=repeat,
-                               budget_s=per).median
+    jobs += [(rec, "forward_s", softmax_cross_entropy, (logits, y), {}),
+             (rec, "backward_s", softmax_cross_entropy_backward, (lcache,), {}),
+             (tr, "step_s", model.train_step, (x, y, 1e-12), {})]
     tr.layers.append(rec)
     saved = [p.copy() for p in model.parameters()]
-    tr.step_s = benchmark(model.train_step, x, y, 1e-12, device=dev, repeat=repeat, budget_s=per).median
+    samples: list = [[] for _ in jobs]
+    began = time.perf_counter()
+    for r in range(max(int(repeat), 3) + 1):     # round 0 is the warm-up
+        if r > 3 and time.perf_counter() - began > budget_s:
+            break
+        for j, (_, _, fn, args, kwargs) in enumerate(jobs):
+            t = benchmark(fn, *args, device=dev, warmup=0, repeat=1, **kwargs).samples[0]
+            if r:
+                samples[j].append(t)
+    for (obj, name, *_), ts in zip(jobs, samples):
+        setattr(obj, name, float(np.median(ts)))
     for p, s in zip(model.parameters(), saved):
         p[...] = s                               # leave the model as it was
     synchronize(dev)
@@ -268,7 +284,8 @@ def trace_figure(tr: StepTrace, title: str = ""):
     ax2.invert_yaxis()
     ax2.margins(x=0.25)
     ax2.set_xlabel("time (ms)")
-    ax2.set_title(f"backward ÷ forward = {tr.backward_s / max(tr.forward_s, 1e-30):.2f}; "
+    ax2.set_title(f"backward ÷ forward: time {tr.backward_s / max(tr.forward_s, 1e-30):.2f}, "
+                  f"FLOPs {tr.flop_ratio:.2f}; "
                   f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
     fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
     add_footer(fig, extra="" if tr.device == "cpu" else "Timed on the GPU with CUDA events.")

@@ -144,7 +144,8 @@ def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp
         flops = model.flops_per_step(batch)
         text = (f"<p>{model!r}, batch {batch}: one training step takes <b>{tr.step_s * 1e3:.3g} ms</b> on the "
                 f"{tr.device.upper()}: {flops / 1e9:.3g} GFLOP, so {flops / tr.step_s / 1e9:.3g} GFLOP/s. "
-                f"The backward pass takes {tr.backward_s / max(tr.forward_s, 1e-30):.2f}× the forward; the "
+                f"The backward pass takes {tr.backward_s / max(tr.forward_s, 1e-30):.2f}× the forward's time "
+                f"for {tr.flop_ratio:.2f}× its FLOPs; the "
                 f"Linear layers take {100 * tr.matmul_share:.1f} % of the layer-by-layer time.</p>")
         return trace_figure(tr), note + text
 

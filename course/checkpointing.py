@@ -209,12 +209,12 @@ def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Se
     # Time the values of k in turns (k1, k2, ..., then again), so a slow moment of a
     # shared machine hits them all alike; the median over the rounds is kept per k.
     samples: dict[int, list] = {k: [] for k in ks}
-    rounds = range(max(int(repeat), 1))
+    rounds = range(max(int(repeat), 3))
     for r in (progress(rounds, desc="checkpointing") if progress else rounds):
         for k in ks:
             t = benchmark(checkpointed_backward, model, x, y, k, device=dev, warmup=0, repeat=1)
             samples[k].extend(t.samples.tolist())
-        if budget_s is not None and r >= 1 and time.perf_counter() - began > budget_s:
+        if budget_s is not None and r >= 2 and time.perf_counter() - began > budget_s:
             rs.notes.append(f"timing stopped after {r + 1} rounds by the {budget_s} s budget")
             break
     synchronize(dev)
@@ -257,8 +257,8 @@ def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool
     mem = np.array([r["peak_activation_bytes"] for r in recs]) / 2**20
     ax.plot(ks, mem, "o-", label="activations held (counted)")
     if all(r.get("traced_peak_bytes") for r in recs):
-        what = ("all numpy memory during the step (tracemalloc)" if recs[0].get("traced_by") != "CuPy memory pool"
-                else "CuPy memory pool in use (sampled at each hold)")
+        what = ("all new numpy memory during the step (tracemalloc;\nthe input batch was allocated before)"
+                if recs[0].get("traced_by") != "CuPy memory pool" else "CuPy memory pool in use (sampled at each hold)")
         ax.plot(ks, np.array([r["traced_peak_bytes"] for r in recs]) / 2**20, "s--", ms=4, color="0.5",
                 label=what)
     ax.axvline(np.sqrt(L), color="0.6", lw=0.8, ls=":", label=f"k = √L = {np.sqrt(L):.1f}")
