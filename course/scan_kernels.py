@@ -15,6 +15,13 @@ cooperate (shared memory, barriers) inside one *block*:
 3. **a uniform add** (kernel ``add_offsets``): every element of tile ``b`` gets the
    scanned total of the tiles before it combined in front.
 
+That reads and writes every element twice.  ``strategy="reduce-then-scan"`` moves less
+data: phase 1 only *sums* each tile (``reduce_tiles``: the up-sweep alone, nothing
+written but the total), and phase 3 scans each tile again, starting from the scanned
+total of the tiles before it: every element is read twice and written once.  Libraries
+go further with a single pass (each tile waits for its predecessor's running total),
+which reads and writes each element once.
+
 Shared memory is split into 32 *banks*; when several threads of a warp touch
 different addresses of the same bank in one instruction, the accesses are
 serialised (a *bank conflict*).  The tree's strided accesses (stride 2, 4, 8, ...)
@@ -50,7 +57,7 @@ from .devices import array_device
 from .errors import BadInputError, GPUUnavailableError
 
 __all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
-           "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS",
+           "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS", "STRATEGIES",
            "conflict_degree", "kernel_bank_conflicts"]
 
 #: Element types the kernels are compiled for, and the operators they know.
@@ -108,7 +115,7 @@ def _identity(op: str, dtype: np.dtype):
 @functools.cache
 def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 256,
                        items: int = 8, conflict_free: bool = True):
-    """Compile ``(scan_tiles, add_offsets)`` for one element type, operator and tile shape.
+    """Compile ``(scan_tiles, reduce_tiles, add_offsets)`` for one type, operator and tile shape.
 
     ``threads`` must be a power of two (the in-block tree is a full binary tree);
     a tile holds ``threads * items`` elements.
@@ -143,7 +150,7 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
             return a if a > b else b
 
     @cuda.jit
-    def scan_tiles(x, out, tile_sums, n, inclusive):
+    def scan_tiles(x, out, tile_sums, offsets, n, inclusive, use_offsets):
         tile = cuda.shared.array(TILE_SMEM, SCALAR)
         part = cuda.shared.array(PART_SMEM, SCALAR)
         tid = cuda.threadIdx.x
@@ -184,6 +191,8 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
             active *= 2
             cuda.syncthreads()
         acc = part[slot(tid)]                        # 4. rescan own items from the prefix
+        if use_offsets:                              #    (after all tiles before this one)
+            acc = combine(offsets[cuda.blockIdx.x], acc)
         for j in range(ITEMS):
             s = slot(tid * ITEMS + j)
             v = tile[s]
@@ -200,6 +209,30 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
                 out[base + i] = tile[slot(i)]
 
     @cuda.jit
+    def reduce_tiles(x, tile_sums, n):
+        part = cuda.shared.array(PART_SMEM, SCALAR)
+        tid = cuda.threadIdx.x
+        base = cuda.blockIdx.x * TILE
+        acc = IDENT                                  # coalesced: thread t takes t, t+T, ...
+        for k in range(ITEMS):                       # (any order: add and max commute)
+            i = base + k * T + tid
+            if i < n:
+                acc = combine(acc, x[i])
+        part[slot(tid)] = acc
+        cuda.syncthreads()
+        stride = 1                                   # the up-sweep alone: a reduction tree
+        active = T // 2
+        while active > 0:
+            if tid < active:
+                left = stride * (2 * tid + 1) - 1
+                part[slot(left + stride)] = combine(part[slot(left)], part[slot(left + stride)])
+            stride *= 2
+            active //= 2
+            cuda.syncthreads()
+        if tid == 0:
+            tile_sums[cuda.blockIdx.x] = part[slot(T - 1)]
+
+    @cuda.jit
     def add_offsets(out, offsets, n):
         base = cuda.blockIdx.x * TILE
         offset = offsets[cuda.blockIdx.x]            # everything before this tile
@@ -208,23 +241,33 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
             if i < n:
                 out[i] = combine(offset, out[i])
 
-    return scan_tiles, add_offsets
+    return scan_tiles, reduce_tiles, add_offsets
 
 
-def _scan_on_device(d_x, d_out, n, inclusive, alloc, kernels, tile, threads):
-    scan_tiles, add_offsets = kernels
+#: How a long array is split over tiles (see the module docstring).
+STRATEGIES = ("scan-then-add", "reduce-then-scan")
+
+
+def _scan_on_device(d_x, d_out, n, inclusive, alloc, kernels, tile, threads, strategy):
+    scan_tiles, reduce_tiles, add_offsets = kernels
     tiles = -(-n // tile)
     sums = alloc(tiles)
-    scan_tiles[tiles, threads](d_x, d_out, sums, n, inclusive)
-    if tiles > 1:                                    # scan the tile totals, then add them in
-        offsets = alloc(tiles)
-        _scan_on_device(sums, offsets, tiles, False, alloc, kernels, tile, threads)
+    if tiles == 1:                                   # one tile: one block does it all
+        scan_tiles[1, threads](d_x, d_out, sums, sums, n, inclusive, False)
+        return
+    offsets = alloc(tiles)
+    if strategy == "scan-then-add":                  # scan tiles, scan totals, uniform add
+        scan_tiles[tiles, threads](d_x, d_out, sums, sums, n, inclusive, False)
+        _scan_on_device(sums, offsets, tiles, False, alloc, kernels, tile, threads, strategy)
         add_offsets[tiles, threads](d_out, offsets, n)
-    return tiles
+    else:                                            # reduce tiles, scan totals, scan tiles
+        reduce_tiles[tiles, threads](d_x, sums, n)
+        _scan_on_device(sums, offsets, tiles, False, alloc, kernels, tile, threads, strategy)
+        scan_tiles[tiles, threads](d_x, d_out, sums, offsets, n, inclusive, True)
 
 
 def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 256,
-               items: int = 8, conflict_free: bool = True):
+               items: int = 8, conflict_free: bool = True, strategy: str = "scan-then-add"):
     """Scan a 1-d array with the hand-written block-scan kernels.
 
     Parameters
@@ -235,11 +278,17 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
     op : ``"add"`` or ``"max"``.
     threads, items : threads per block (a power of two) and elements per thread.
     conflict_free : pad shared memory against bank conflicts.
+    strategy : ``"scan-then-add"`` (scan every tile, scan the tile totals, add them in:
+        the data is read and written twice) or ``"reduce-then-scan"`` (only sum every tile,
+        scan the totals, then scan every tile starting from its offset: read twice,
+        written once).
 
     Returns
     -------
     The scan, on the device ``x`` came from.
     """
+    if strategy not in STRATEGIES:
+        raise BadInputError(f"strategy must be one of {STRATEGIES}; got {strategy!r}.")
     reason = kernels_unavailable_reason()
     if reason:
         raise GPUUnavailableError(f"block_scan cannot run: {reason}")
@@ -264,14 +313,15 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
 
             _scan_on_device(cuda.as_cuda_array(cupy.ascontiguousarray(x)),
                             cuda.as_cuda_array(out, sync=False), n, not exclusive, alloc, kernels,
-                            threads * items, threads)
+                            threads * items, threads, strategy)
         return out
     if n == 0:
         return x.copy()
     d_x = cuda.to_device(np.ascontiguousarray(x))
     d_out = cuda.device_array(n, dtype=x.dtype)
     _scan_on_device(d_x, d_out, n, not exclusive,
-                    lambda m: cuda.device_array(m, dtype=x.dtype), kernels, threads * items, threads)
+                    lambda m: cuda.device_array(m, dtype=x.dtype), kernels, threads * items, threads,
+                    strategy)
     return d_out.copy_to_host()
 
 

@@ -14,7 +14,9 @@ Algorithms by device:
   per level), ``hillis-steele``, and ``sequential`` (a Python loop, small n only);
 * GPU: ``cupy`` (``cupy.cumsum``: CUB's single-pass scan), ``blelloch`` (the same
   level-by-level code on CuPy arrays: a few kernel launches per level), ``numba
-  kernel`` (:func:`course.scan_kernels.block_scan`, the hand-written block scan).
+  kernel`` (:func:`course.scan_kernels.block_scan`, the hand-written block scan:
+  scan tiles, scan their totals, uniform add) and ``numba reduce-then-scan`` (the same
+  kernels, moving less data).
 
 >>> rs = scan_sweep([2**10], algorithms=["numpy", "blelloch"], repeat=2)
 >>> sorted(r["algorithm"] for r in rs.records if r["algorithm"] != "copy")
@@ -39,7 +41,7 @@ __all__ = ["ALGORITHMS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "tim
 
 #: Algorithms per device, in the order the plots list them.
 ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
-              "gpu": ("cupy", "blelloch", "numba kernel")}
+              "gpu": ("cupy", "blelloch", "numba kernel", "numba reduce-then-scan")}
 #: The Python loop is timed only up to this n (it takes about a microsecond per element).
 SEQUENTIAL_MAX_N = 2**15
 

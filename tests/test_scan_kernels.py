@@ -17,17 +17,19 @@ import pytest
 
 from course.errors import BadInputError, GPUUnavailableError
 
-# (name, n, dtype, op, exclusive, threads, items, conflict_free)
+# (name, n, dtype, op, exclusive, threads, items, conflict_free, strategy)
 CASES = [
-    ("empty", 0, "int32", "add", True, 4, 2, True),
-    ("one element", 1, "float64", "add", True, 4, 2, True),
-    ("one partial tile", 7, "int64", "add", False, 4, 2, True),
-    ("three tile levels", 150, "int32", "add", True, 4, 2, True),
-    ("three tile levels inclusive", 150, "float64", "add", False, 4, 2, True),
-    ("bank-conflicted layout", 300, "int32", "add", False, 8, 4, False),
-    ("padded layout, 32+ threads", 700, "int64", "add", True, 64, 2, True),
-    ("maximum", 200, "float32", "max", False, 8, 3, True),
-    ("maximum exclusive", 90, "int32", "max", True, 4, 4, True),
+    ("empty", 0, "int32", "add", True, 4, 2, True, "scan-then-add"),
+    ("one element", 1, "float64", "add", True, 4, 2, True, "scan-then-add"),
+    ("one partial tile", 7, "int64", "add", False, 4, 2, True, "reduce-then-scan"),
+    ("three tile levels", 150, "int32", "add", True, 4, 2, True, "scan-then-add"),
+    ("three tile levels inclusive", 150, "float64", "add", False, 4, 2, True, "scan-then-add"),
+    ("reduce then scan, three levels", 150, "int32", "add", True, 4, 2, True, "reduce-then-scan"),
+    ("reduce then scan, inclusive", 131, "int64", "add", False, 4, 4, False, "reduce-then-scan"),
+    ("bank-conflicted layout", 300, "int32", "add", False, 8, 4, False, "scan-then-add"),
+    ("padded layout, 32+ threads", 700, "int64", "add", True, 64, 2, True, "scan-then-add"),
+    ("maximum", 200, "float32", "max", False, 8, 3, True, "scan-then-add"),
+    ("maximum exclusive", 90, "int32", "max", True, 4, 4, True, "reduce-then-scan"),
 ]
 
 SCRIPT = r"""
@@ -36,9 +38,10 @@ import numpy as np
 from course.scan_kernels import block_scan, simulator_enabled, kernels_available
 assert simulator_enabled() and kernels_available()
 out = {}
-for name, n, dtype, op, exclusive, threads, items, cf in json.loads(sys.argv[1]):
+for name, n, dtype, op, exclusive, threads, items, cf, strategy in json.loads(sys.argv[1]):
     x = np.random.default_rng(n).integers(-50, 50, n).astype(dtype)
-    got = block_scan(x, exclusive=exclusive, op=op, threads=threads, items=items, conflict_free=cf)
+    got = block_scan(x, exclusive=exclusive, op=op, threads=threads, items=items, conflict_free=cf,
+                     strategy=strategy)
     out[name] = {"x": x.tolist(), "got": got.tolist(), "dtype": str(got.dtype)}
 print(json.dumps(out))
 """
@@ -96,16 +99,24 @@ def test_kernel_factory_rejects_bad_settings(kwargs, match):
         block_scan_kernels(**args)
 
 
+def test_unknown_strategy_is_rejected():
+    from course.scan_kernels import block_scan
+
+    with pytest.raises(BadInputError, match="strategy must be one of"):
+        block_scan(np.arange(4, dtype=np.int32), strategy="single-pass")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 1000, 2**11, 2**11 + 1, 2**20 + 7])
 @pytest.mark.parametrize("conflict_free", [True, False])
-def test_block_scan_on_gpu_equals_numpy(n, conflict_free):
+@pytest.mark.parametrize("strategy", ["scan-then-add", "reduce-then-scan"])
+def test_block_scan_on_gpu_equals_numpy(n, conflict_free, strategy):
     import cupy
 
     from course.scan_kernels import block_scan
 
     x = np.random.default_rng(n).integers(-50, 50, n).astype(np.int32)
-    got = block_scan(cupy.asarray(x), exclusive=False, conflict_free=conflict_free)
+    got = block_scan(cupy.asarray(x), exclusive=False, conflict_free=conflict_free, strategy=strategy)
     assert isinstance(got, cupy.ndarray)
     np.testing.assert_array_equal(cupy.asnumpy(got), np.cumsum(x, dtype=np.int32))
     np.testing.assert_array_equal(block_scan(x, exclusive=True)[1:], np.cumsum(x, dtype=np.int32)[:-1])

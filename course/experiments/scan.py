@@ -34,11 +34,12 @@ def _(rs, references):
     return timing_figure(rs, references)
 
 
-@experiment("scan_kernel_variants", title="The numba block scan: bank conflicts and tile shape",
+@experiment("scan_kernel_variants", title="The numba block scan: strategy, bank conflicts, tile shape",
             lesson="04")
 def scan_kernel_variants(devices, quick, progress):
-    """GPU only: the block-scan kernel with and without the shared-memory padding against bank
-    conflicts, for several threads x items tile shapes, next to cupy.cumsum at the same n."""
+    """GPU only: the block-scan kernel (scan-then-add and reduce-then-scan) with and without the
+    shared-memory padding against bank conflicts, for several threads x items tile shapes, next to
+    cupy.cumsum at the same n."""
     rs = ResultSet("scan_kernel_variants", params={"quick": quick})
     if "gpu" not in devices:
         rs.notes.append("no GPU here: the kernel variants are measured only on a GPU")
@@ -52,12 +53,13 @@ def scan_kernel_variants(devices, quick, progress):
     lib = benchmark(cupy.cumsum, x, device="gpu", repeat=5 if quick else 20, name="cupy.cumsum")
     rs.add_timing(lib, variant="cupy.cumsum", n=n, gb_per_s=8 * n / lib.median / 1e9)
     shapes = [(256, 8), (128, 16)] if quick else [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)]
-    jobs = [(t, i, cf) for t, i in shapes for cf in (True, False)]
-    for t, i, cf in (progress(jobs, total=len(jobs), desc="kernel variants") if progress else jobs):
+    jobs = [(t, i, cf, st) for t, i in shapes for cf in (True, False)
+            for st in ("scan-then-add", "reduce-then-scan")]
+    for t, i, cf, st in (progress(jobs, total=len(jobs), desc="kernel variants") if progress else jobs):
         tm = benchmark(block_scan, x, exclusive=False, threads=t, items=i, conflict_free=cf,
-                       device="gpu", repeat=5 if quick else 20,
-                       name=f"{t}x{i} {'padded' if cf else 'plain'}")
-        rs.add_timing(tm, variant=tm.name, threads=t, items=i, conflict_free=cf, n=n,
+                       strategy=st, device="gpu", repeat=5 if quick else 20,
+                       name=f"{st} {t}x{i} {'padded' if cf else 'plain'}")
+        rs.add_timing(tm, variant=tm.name, threads=t, items=i, conflict_free=cf, strategy=st, n=n,
                       gb_per_s=8 * n / tm.median / 1e9, of_library=lib.median / tm.median)
     return rs
 
