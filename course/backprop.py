@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .backprop_checks import check_batch, check_labels
 from .devices import array_device, check_dtype, get_xp, normalize_device
 from .errors import BadInputError
 
@@ -276,35 +277,12 @@ class MLP:
         self._step = [xp.empty_like(p) for p in self.parameters()]
         self._batch = batch
 
-    # ------------------------------------------------------------ checks
+    # ------------------------------------------------------------ checks (messages in backprop_checks)
     def _check_x(self, x):
-        if array_device(x) != self.device:
-            raise BadInputError(f"x is on the {array_device(x).upper()} but the model is on the "
-                                f"{self.device.upper()}: move it first with "
-                                f"course.to_device(x, {self.device!r})")
-        if getattr(x, "ndim", None) != 2 or x.shape[1] != self.sizes[0]:
-            raise BadInputError(f"x must have shape (batch, {self.sizes[0]}) for this model, "
-                                f"got {getattr(x, 'shape', type(x).__name__)}")
-        if x.shape[0] == 0:
-            raise BadInputError("x is an empty batch (0 rows): give at least one example")
-        return x if x.dtype == self.dtype else x.astype(self.dtype)
+        return check_batch(x, self.sizes[0], self.device, self.dtype)
 
     def _check_y(self, y, batch: int):
-        if array_device(y) != self.device:
-            raise BadInputError(f"labels y are on the {array_device(y).upper()} but the model is on "
-                                f"the {self.device.upper()}: use course.to_device(y, {self.device!r})")
-        n_cls = self.sizes[-1]
-        if getattr(y, "ndim", None) != 1 or y.shape[0] != batch:
-            raise BadInputError(f"labels y must have shape ({batch},), one class per row of x; "
-                                f"got {getattr(y, 'shape', type(y).__name__)}")
-        if y.dtype.kind not in "iu":
-            raise BadInputError(f"labels y must be integer class numbers, got dtype {y.dtype.name}")
-        lo, hi = int(y.min()), int(y.max())
-        if lo < 0 or hi >= n_cls:
-            bad = lo if lo < 0 else hi
-            raise BadInputError(f"label {bad} is out of range: this model has {n_cls} classes, "
-                                f"so labels must lie in 0..{n_cls - 1}")
-        return y
+        return check_labels(y, batch, self.sizes[-1], self.device)
 
     # ------------------------------------------------------------ forward, loss, backward
     def _forward(self, x):
