@@ -288,7 +288,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
             for dtn, f in sorted(pk["flops"].items()):
                 ls = "--" if ref else {"float32": "-", "float16": "-.", "bfloat16": ":"}.get(dtn, "-")
                 ax.plot(xs, np.minimum(f, xs * bw), color=COLORS[dev], ls=ls, lw=2 if dtn == dtype else 1.2,
-                        label=f"{dev.upper()} {who}: {dtn} roof {f / 1e9:,.0f} GFLOP/s"
+                        label=f"{dev.upper()} {who}: {dtn} roof {f / 1e9:,.3g} GFLOP/s"
                               + (f" [{rs.label}]" if ref else ""))
             ridge = ridge_point(pk["flops"].get(dtype) or max(pk["flops"].values() or [bw]), bw)
             lines.append(f"{dev.upper()}: copy bandwidth {bw / 1e9:,.1f} GB/s, ridge at {ridge:.2g} FLOP/byte"

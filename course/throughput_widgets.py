@@ -171,7 +171,7 @@ def precision_app() -> LiveApp:
                 if devs else None)
         return precision_figure(live, refs), note + _notes(live)
 
-    controls = {"n": log2_slider(5, 12, 2 ** 7, "largest n"),
+    controls = {"n": log2_slider(5, 12, 2 ** 6, "largest n"),
                 "bfloat16": w.Checkbox(value=False, description="bfloat16 (PyTorch; its first import takes seconds)",
                                        indent=False),
                 "device": device_buttons(include_both=True)}

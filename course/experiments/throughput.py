@@ -129,9 +129,10 @@ def _(rs, references):
 
 @experiment("roofline", title="The roofline of this machine, with the course's operations on it", lesson="03")
 def roofline(devices, quick, progress):
-    """Peak copy bandwidth and peak matrix-product FLOP/s measured per device and dtype; elementwise
+    """Peak copy bandwidth and peak matrix-product FLOP/s measured per device and dtype (float32, float16,
+    and bfloat16 through PyTorch when installed); elementwise
     ops, matrix products, the scan (lesson 04) and an MLP step (lesson 01) placed by intensity and rate."""
-    dtypes = ["float32", "float16"] if "gpu" in devices else ["float32"]
+    dtypes = ["float32", "float16"] + (["bfloat16"] if T.torch_available() else [])
     return T.measure_roofline(devices, dtypes=dtypes, quick=quick, total_budget_s=15.0 if quick else 600.0,
                               progress=progress)
 
