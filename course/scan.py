@@ -21,7 +21,9 @@ the order of the sequence.  ``op`` must be associative; it need not be commutati
 :func:`check_associative` tests that on samples.  A non-associative ``op`` (for
 example subtraction, or averaging) gives a result that depends on the bracketing,
 so the tree scans and the sequential scan then disagree: that is documented
-behaviour, not a bug.
+behaviour, not a bug.  Likewise ``identity`` must be a true identity,
+``op(identity, a) == a``: the down-sweep starts from it, so a wrong one shows up in
+every result.  Results have the dtype of ``x`` (what ``op`` returns is stored into it).
 
 Ready operators (defined in :mod:`course.scan_ops`, importable from here):
 :func:`add`, :func:`maximum`, :func:`matmul`, :func:`affine`, and :func:`interval`
