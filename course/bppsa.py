@@ -43,7 +43,7 @@ import numpy as np
 from .devices import array_device, check_fits, get_xp
 from .errors import BadInputError
 
-__all__ = ["backprop_sequential", "backprop_scan", "bppsa_operator", "scan_elements",
+__all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
            "gradients_from_scan", "work_counts", "check_chain"]
 
 
@@ -194,10 +194,22 @@ def backprop_scan(jacobians: Any, grad: Any, trace: bool = False) -> Any:
     array([[3., 1.],
            [1., 1.]])
     """
+    return backprop_scan_elements(scan_elements(jacobians, grad), trace=trace)
+
+
+def backprop_scan_elements(elems: Any, trace: bool = False) -> Any:
+    """The scan of :func:`backprop_scan` on a sequence already built like :func:`scan_elements`.
+
+    A model that can write its transposed Jacobians straight into the scan's
+    buffer (``TanhRNN.scan_elements``) saves forming J and copying it once more.
+    Returns G ``(T+1, [B,] n)``, or ``(G, trace)``.
+    """
     from .scan import blelloch_scan
 
-    elems = scan_elements(jacobians, grad)
     xp = get_xp(array_device(elems))
+    if elems.ndim not in (3, 4) or elems.shape[-1] != elems.shape[-2] or elems.shape[0] < 2:
+        raise BadInputError(f"scan elements must have shape (T+1, [B,] n, n) with T >= 1, got "
+                            f"{tuple(elems.shape)}; build them with scan_elements(jacobians, grad).")
     n = elems.shape[-1]
     identity = xp.eye(n, dtype=elems.dtype)
     if elems.ndim == 4:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .bppsa import backprop_scan, backprop_sequential
+from .bppsa import backprop_scan, backprop_scan_elements, backprop_sequential
 from .devices import check_dtype, check_fits, get_xp, normalize_device, to_device, to_numpy
 from .errors import BadInputError
 
@@ -71,14 +71,17 @@ def softmax_cross_entropy(logits: Any, labels: Any, xp: Any = np) -> tuple[float
 
 
 def _chain_backward(jac_fn: Callable[[], Any], G_T: Any, method: str, step: Callable[[int, Any], Any],
-                    T: int, xp: Any) -> Any:
-    """G (T+1, B, n) by the chosen method; ``step(t, G[t+1]) -> G[t]`` for the classic loop."""
+                    T: int, xp: Any, elements_fn: Callable[[], Any] | None = None) -> Any:
+    """G (T+1, B, n) by the chosen method; ``step(t, G[t+1]) -> G[t]`` for the classic loop;
+    ``elements_fn()`` builds the scan's sequence directly (else it is made from ``jac_fn()``)."""
     if method == "sequential":
         G = xp.empty((T + 1,) + G_T.shape, dtype=G_T.dtype)
         G[T] = G_T
         for t in range(T - 1, -1, -1):          # T dependent steps, no Jacobian formed
             G[t] = step(t, G[t + 1])
         return G
+    if method == "scan" and elements_fn is not None:
+        return backprop_scan_elements(elements_fn())
     J = jac_fn()
     return backprop_sequential(J, G_T) if method == "jacobian" else backprop_scan(J, G_T)
 
@@ -161,6 +164,24 @@ class TanhRNN:
                    what=f"{T:,} × {B} Jacobians of {h}×{h}")
         return (1 - hs[1:] ** 2)[..., :, None] * self.params["W_hh"]
 
+    def scan_elements(self, cache: dict, G_T: Any) -> Any:
+        """The scan's sequence ``[G_T as a column, J_{T-1}ᵀ, ..., J_0ᵀ]``, written in one pass.
+
+        Equal to ``course.bppsa.scan_elements(self.jacobians(cache), G_T)``, but each
+        ``J_tᵀ = W_hhᵀ · diag(1 - h_{t+1}²)`` goes straight into its slot: no separate
+        Jacobian array, no second copy (this is BPPSA's "Jacobian generation").
+        """
+        hs, W = cache["hs"], self.params["W_hh"]
+        T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
+        check_fits(3 * (T + 1) * B * h * h * self.dtype.itemsize, self.device,
+                   what=f"the scan over {T + 1:,} × {B} matrices of {h}×{h}")
+        elems = self.xp.empty((T + 1, B, h, h), dtype=self.dtype)
+        elems[0] = 0
+        elems[0, :, :, 0] = G_T
+        d = (1 - hs[:0:-1] ** 2)[..., None, :]             # tanh' at steps T, T-1, ..., 1
+        self.xp.multiply(W.T, d, out=elems[1:])             # W_hhᵀ · diag(d): scale the columns
+        return elems
+
     def backward(self, cache: dict, method: str = "sequential") -> dict:
         """Gradients of the loss for every parameter, ``x`` and ``h0``; also ``G`` = dL/dh_t.
 
@@ -179,7 +200,8 @@ class TanhRNN:
         def step(t, g):                                     # G[t] = W_hhᵀ (d_t ⊙ G[t+1])
             return (g * d[t]) @ W_hh
 
-        G = _chain_backward(lambda: self.jacobians(cache), G_T, method, step, T, xp)
+        G = _chain_backward(lambda: self.jacobians(cache), G_T, method, step, T, xp,
+                            elements_fn=lambda: self.scan_elements(cache, G_T))
         da = G[1:] * d                                      # dL/d(pre-activation) at steps 1..T
         both = ([0, 1], [0, 1])                             # sum over time steps and the batch
         grads["W_hh"] = xp.tensordot(da, hs[:-1], axes=both)

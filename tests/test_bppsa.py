@@ -178,3 +178,12 @@ def test_docstring_examples_still_hold(module):
     mod = importlib.import_module(f"course.{module}")
     result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0, f"{result.failed} docstring example(s) of course.{module} fail"
+
+
+def test_scan_elements_of_the_wrong_shape_are_refused():
+    from course.bppsa import backprop_scan_elements
+
+    with pytest.raises(BadInputError, match=r"\(T\+1, \[B,\] n, n\)"):
+        backprop_scan_elements(np.zeros((1, 3, 3)))
+    with pytest.raises(BadInputError, match="scan_elements"):
+        backprop_scan_elements(np.zeros((4, 3, 2)))

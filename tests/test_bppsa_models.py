@@ -132,3 +132,13 @@ def test_interleaved_rounds_alternate_the_functions_and_respect_the_budget():
     assert len(t["a"].samples) == len(t["b"].samples) == 3
     slow = interleaved_rounds({"s": lambda: time.sleep(0.02)}, warmup=0, repeat=50, budget_s=0.05)
     assert 1 <= slow["s"].repeat < 50 and slow["s"].stopped_early
+
+
+def test_rnn_writes_the_same_scan_elements_as_the_generic_builder():
+    from course.bppsa import scan_elements
+
+    rnn = TanhRNN(1, 5, seed=2, dtype="float64")
+    x, y = rnn.example_data(T=9, batch=3)
+    _, cache = rnn.forward(x, y)
+    G_T = cache["dlogits"] @ rnn.params["W_out"]
+    np.testing.assert_array_equal(rnn.scan_elements(cache, G_T), scan_elements(rnn.jacobians(cache), G_T))
