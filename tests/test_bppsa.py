@@ -187,3 +187,11 @@ def test_scan_elements_of_the_wrong_shape_are_refused():
         backprop_scan_elements(np.zeros((1, 3, 3)))
     with pytest.raises(BadInputError, match="scan_elements"):
         backprop_scan_elements(np.zeros((4, 3, 2)))
+
+
+@pytest.mark.parametrize("T", [1, 2, 6, 7, 20])
+def test_work_counts_match_what_the_scan_really_did(T):
+    J, g = orthogonal_chain(T, 2, None, T)
+    _, tr = backprop_scan(J, g, trace=True)
+    c = work_counts(T, 2)
+    assert tr.work == c["combines_scan"] and tr.steps == c["steps_scan"]
