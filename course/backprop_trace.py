@@ -250,8 +250,12 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
     return rs
 
 
-def trace_figure(tr: StepTrace, title: str = ""):
-    """Per-layer forward and backward times (bars), and how the step splits up."""
+def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None):
+    """Per-layer forward and backward times (bars), and how the step splits up.
+
+    ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
+    another machine; the footer then says so instead of "measured live".
+    """
     from .plots import COLORS, add_footer, new_figure
 
     fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
@@ -288,7 +292,12 @@ def trace_figure(tr: StepTrace, title: str = ""):
                   f"FLOPs {tr.flop_ratio:.2f}; "
                   f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
     fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
-    add_footer(fig, extra="" if tr.device == "cpu" else "Timed on the GPU with CUDA events.")
+    how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
+    if reference is not None and reference.source == "reference":
+        fig.text(0.01, 0.0, f"Reference results {reference.label}: NOT measured on this machine. {how}",
+                 fontsize=7.5, color="#a40", ha="left", va="top", transform=fig.transFigure)
+    else:
+        add_footer(fig, extra=how)
     return fig
 
 

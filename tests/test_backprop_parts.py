@@ -212,3 +212,19 @@ def test_gpu_trace_and_checkpointing_match_cpu_gradients():
     xb, yb = random_batch(big, 256)
     full, some = checkpointed_backward(big, xb, yb, 1), checkpointed_backward(big, xb, yb, 4)
     assert some.device_peak_bytes < full.device_peak_bytes   # the GPU's own pool agrees with the count
+
+
+def test_a_reference_trace_is_labelled_as_not_measured_here():
+    from course.results import ResultSet
+
+    m = MLP([20, 16, 4])
+    rs = trace_to_results(trace_step(m, *random_batch(m, 8), repeat=1, budget_s=0.1))
+    d = rs.to_dict()
+    for r in d["records"]:
+        r["device"] = "gpu"
+    d["provenance"]["gpus"] = [{"name": "NVIDIA H200"}]
+    ref = ResultSet.from_dict(d, source="reference")
+    fig = trace_figure(trace_from_results(ref, "gpu"), reference=ref)
+    footer = fig.texts[-1].get_text()
+    assert "recorded on NVIDIA H200" in footer and "NOT measured on this machine" in footer
+    assert "Measured live" not in " ".join(t.get_text() for t in fig.texts)
