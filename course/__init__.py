@@ -65,6 +65,11 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        return importlib.import_module(f".{name}", __name__)
+    """Import a lesson module on first use: ``course.scan``, ``course.bppsa_models``, ..."""
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'course' has no attribute {name!r}")
