@@ -78,7 +78,7 @@ OPS: dict[str, Op] = {
 
 
 #: Beyond this size a CPU float16 matrix product (emulated by numpy, no BLAS) takes many seconds.
-CPU_FLOAT16_MATMUL_MAX_N = 1024
+CPU_FLOAT16_MATMUL_MAX_N = 512
 
 
 def op_names() -> list[str]:
@@ -127,6 +127,14 @@ def _prepare(o: Op, xp, n: int, dt: np.dtype) -> tuple[Callable, tuple, dict]:
     raise BadInputError(f"no implementation for {o.name!r}")  # pragma: no cover
 
 
+def _check_emulated(o: Op, n: int, dt: np.dtype, dev: str) -> None:
+    if o.kind == "matmul" and dev == "cpu" and dt.name == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
+        raise BadInputError(
+            f"matmul n={n:,} in float16 on the CPU: numpy has no BLAS for float16 and emulates it at well under "
+            f"1 GFLOP/s, so one product would take about {2.0 * n ** 3 / 0.5e9:,.0f} s. Choose n <= "
+            f"{CPU_FLOAT16_MATMUL_MAX_N} for float16, or float32.")
+
+
 def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
             warmup: int = 1, budget_s: float | None = 0.25) -> dict:
     """Time one operation at size ``n`` on ``device``; return a record with its rates.
@@ -148,11 +156,7 @@ def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", r
     dev = normalize_device(device)
     dt = check_dtype(dtype, dev)
     check_fits(o.memory(n, dt.itemsize), dev, what=f"{o.name} at n={n:,} in {dt.name}")
-    if o.kind == "matmul" and dev == "cpu" and dt.name == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
-        raise BadInputError(
-            f"matmul n={n:,} in float16 on the CPU: numpy has no BLAS for float16 and emulates it at well under "
-            f"1 GFLOP/s, so one product would take about {2.0 * n ** 3 / 0.5e9:,.0f} s. Choose n <= "
-            f"{CPU_FLOAT16_MATMUL_MAX_N} for float16, or float32.")
+    _check_emulated(o, n, dt, dev)
     xp = get_xp(dev)
     fn, args, kwargs = _prepare(o, xp, n, dt)
     synchronize(dev)
@@ -216,6 +220,7 @@ def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, d
     for d in devs:
         check_dtype(dt, d)
         check_fits(o.memory(max(sizes), dt.itemsize), d, what=f"{o.name} at n={max(sizes):,} in {dt.name}")
+        _check_emulated(o, max(sizes), dt, d)
     rs = ResultSet("throughput_sweep", params={"op": o.name, "sizes": sizes, "dtype": dt.name,
                                               "devices": devs, "repeat": repeat, "budget_s": budget_s,
                                               "total_budget_s": total_budget_s, "stopped_early": False})

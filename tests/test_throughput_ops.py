@@ -156,3 +156,8 @@ def test_cpu_float16_matmul_too_big_to_emulate_is_refused_with_an_estimate():
 def test_precision_sweep_skips_huge_cpu_float16_with_a_note():
     rs = T.precision_sweep([8, 2048], dtypes=("float16",), repeat=1)
     assert [r["n"] for r in rs.records] == [8] and "skipped" in rs.notes[0]
+
+
+def test_sweep_refuses_an_emulated_float16_matmul_range_before_measuring():
+    with pytest.raises(BadInputError, match="n <= 512"):
+        T.throughput_sweep("matmul", [8, 4096], "float16")
