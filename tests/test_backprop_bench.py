@@ -68,3 +68,21 @@ def test_benchmark_script_prints_the_target_and_writes_json(tmp_path, monkeypatc
 def test_gpu_comparison_runs():
     r = compare_with_torch((64, 32, 4), batch=16, device="gpu", rounds=1, repeat=2)
     assert r["ours_s"] > 0 and r["target"] == 1.2
+
+
+def test_naive_step_does_the_same_arithmetic_as_the_course_step():
+    from course.backprop_bench import naive_train_step
+
+    a, b = MLP([12, 9, 4], dtype="float64", seed=1), MLP([12, 9, 4], dtype="float64", seed=1)
+    x, y = random_batch(a, 5)
+    assert naive_train_step(a, x, y, 0.1) == pytest.approx(b.train_step(x, y, 0.1), rel=1e-14)
+    assert all(np.allclose(p, q, rtol=1e-13) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_speed_ablation_times_three_versions_and_draws_them():
+    from course.backprop_bench import ablation_figure, speed_ablation
+
+    t = speed_ablation((20, 16, 4), batch=8, rounds=2, repeat=1)
+    assert set(t) == {"course", "allocating", "float64 data"} and all(v > 0 for v in t.values())
+    labels = [lbl.get_text() for lbl in ablation_figure(t).axes[0].get_yticklabels()]
+    assert labels[0].startswith("course") and "(1.00×)" in labels[0]
