@@ -25,6 +25,7 @@ Every number is a distribution over many calls, never a single time.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,9 +56,10 @@ def _record(rs: ResultSet, t: Timing, what: str, device: str, **extra: Any) -> N
 def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float | None = 0.5) -> ResultSet:
     """Time the smallest operations on ``device``, ``repeat`` times each: a distribution.
 
-    CPU (wall clock): an empty Python call (the timer's own cost), a 1-element
-    ``numpy.add`` into a preallocated output (the ufunc call overhead), and a
-    1-element ``sum`` (a Python-level wrapper around a reduction).
+    CPU (wall clock): an empty Python call (the timer's own cost), a Python float
+    addition (no numpy), a 1-element ``numpy.add`` into a preallocated output (the
+    ufunc call overhead), and a 1-element ``sum`` (a Python-level wrapper around a
+    reduction).
 
     GPU: host time to *launch* a 1-element kernel (no wait); launch followed by
     a synchronize (the round trip); a synchronize of an idle stream; the kernel's own
@@ -79,6 +81,8 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
             "empty Python call (the timer itself)", dev)
     a, b, c = xp.ones(1, xp.float32), xp.ones(1, xp.float32), xp.empty(1, xp.float32)
     if dev == "cpu":
+        _record(rs, benchmark(operator.add, 1.0, 2.0, name="float add", **kw),
+                "Python float add, no numpy (operator.add)", dev)
         _record(rs, benchmark(np.add, a, b, out=c, name="np.add 1", **kw),
                 "numpy add of 1 element (ufunc call overhead)", dev)
         _record(rs, benchmark(a.sum, name="sum 1", **kw), "numpy sum of 1 element", dev)
