@@ -2,7 +2,8 @@
 
 The course's step (``course.backprop.MLP.train_step``: NumPy on the CPU, CuPy on a GPU) and the
 same step written the usual PyTorch way (same weights) are timed in alternating rounds in one
-run; the ratio ours / PyTorch is printed next to the target (CPU <= 0.95, GPU <= 1.2).
+run; the ratio ours / PyTorch is printed next to the target (CPU <= 0.95, GPU <= 1.2).  A second
+peer, the same step written naively in NumPy (new arrays every step), shows what the buffers buy.
 
     python benchmarks/bench_backprop.py [--quick] [--out FILE.json]
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from course.backprop_bench import compare_with_torch
+from course.backprop_bench import compare_with_torch, speed_ablation
 from course.devices import gpu_available
 from course.results import ResultSet
 
@@ -45,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"(target <= {r['target']}: {verdict} it)")
         print(line)
         rs.add(**r)
+        ab = speed_ablation(SIZES, BATCH, dev, rounds=rounds, repeat=max(repeat // 4, 1), budget_s=None)
+        print(f"        the same step written naively in NumPy: {ab['allocating'] / ab['course']:.2f}× the course's "
+              f"time; with float64 input data: {ab['float64 data'] / ab['course']:.2f}×")
+        rs.add(device=dev, peer="numpy, allocating", **{f"{k.replace(' ', '_')}_s": v for k, v in ab.items()})
     if args.out:
         print(f"wrote {rs.save(args.out)}")
     return 0
