@@ -8,7 +8,8 @@ measures both sides and where they meet.
    a distribution — numpy's call overhead on the CPU; kernel launch, synchronize and
    tiny copies on the GPU (:func:`smallest_op_latency`); the invisible queue of
    asynchronous launches (:func:`async_chain`); host↔device copies, pageable vs
-   pinned (:func:`transfer_bandwidth`).
+   pinned (:func:`transfer_bandwidth`); memory latency by pointer chasing, and Little's law for
+   the bytes that must be in flight (:mod:`course.throughput_memory`).
 2. **Throughput against size** (:mod:`course.throughput_ops`): elementwise ops,
    reductions and matrix products swept over sizes (:func:`throughput_sweep`), and
    the **crossover** size from which the GPU wins (:func:`find_crossover`).
@@ -60,6 +61,7 @@ from .throughput_fusion import (
     unfused,
 )
 from .throughput_latency import async_chain, latency_summary, smallest_op_latency, transfer_bandwidth
+from .throughput_memory import bytes_in_flight, memory_latency, memory_latency_sweep, random_cycle
 from .throughput_ops import (
     OPS,
     Crossover,
@@ -76,6 +78,7 @@ from .throughput_ops import (
 
 __all__ = [
     "smallest_op_latency", "latency_summary", "async_chain", "transfer_bandwidth",
+    "random_cycle", "memory_latency", "memory_latency_sweep", "bytes_in_flight",
     "Op", "OPS", "op_names", "get_op", "default_sizes", "time_op", "throughput_sweep",
     "Crossover", "crossover_size", "crossover", "find_crossover",
     "DEFAULT_MLP_SIZES", "batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "torch_available",

@@ -19,7 +19,7 @@ from .results import ResultSet
 from .roofline import peaks_of, ridge_point
 from .throughput_ops import find_crossover, get_op
 
-__all__ = ["sweep_plot", "latency_figure", "async_figure", "batch_figure", "fusion_figure",
+__all__ = ["sweep_plot", "memory_latency_figure", "latency_figure", "async_figure", "batch_figure", "fusion_figure",
            "precision_figure", "transfer_figure", "roofline_figure"]
 
 _Y = {"median_s": ("time per call (s)", False), "gflops": ("GFLOP/s", True),
@@ -86,6 +86,31 @@ def _pow2_axis(ax) -> None:
     ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in ks[::step]]))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
+
+
+def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Pointer-chase latency (ns per dependent load) against working-set size: the memory hierarchy."""
+    fig, (ax,) = new_figure(1, width=8, height=3.8)
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            recs = sorted((r for r in rs.select(device=dev) if "ns_per_hop" in r), key=lambda r: r["nbytes"])
+            if recs:
+                who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev
+                ax.plot([r["nbytes"] for r in recs], [r["ns_per_hop"] for r in recs], marker="o", ms=3.5,
+                        ls="--" if ref else "-", color=COLORS[dev],
+                        label=f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("working set (bytes): small ones fit in the caches, large ones only in main memory")
+    ax.set_ylabel("ns per dependent load")
+    ax.set_title("Memory latency: a pointer chase, one load waiting for the last", fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    if ax.lines:
+        _pow2_axis(ax)
+        ax.legend(fontsize=7.5)
+    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
+    return fig
 
 
 def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:

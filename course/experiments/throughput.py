@@ -61,6 +61,31 @@ for _op, _y in (("add", "gb_per_s"), ("sum", "gb_per_s"), ("matmul", "gflops")):
     _sweep_experiment(_op, _y)
 
 
+@experiment("memory_latency", title="Memory latency against working set (pointer chase), and Little's law "
+            "for bytes in flight", lesson="03")
+def memory_latency(devices, quick, progress):
+    """One dependent load after another: caches, then main memory; bandwidth × latency = bytes in flight."""
+    sizes = [2 ** k for k in range(12, 27 if quick else 31, 2)]
+    rs = T.memory_latency_sweep(sizes, devices=devices, hops=2 ** 17 if quick else 2 ** 20, progress=progress)
+    from ..hardware import copy_bandwidth
+
+    for d in devices:
+        big = max(rs.select(device=d), key=lambda r: r["nbytes"])
+        bw = copy_bandwidth(d, nbytes=2 ** 26 if d == "cpu" else 2 ** 28)["bytes_per_s"]
+        fl = T.bytes_in_flight(bw, big["seconds_per_hop"])
+        rs.add(device=d, kind="littles_law", bandwidth_bytes_per_s=bw, latency_s=big["seconds_per_hop"],
+               bytes_in_flight=fl["bytes"], lines_in_flight=fl["lines"])
+        rs.notes.append(f"{d.upper()}: {bw / 1e9:.1f} GB/s × {big['ns_per_hop']:.0f} ns = "
+                        f"{fl['bytes'] / 1024:,.1f} KiB ({fl['lines']:,.0f} cache lines) must be in flight to "
+                        "stream at full bandwidth.")
+    return rs
+
+
+@memory_latency.plot
+def _(rs, references):
+    return P.memory_latency_figure(rs, references)
+
+
 @experiment("async_chain", title="Asynchronous launches: the queue you cannot see", lesson="03")
 def async_chain(devices, quick, progress):
     """A chain of 20 elementwise ops: host time until the calls return, with one wait, with a wait each."""
