@@ -117,7 +117,7 @@ def test_lesson_experiments_are_registered_for_the_report():
 
     exps = discover()
     for name in ("launch_latency", "throughput_add", "throughput_sum", "throughput_matmul", "async_chain",
-                 "batching", "fusion", "transfer_bandwidth", "mixed_precision", "roofline"):
+                 "batching", "fusion", "transfer_bandwidth", "mixed_precision", "roofline", "memory_latency"):
         assert exps[name].lesson == "03" and exps[name].plotter is not None
 
 
