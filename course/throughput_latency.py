@@ -164,8 +164,6 @@ def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: A
             if each:
                 sync()
 
-    modes: dict[str, Callable[[], float]] = {}
-
     def no_wait() -> float:
         t0 = time.perf_counter()
         issue(False)
@@ -184,8 +182,8 @@ def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: A
         issue(True)
         return time.perf_counter() - t0
 
-    modes = {"return without waiting": no_wait, "wait once at the end": wait_end,
-             "wait after every op": wait_each}
+    modes: dict[str, Callable[[], float]] = {"return without waiting": no_wait,
+                                             "wait once at the end": wait_end, "wait after every op": wait_each}
     rs = ResultSet("async_chain", params={"device": dev, "n": int(n), "chain": int(chain), "dtype": dt.name,
                                          "repeat": repeat, "budget_s": budget_s})
     for mode, fn in modes.items():
