@@ -3,12 +3,13 @@ GPU results, when shipped, are drawn dashed and labelled "recorded on <GPU>, <da
 
 >>> from course.throughput_ops import throughput_sweep
 >>> fig = sweep_plot(throughput_sweep("add", [64, 256], repeat=2))
->>> "No GPU" in fig.axes[0].get_title() or "GPU" in fig.axes[0].get_title()
+>>> "add" in fig.legends[0].get_title().get_text()
 True
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -59,14 +60,33 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
         for dev, bw in (bandwidth or {}).items():
             ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
                        label=f"{dev.upper()} copy bandwidth (large arrays, main memory): {bw / 1e9:.1f} GB/s")
-        if bandwidth:
-            ax.legend(fontsize=7.5, loc="best")
     for a in fig.axes[:2]:
         if a.lines:
             _pow2_axis(a)
-    ax.set_title(title + "\n" + (cx.message if cx.status != "no_data" else _no_gpu_note(live, refs)
-                                 or cx.message), fontsize=8.5)
+    msg = cx.message if cx.status != "no_data" else (_no_gpu_note(live, refs) or cx.message)
+    ax.set_title("")
+    heading = textwrap.fill(title, 100) + "\n" + textwrap.fill(msg, 110)
+    if not _legend_above(fig, fig.axes[:2], heading):
+        fig.suptitle(heading, fontsize=8.5)
     return fig
+
+
+def _legend_above(fig: Figure, axes: Sequence, heading: str) -> bool:
+    """One legend for all panels, above them and headed by ``heading``, with long labels wrapped
+    (so the panels keep their width).  False when there is nothing to put in a legend."""
+    handles, labels = [], []
+    for a in axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+        if a.get_legend() is not None:
+            a.get_legend().remove()
+    if not handles:
+        return False
+    fig.legend(handles, [textwrap.fill(lab, 70) for lab in labels], loc="outside upper center",
+               ncol=2 if len(labels) > 1 else 1, fontsize=7, frameon=False, title=heading, title_fontsize=8.5)
+    return True
 
 
 def _size_label(v: float, _pos: object = None) -> str:

@@ -159,5 +159,5 @@ def test_a_faster_matmul_point_raises_the_peak_and_says_so():
 def test_bandwidth_sweep_draws_the_copy_bandwidth_line():
     rs = T.throughput_sweep("add", [16, 4096], repeat=1)
     fig = P.sweep_plot(rs, y="gb_per_s", bandwidth={"cpu": 2e10})
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
     assert any("copy bandwidth" in t and "20.0 GB/s" in t for t in labels)
