@@ -312,6 +312,10 @@ def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     return fig
 
 
+def _flops_text(f: float) -> str:
+    return f"{f / 1e12:,.3g} TFLOP/s" if f >= 1e12 else f"{f / 1e9:,.3g} GFLOP/s"
+
+
 def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), dtype: str = "float32",
                     highlight: dict | None = None) -> Figure:
     """The measured roofline of each device, with the course's operations placed on it.
@@ -333,7 +337,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
             for dtn, f in sorted(pk["flops"].items()):
                 ls = "--" if ref else {"float32": "-", "float16": "-.", "bfloat16": ":"}.get(dtn, "-")
                 ax.plot(xs, np.minimum(f, xs * bw), color=COLORS[dev], ls=ls, lw=2 if dtn == dtype else 1.2,
-                        label=f"{dev.upper()} {who}: {dtn} roof {f / 1e9:,.3g} GFLOP/s"
+                        label=f"{dev.upper()} {who}: {dtn} roof {_flops_text(f)}"
                               + (f" [{rs.label}]" if ref else ""))
             ridge = ridge_point(pk["flops"].get(dtype) or max(pk["flops"].values() or [bw]), bw)
             lines.append(f"{dev.upper()}: copy bandwidth {bw / 1e9:,.1f} GB/s, ridge at {ridge:.2g} FLOP/byte"
@@ -352,7 +356,9 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     ax.set_xlabel("arithmetic intensity (FLOP per byte of compulsory memory traffic)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.2)
-    ax.set_title("Roofline measured on this machine: slanted = memory-bound, flat = compute-bound\n"
+    ax.set_title(("Roofline measured on this machine" if not references else
+                  "Roofline: solid measured here, dashed recorded elsewhere")
+                 + ": slanted = memory-bound, flat = compute-bound\n"
                  + "; ".join(lines), fontsize=8.5)
     if ax.lines or highlight:
         ax.legend(fontsize=7, loc="upper left")
