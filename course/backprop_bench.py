@@ -23,7 +23,7 @@ import numpy as np
 
 from .backprop import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .backprop_trace import random_batch
-from .devices import normalize_device, to_numpy
+from .devices import normalize_device, synchronize, to_numpy
 from .errors import BadInputError
 from .timing import benchmark
 
@@ -79,13 +79,29 @@ def torch_mlp_step(model: MLP, x, y, lr: float = 1e-3):
     return step, net
 
 
+def _settle(fn, args: tuple, device: str, seconds: float) -> None:
+    """Run ``fn`` for ``seconds`` (at least twice) before it is timed.
+
+    NumPy's BLAS and PyTorch each keep worker threads that spin for a while after
+    a call.  Right after switching from one library to the other, those threads
+    still compete for the cores and the first calls run slowly; without this
+    pause, alternating rounds would charge that to whichever side comes second.
+    """
+    t0, n = time.perf_counter(), 0
+    while n < 2 or time.perf_counter() - t0 < seconds:
+        fn(*args)
+        n += 1
+    synchronize(device)
+
+
 def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256, dtype: Any = "float32",
                        device: Any = "cpu", rounds: int = 5, repeat: int = 10,
-                       budget_s: float | None = None) -> dict:
+                       budget_s: float | None = None, settle_s: float = 0.3) -> dict:
     """Median time of one training step, ours and PyTorch's, and their ratio.
 
-    ``rounds`` alternating rounds of ``repeat`` timed steps each (after warm-up);
-    the medians are over all the steps of each side.  ``budget_s`` stops starting
+    ``rounds`` alternating rounds of ``repeat`` timed steps each, each side first
+    running untimed for ``settle_s`` seconds (see :func:`_settle`); the medians are
+    over all the timed steps of each side.  ``budget_s`` stops starting
     new rounds once that many seconds have passed (one round always runs).  Returns ``{"ours_s",
     "torch_s", "ratio", "target", ...}``, with ``torch_s`` None (and a ``note``)
     when PyTorch or its CUDA build is missing.
@@ -116,9 +132,11 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
         if r and budget_s is not None and time.perf_counter() - began > budget_s:
             out["note"] += f" Stopped after {r} of {rounds} rounds by the {budget_s} s budget."
             break
-        ours += benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat).samples.tolist()
+        _settle(model.train_step, (x, y, 1e-3), dev, settle_s)
+        ours += benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=0, repeat=repeat).samples.tolist()
         if step is not None:
-            theirs += benchmark(step, device=dev, warmup=2, repeat=repeat).samples.tolist()
+            _settle(step, (), dev, settle_s)
+            theirs += benchmark(step, device=dev, warmup=0, repeat=repeat).samples.tolist()
     out["ours_s"] = float(np.median(ours))
     out["ours_q25_s"], out["ours_q75_s"] = (float(v) for v in np.percentile(ours, [25, 75]))
     if theirs:
