@@ -399,14 +399,16 @@ class MLP:
 
 # ----------------------------------------------------------------------------- gradient check
 
-def gradient_check(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None = None,
+def gradient_check(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None | str = "auto",
                    seed: int = 0) -> float:
     """The largest relative error between backprop and finite differences over every parameter.
 
     Each parameter entry is nudged by ``±eps`` and the loss recomputed; see
     :func:`course.backprop_gradcheck.gradient_errors` for the method and the
     per-parameter numbers.  Below 1e-7 in float64 means the backward pass is right.
-    ``max_entries`` checks that many random entries per parameter (big models).
+    By default every entry of a small model is checked and a random sample of 200
+    entries per parameter of a big one (over 20,000 parameters); ``max_entries=None``
+    checks them all, an integer that many per parameter.
 
     >>> m = MLP([3, 4, 2], dtype="float64", seed=1)
     >>> x = np.random.default_rng(0).standard_normal((5, 3))

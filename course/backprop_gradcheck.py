@@ -23,8 +23,10 @@ import numpy as np
 
 from .backprop import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
 from .devices import to_numpy
+from .errors import BadInputError
 
-__all__ = ["rel_error", "gradient_errors", "layer_gradient_check", "loss_gradient_check"]
+__all__ = ["rel_error", "gradient_errors", "layer_gradient_check", "loss_gradient_check", "FULL_CHECK_LIMIT",
+           "SAMPLE_ENTRIES"]
 
 
 def rel_error(a, b) -> float:
@@ -34,16 +36,29 @@ def rel_error(a, b) -> float:
     return 0.0 if scale == 0 else float(np.abs(a - b).max() / scale)
 
 
-def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None = None,
+#: Models with more parameters than this are checked on a random sample of entries by default.
+FULL_CHECK_LIMIT = 20_000
+#: Entries drawn per parameter array for such models.
+SAMPLE_ENTRIES = 200
+
+
+def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None | str = "auto",
                     seed: int = 0) -> list[dict]:
     """Backprop against centred finite differences, one record per parameter array.
 
     Each checked entry ``p[i]`` is nudged to ``p[i] ± eps`` and the loss is
-    recomputed: ``(L(p + eps) - L(p - eps)) / (2 eps)``.  ``max_entries=None`` checks
-    every entry; an integer checks that many entries per array, drawn at random
-    (with ``seed``), which keeps big models quick.  Use a float64 model: in float32
-    the rounding of the loss alone limits the agreement to about 1e-3.
+    recomputed: ``(L(p + eps) - L(p - eps)) / (2 eps)``.  ``max_entries``: ``None``
+    checks every entry; an integer checks that many entries per array, drawn at
+    random (with ``seed``); ``"auto"`` (the default) checks every entry of a model
+    with at most ``FULL_CHECK_LIMIT`` parameters and ``SAMPLE_ENTRIES`` per array of
+    a bigger one (two forward passes per entry would take minutes).  Use a float64
+    model: in float32 the rounding of the loss alone limits the agreement to about 1e-3.
     """
+    if max_entries == "auto":
+        max_entries = None if model.n_parameters() <= FULL_CHECK_LIMIT else SAMPLE_ENTRIES
+    elif max_entries is not None and (isinstance(max_entries, bool) or not isinstance(max_entries, int)
+                                      or max_entries < 1):
+        raise BadInputError(f"max_entries must be None, 'auto' or a whole number >= 1, got {max_entries!r}")
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
     loss, cache = softmax_cross_entropy(model._forward(x), y)

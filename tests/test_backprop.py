@@ -70,6 +70,16 @@ def test_gradient_errors_samples_entries_when_asked():
     assert max(r["rel_error"] for r in recs) < 1e-7
 
 
+def test_big_models_are_checked_on_a_sample_by_default():
+    m = MLP([300, 80, 10], dtype="float64")            # 24,890 parameters
+    x, y = _batch(m, 4)
+    recs = gradient_errors(m, x, y)
+    assert [r["checked"] for r in recs] == [200, 80, 200, 10]
+    assert max(r["rel_error"] for r in recs) < 1e-7
+    with pytest.raises(BadInputError, match="max_entries"):
+        gradient_errors(m, x, y, max_entries=0)
+
+
 def test_gradient_check_leaves_the_weights_unchanged():
     m = MLP([4, 6, 3], dtype="float64")
     before = [p.copy() for p in m.parameters()]
