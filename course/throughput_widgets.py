@@ -35,7 +35,8 @@ from .throughput_plots import (
 )
 from .widgets import LiveApp, device_buttons, dtype_dropdown, log2_slider
 
-__all__ = ["latency_app", "sweep_app", "async_app", "batch_app", "fusion_app", "precision_app", "roofline_app"]
+__all__ = ["latency_app", "sweep_app", "async_app", "memory_app", "batch_app", "fusion_app", "precision_app",
+           "roofline_app"]
 
 _DTYPES = ("float32", "float64", "float16")
 
@@ -121,6 +122,34 @@ def async_app() -> LiveApp:
                 "n": log2_slider(4, 24, 2 ** 16, "elements"), "device": device_buttons(include_both=True)}
     controls["device"].value = "both"
     return LiveApp(update, controls, title="Asynchronous launches")
+
+
+def memory_app() -> LiveApp:
+    """Pointer-chase latency against working-set size (up to the chosen one), and the bytes in flight."""
+    def update(largest: int, device: str):
+        from .hardware import copy_bandwidth
+        from .throughput_memory import bytes_in_flight, memory_latency_sweep
+        from .throughput_plots import memory_latency_figure
+
+        devs, refs, note = _plan(device, "memory_latency")
+        sizes = [2 ** k for k in range(12, largest.bit_length(), 2)]
+        live = memory_latency_sweep(sizes, devices=devs, hops=2 ** 16, repeat=2) if devs else None
+        text = note
+        for d in devs:
+            far = max(live.select(device=d), key=lambda r: r["nbytes"])
+            bw = copy_bandwidth(d, nbytes=2 ** 25)["bytes_per_s"]
+            fl = bytes_in_flight(bw, far["seconds_per_hop"])
+            text += (f"<p>{d.upper()}: at {far['nbytes'] / 2**20:g} MiB a dependent load takes "
+                     f"{far['ns_per_hop']:.1f} ns; streaming at {bw / 1e9:.1f} GB/s needs "
+                     f"{fl['bytes'] / 1024:,.1f} KiB ({fl['lines']:,.0f} cache lines) in flight."
+                     + (" (This working set may still fit in a cache: choose 64 MiB or more to time main memory.)"
+                        if far["nbytes"] < 2 ** 26 else "") + "</p>")
+        return memory_latency_figure(live, refs), text
+
+    controls = {"largest": log2_slider(14, 28, 2 ** 26, "largest working set (bytes)"),
+                "device": device_buttons(include_both=True)}
+    controls["device"].value = "both"
+    return LiveApp(update, controls, title="Memory latency and bytes in flight")
 
 
 def batch_app() -> LiveApp:

@@ -90,3 +90,11 @@ def test_fusion_async_precision_apps_run_and_react():
     pa = TW.precision_app()
     pa.controls["n"].value = 64
     assert pa.last_error is None and pa.image.value
+
+
+def test_memory_app_reports_bytes_in_flight_and_redraws():
+    app = TW.memory_app()
+    assert app.last_error is None and "in flight" in app.html.value
+    before = app.image.value
+    app.controls["largest"].value = 2 ** 16
+    assert app.last_error is None and app.image.value != before
