@@ -228,3 +228,15 @@ def test_a_reference_trace_is_labelled_as_not_measured_here():
     footer = fig.texts[-1].get_text()
     assert "recorded on NVIDIA H200" in footer and "NOT measured on this machine" in footer
     assert "Measured live" not in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_digits_figure_marks_wrong_predictions_in_red():
+    from course.datasets import digits_figure
+
+    d = load_digits()
+    preds = d.y_test[:4].copy()
+    preds[1] = (preds[1] + 1) % 10
+    fig = digits_figure(d, 4, predictions=preds)
+    titles = [ax.title for ax in fig.axes]
+    assert len(titles) == 4 and f"label {d.y_test[0]}" in titles[0].get_text()
+    assert titles[1].get_color() == "red" and titles[0].get_color() == "black"
