@@ -188,7 +188,7 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
         key = (depth, width, batch)
         if key not in sweeps:
             sweeps.clear()
-            sweeps[key] = checkpoint_sweep(depth=depth, width=width, batch=batch, repeat=5, budget_s=0.5)
+            sweeps[key] = checkpoint_sweep(depth=depth, width=width, batch=batch, repeat=9, budget_s=0.5)
         rs = sweeps[key]
         L = depth + 1
         clamp = ""

@@ -48,7 +48,7 @@ def layer_trace(devices, quick, progress):
     for d in (progress(devices, desc="layer trace") if progress else devices):
         model = MLP(BENCH_SIZES, device=d)
         x, y = random_batch(model, 256)
-        trace_to_results(trace_step(model, x, y, repeat=3 if quick else 10, budget_s=2.0 if quick else 10.0),
+        trace_to_results(trace_step(model, x, y, repeat=7 if quick else 15, budget_s=2.0 if quick else 10.0),
                          rs)
     return rs
 
@@ -65,7 +65,7 @@ def checkpointing(devices, quick, progress):
     """Keep every k-th block input of a deep MLP, recompute the rest; memory counted, time measured."""
     d = "gpu" if "gpu" in devices else "cpu"
     if quick:
-        return checkpoint_sweep(depth=8, width=128, batch=128, device=d, repeat=3, budget_s=1.0)
+        return checkpoint_sweep(depth=8, width=128, batch=128, device=d, repeat=15, budget_s=1.5)
     width, batch = (2048, 1024) if d == "gpu" else (512, 256)    # a GPU gets a network worth its size
     return checkpoint_sweep(depth=32, width=width, batch=batch, device=d, repeat=7, budget_s=20.0,
                             ks=[1, 2, 3, 4, 5, 6, 8, 11, 16, 22, 33])
