@@ -236,17 +236,43 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
                     n_in: int = 784, n_out: int = 10, dtype: Any = "float32",
                     devices: Sequence[str] | None = None, repeat: int = 5, budget_s: float = 0.5,
                     progress: Callable | None = None) -> ResultSet:
-    """Training-step time against hidden width (``depth`` hidden layers) on each device."""
+    """Training-step time against hidden width (``depth`` hidden layers) on each device.
+
+    Every network is built first; then rounds time one step of each in turn (at
+    most ``repeat`` rounds, at least 3, no new round once ``budget_s`` seconds per
+    network have passed), and each record keeps the median and quartiles.
+    """
     devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise BadInputError(f"batch must be a whole number >= 1, got {batch!r}")
     rs = ResultSet("backprop_train_step", params={"widths": list(widths), "depth": depth, "batch": batch,
                                                   "n_in": n_in, "n_out": n_out, "dtype": str(dtype)})
-    jobs = [(d, w) for d in devs for w in widths]
-    for d, w in (progress(jobs, total=len(jobs), desc="train-step sweep") if progress else jobs):
-        sizes = [n_in] + [int(w)] * depth + [n_out]
-        t = time_train_step(sizes, batch, dtype, d, repeat=repeat, budget_s=budget_s)
-        flops = MLP(sizes, dtype="float32").flops_per_step(batch)
-        rs.add_timing(t, width=int(w), depth=depth, batch=batch, dtype=str(dtype), flops=flops,
-                      gflops=flops / t.median / 1e9)
+    jobs = []
+    for d in devs:
+        for w in widths:
+            sizes = [n_in] + [int(w)] * depth + [n_out]
+            model = MLP(sizes, dtype=dtype, device=d)
+            check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize
+                           + 3 * model.n_parameters() * model.dtype.itemsize), d,
+                       what=f"an MLP {sizes} step at batch {batch}")
+            x, y = random_batch(model, batch)
+            jobs.append((d, int(w), model, x, y, []))
+    began = time.perf_counter()
+    rounds = range(max(int(repeat), 3) + 1)           # round 0 warms every network up
+    for r in (progress(rounds, desc="train-step sweep") if progress else rounds):
+        if r > 3 and budget_s is not None and time.perf_counter() - began > budget_s * len(jobs):
+            rs.notes.append(f"timing stopped after {r - 1} rounds by the time budget")
+            break
+        for d, _, model, x, y, samples in jobs:
+            t = benchmark(model.train_step, x, y, 1e-3, device=d, warmup=0, repeat=1).samples[0]
+            if r:
+                samples.append(t)
+    for d, w, model, _, _, samples in jobs:
+        flops = model.flops_per_step(batch)
+        med = float(np.median(samples))
+        rs.add(device=d, width=w, depth=depth, batch=batch, dtype=str(dtype), median_s=med,
+               q25_s=float(np.percentile(samples, 25)), q75_s=float(np.percentile(samples, 75)),
+               min_s=float(np.min(samples)), repeat=len(samples), flops=flops, gflops=flops / med / 1e9)
     return rs
 
 
