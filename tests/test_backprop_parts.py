@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course.backprop import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from course.backprop_trace import (
@@ -143,6 +145,21 @@ def test_checkpointed_gradients_equal_plain_backprop(every):
     assert all(np.allclose(a, b, rtol=0, atol=1e-14) for a, b in zip(plain, m.gradients()))
     assert all(np.array_equal(a, b) for a, b in zip(before, m.parameters()))
     assert run.loss == pytest.approx(float(softmax_cross_entropy(m._forward(x), y)[0]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(depth=st.integers(1, 10), every=st.integers(1, 12), batch=st.integers(1, 4),
+       activation=st.sampled_from(["relu", "tanh", "sigmoid"]))
+def test_any_checkpointing_schedule_gives_plain_backprops_gradients(depth, every, batch, activation):
+    m = MLP([5] + [6] * depth + [3], activation=activation, dtype="float64", seed=depth)
+    x, y = random_batch(m, batch, seed=every)
+    _, cache = softmax_cross_entropy(m._forward(x), y)
+    m.backward(softmax_cross_entropy_backward(cache))
+    plain = [g.copy() for g in m.gradients()]
+    run = checkpointed_backward(m, x, y, every)
+    assert all(np.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in zip(plain, m.gradients()))
+    assert run.recomputed_blocks == sum(p == "recomputed" for p in kept_pattern(depth + 1, every))
+    assert sum(b if e == "hold" else -b for e, _, b in run.events) == 0
 
 
 def test_checkpointing_trades_memory_for_recomputation():
