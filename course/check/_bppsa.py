@@ -15,22 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from ._common import call_learner
+
 __all__ = ["bppsa_operator", "bppsa_rnn_jacobian_t", "bppsa_backprop_sequential"]
 
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
     """(ok, result); prints the right message for a stub or a crash."""
-    if not callable(fn):
-        print(f"✗ expected a function, got {type(fn).__name__}.")
-        return False, None
-    try:
-        return True, fn(*args)
-    except NotImplementedError:
-        print("… not done yet: replace `raise NotImplementedError` with your code, then run this cell again.")
-        return False, None
-    except Exception as exc:
-        print(f"✗ your function raised {type(exc).__name__}: {exc}")
-        return False, None
+    return call_learner(fn, *args)
 
 
 def _shape_ok(out: Any, want: tuple) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..scan import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
+from ._common import call_learner
 
 __all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive"]
 
@@ -67,16 +68,7 @@ def exclusive_from_inclusive(inclusive, identity):
 # ------------------------------------------------------------------ helpers
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
-    try:
-        return True, fn(*args)
-    except NotImplementedError:
-        print("Not done yet: your function still raises NotImplementedError. Write its body and "
-              "run this check again.")
-        return False, None
-    except Exception as exc:
-        shape = getattr(args[0], "shape", "?")
-        print(f"Your function raised {type(exc).__name__}: {exc} (first input of shape {shape}).")
-        return False, None
+    return call_learner(fn, *args, context=f"first input of shape {getattr(args[0], 'shape', '?')}")
 
 
 def _differs(got: Any, want: np.ndarray, what: str) -> str | None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..timing import benchmark
 from ..vectorize import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
+from ._common import call_learner
 
 __all__ = ["check_leaky_relu", "check_softmax_rows", "SPEEDUP_NEEDED"]
 
@@ -24,16 +25,8 @@ SPEEDUP_NEEDED = 20.0
 
 def _call(fn: Callable, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
     """(finished, result): (False, None) after printing "not done yet" for a stub."""
-    try:
-        return True, fn(*args, **kwargs)
-    except NotImplementedError:
-        print("Not done yet: your function still raises NotImplementedError. Write its body and run "
-              "this check again.")
-        return False, None
-    except Exception as exc:
-        print(f"Your function raised {type(exc).__name__}: {exc}  (input shape {np.shape(args[0])}, "
-              f"dtype {getattr(args[0], 'dtype', '?')})")
-        return False, None
+    return call_learner(fn, *args, context=f"input shape {np.shape(args[0])}, "
+                        f"dtype {getattr(args[0], 'dtype', '?')}", **kwargs)
 
 
 def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float) -> str | None:
