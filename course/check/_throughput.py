@@ -19,21 +19,14 @@ from typing import Any
 import numpy as np
 
 from ..roofline import classify
+from ._common import call_learner
 from ..throughput_batch import batch_for_fraction
 
 __all__ = ["check_matmul_intensity", "check_roofline_bound", "check_batch_for_fraction"]
 
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
-    try:
-        return True, fn(*args)
-    except NotImplementedError:
-        print("Not done yet: your function still raises NotImplementedError. Write its body and run "
-              "this check again.")
-        return False, None
-    except Exception as exc:
-        print(f"Your function raised {type(exc).__name__}: {exc} (arguments {args!r})")
-        return False, None
+    return call_learner(fn, *args, context=f"arguments {args!r}")
 
 
 def check_matmul_intensity(fn: Callable) -> bool:
