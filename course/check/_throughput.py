@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..roofline import classify
-from ._common import call_learner
 from ..throughput_batch import batch_for_fraction
+from ._common import call_learner
 
 __all__ = ["check_matmul_intensity", "check_roofline_bound", "check_batch_for_fraction"]
 
