@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _nvrtc import compile_cuda
 
 from course import throughput as T
 
@@ -27,32 +28,7 @@ extern "C" __global__ void fused_f64(const double* x, double* y, int n) {{
 
 
 def _compile(src: str) -> tuple[bool, str]:
-    try:
-        from cupy.cuda import nvrtc as cnv
-    except Exception:
-        cnv = None
-    if cnv is not None:  # CuPy's low-level NVRTC binding: compiles without a GPU
-        prog = cnv.createProgram(src, "fused.cu", [], [])
-        try:
-            cnv.compileProgram(prog, ["--std=c++14"])
-            return True, ""
-        except cnv.NVRTCError:
-            return False, cnv.getProgramLog(prog)
-        finally:
-            cnv.destroyProgram(prog)
-    try:
-        from cuda.bindings import nvrtc
-        err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"fused.cu", 0, [], [])
-    except Exception as exc:
-        pytest.skip(f"no NVRTC here to compile CUDA C with (install CuPy, or put libnvrtc on the path): {exc}")
-    (res,) = nvrtc.nvrtcCompileProgram(prog, 1, [b"--std=c++14"])
-    log = ""
-    if res != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.decode(errors="replace")
-    return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log
+    return compile_cuda(src, "fused.cu")
 
 
 @pytest.mark.parametrize("steps", [1, 3, 8])

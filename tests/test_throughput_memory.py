@@ -67,9 +67,9 @@ def test_memory_latency_figure_names_the_device():
 
 
 def test_chase_kernel_compiles_with_nvrtc():
-    from test_throughput_kernels import _compile
+    from _nvrtc import compile_cuda
 
-    ok, log = _compile(CHASE_KERNEL)
+    ok, log = compile_cuda(CHASE_KERNEL, "chase.cu")
     assert ok, log
 
 
