@@ -83,7 +83,8 @@ def jupyterlab(tmp_path):
                 break
             except Exception:
                 if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text())
+                    log_text = (tmp_path / "jupyterlab.log").read_text()
+                    raise RuntimeError(f"JupyterLab did not start:\n{log_text}") from None
                 time.sleep(0.5)
         yield base, tmp_path
     finally:
