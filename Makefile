@@ -5,11 +5,13 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
+# JupyterLab refuses to start as root (e.g. in a container) unless told it may
+ROOT_OK = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
 .PHONY: course test report lint clean
 
 course: $(VENV)/.installed
-	$(BIN)/jupyter lab notebooks/00_your_hardware.ipynb
+	$(BIN)/jupyter lab $(ROOT_OK) notebooks/00_your_hardware.ipynb
 
 test: $(VENV)/.installed .venv-ipyw7/.installed
 	$(BIN)/python -m pytest
