@@ -95,7 +95,7 @@ def test_checks_accept_the_solutions_and_explain_mistakes(capsys):
     def stub(*args):
         raise NotImplementedError
     assert not check.bppsa_rnn_jacobian_t(stub)
-    assert "not done yet" in capsys.readouterr().out
+    assert "not done yet" in capsys.readouterr().out.lower()
     assert check.bppsa_rnn_jacobian_t(lambda W, h: W.T[None] * (1 - h ** 2)[:, None, :])
     assert not check.bppsa_rnn_jacobian_t(lambda W, h: (1 - h ** 2)[:, :, None] * W)
     assert "transpose" in capsys.readouterr().out

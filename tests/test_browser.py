@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -100,8 +101,15 @@ def _wait_kernel_idle(base: str, timeout: float = 120, settle: float = 1.5) -> N
     """Wait until a kernel exists and has been idle for `settle` seconds."""
     deadline = time.time() + timeout
     idle_since = None
+    kernels: list = []
     while time.time() < deadline:
-        kernels = _get(f"{base}/api/kernels?token={TOKEN}")
+        try:
+            kernels = _get(f"{base}/api/kernels?token={TOKEN}")
+        except urllib.error.HTTPError as exc:  # jupyter-server can answer 500 while a kernel starts
+            if exc.code < 500:
+                raise
+            time.sleep(0.25)
+            continue
         if kernels and all(k["execution_state"] == "idle" for k in kernels):
             idle_since = idle_since or time.time()
             if time.time() - idle_since >= settle:
