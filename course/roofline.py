@@ -28,7 +28,6 @@ measured rate.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +38,7 @@ from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 from .results import ResultSet
 from .throughput_batch import DEFAULT_MLP_SIZES, _mlp_class, _time_torch_matmul, torch_available
 from .throughput_ops import OPS, _devices, get_op, time_op
-from .timing import benchmark
+from .timing import benchmark, sweep_within_budget
 
 __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
            "measure_roofline", "peaks_of", "cached_peaks", "compare_predictions", "POINT_NAMES"]
@@ -235,15 +234,8 @@ def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str]
         raise BadInputError("dtypes is empty: give at least one, e.g. ['float32']")
     rs = ResultSet("roofline", params={"devices": devs, "dtypes": dtypes, "points": [list(p) for p in points],
                                       "quick": quick, "stopped_early": False})
-    began = time.perf_counter()
     jobs = [(d, p) for d in devs for p in [None, *points]]
-    it = progress(jobs, total=len(jobs), desc="roofline") if progress else jobs
-    for k, (d, p) in enumerate(it):
-        if total_budget_s is not None and k and time.perf_counter() - began >= total_budget_s:
-            rs.params["stopped_early"] = True
-            rs.notes.append(f"Stopped early: the time budget of {total_budget_s:g} s ran out after {k} of "
-                            f"{len(jobs)} measurements.")
-            break
+    for d, p in sweep_within_budget(jobs, rs, total_budget_s, progress, "roofline"):
         if p is None:
             measure_peaks(d, dtypes, quick=quick, rs=rs)
             continue
@@ -253,8 +245,6 @@ def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str]
             if "needs lesson" not in str(exc):
                 raise
             rs.notes.append(f"point {p[0]} skipped: {exc}")
-    if hasattr(it, "close"):
-        it.close()
     _raise_peaks_to_matmul_points(rs)
     return rs
 

@@ -24,7 +24,6 @@ bfloat16 has no numpy type; it is timed through PyTorch when that is installed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,7 +33,7 @@ from .devices import _cupy, check_dtype, check_fits, get_xp, synchronize
 from .errors import BadInputError, UnsupportedDtypeError
 from .results import ResultSet
 from .throughput_ops import CPU_FLOAT16_MATMUL_MAX_N, _devices, time_op
-from .timing import benchmark
+from .timing import benchmark, sweep_within_budget
 
 __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "torch_available",
            "DEFAULT_MLP_SIZES"]
@@ -117,16 +116,9 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
                                       "repeat": repeat, "stream_steps": stream_steps,
                                       "total_budget_s": total_budget_s, "stopped_early": False})
     jobs = [(d, b) for d in devs for b in bs]
-    it = progress(jobs, total=len(jobs), desc="batch sizes") if progress else jobs
-    began = time.perf_counter()
     rng = np.random.default_rng(0)
     models: dict[str, Any] = {}
-    for k, (d, b) in enumerate(it):
-        if total_budget_s is not None and k and time.perf_counter() - began >= total_budget_s:
-            rs.params["stopped_early"] = True
-            rs.notes.append(f"Stopped early: the time budget of {total_budget_s:g} s ran out after {k} of "
-                            f"{len(jobs)} measurements.")
-            break
+    for d, b in sweep_within_budget(jobs, rs, total_budget_s, progress, "batch sizes"):
         model = models.get(d) or models.setdefault(d, MLP(sizes, dtype=dt.name, device=d, seed=0))
         xp = get_xp(d)
         x = xp.asarray(rng.standard_normal((b, sizes[0])).astype(dt))
@@ -139,8 +131,6 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
         flops = float(model.flops_per_step(b))
         rs.add_timing(t, batch=b, dtype=dt.name, samples_per_s=b / t.median, stream_samples_per_s=stream,
                       in_flight=littles_law(stream, t.median), flops=flops, gflops=flops / t.median / 1e9)
-    if hasattr(it, "close"):
-        it.close()
     return rs
 
 
@@ -209,14 +199,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
                         "installed (pip install torch to add it).")
         dtypes = [d for d in dtypes if d != "bfloat16"]
     jobs = [(d, dtn, n) for d in devs for dtn in dtypes for n in sizes]
-    it = progress(jobs, total=len(jobs), desc="precisions") if progress else jobs
-    began = time.perf_counter()
-    for k, (d, dtn, n) in enumerate(it):
-        if total_budget_s is not None and k and time.perf_counter() - began >= total_budget_s:
-            rs.params["stopped_early"] = True
-            rs.notes.append(f"Stopped early: the time budget of {total_budget_s:g} s ran out after {k} of "
-                            f"{len(jobs)} measurements.")
-            break
+    for d, dtn, n in sweep_within_budget(jobs, rs, total_budget_s, progress, "precisions"):
         if dtn == "bfloat16":
             try:
                 rec, lib, itemsize = _time_torch_matmul(n, dtn, d, repeat, budget_s), "torch", 2
@@ -232,8 +215,6 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
             rec = time_op("matmul", n, dtn, d, repeat=repeat, budget_s=budget_s)
             lib, itemsize = ("cupy" if d == "gpu" else "numpy"), np.dtype(dtn).itemsize
         rs.add(**(rec | {"dtype": dtn, "library": lib, "matrix_bytes": n * n * itemsize}))
-    if hasattr(it, "close"):
-        it.close()
     if "gpu" in devs and _cupy() is not None:
         rs.notes.append("GPU float16 products go through cuBLAS, which uses tensor cores where the GPU has "
                         "them; float32 uses the ordinary FP32 units (CuPy enables TF32 only with CUPY_TF32=1).")

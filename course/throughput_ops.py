@@ -23,7 +23,6 @@ throughput.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,7 @@ import numpy as np
 from .devices import check_dtype, check_fits, get_xp, gpu_available, normalize_device, synchronize
 from .errors import BadInputError
 from .results import ResultSet
-from .timing import benchmark
+from .timing import benchmark, sweep_within_budget
 
 __all__ = ["Op", "OPS", "CPU_FLOAT16_MATMUL_MAX_N", "op_names", "get_op", "time_op", "throughput_sweep",
            "default_sizes", "Crossover", "crossover_size", "crossover", "find_crossover"]
@@ -225,21 +224,12 @@ def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, d
                                               "devices": devs, "repeat": repeat, "budget_s": budget_s,
                                               "total_budget_s": total_budget_s, "stopped_early": False})
     jobs = [(d, n) for n in sizes for d in devs]
-    it = progress(jobs, total=len(jobs), desc=f"{o.name} sweep") if progress else jobs
-    began = time.perf_counter()
-    done = 0
-    for d, n in it:
-        if total_budget_s is not None and done and time.perf_counter() - began >= total_budget_s:
-            missing = sorted({m for _, m in jobs[done:]})
-            rs.params["stopped_early"] = True
-            rs.notes.append(f"Stopped early: the sweep's time budget of {total_budget_s:g} s ran out after "
-                            f"{done} of {len(jobs)} measurements; sizes not measured: "
-                            f"{', '.join(f'{m:,}' for m in missing)}.")
-            break
+
+    def not_measured(rest: list) -> str:
+        return "sizes not measured: " + ", ".join(f"{m:,}" for m in sorted({m for _, m in rest}))
+
+    for d, n in sweep_within_budget(jobs, rs, total_budget_s, progress, f"{o.name} sweep", not_measured):
         rs.add(**time_op(o, n, dt, d, repeat=repeat, budget_s=budget_s))
-        done += 1
-    if hasattr(it, "close"):
-        it.close()
     return rs
 
 

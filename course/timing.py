@@ -39,7 +39,7 @@ import numpy as np
 from .devices import _cupy, normalize_device, require_gpu
 from .errors import BadInputError
 
-__all__ = ["Timing", "benchmark"]
+__all__ = ["Timing", "benchmark", "sweep_within_budget"]
 
 
 @dataclass
@@ -212,3 +212,36 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     return Timing(samples=np.asarray(samples, dtype=np.float64), device=dev, name=label,
                   warmup=done_warmup, stopped_early=stopped, budget_s=budget_s,
                   host_samples=np.asarray(host, dtype=np.float64))
+
+
+def sweep_within_budget(jobs: Any, rs: Any, total_budget_s: float | None = None,
+                        progress: Callable | None = None, desc: str | None = None,
+                        skipped: Callable[[list], str] | None = None):
+    """Yield each job of a sweep until ``total_budget_s`` seconds have passed, then stop and say so.
+
+    The first job always runs.  When the budget cuts the sweep short, ``rs.params["stopped_early"]``
+    becomes True and ``rs.notes`` says how many of the measurements were made (and, given
+    ``skipped(remaining_jobs) -> str``, what was left out), so a plot of a partial sweep never
+    passes for a whole one.  ``progress`` (e.g. :func:`course.widgets.progress`) draws a bar.
+
+    >>> from course.results import ResultSet
+    >>> rs = ResultSet("demo")
+    >>> [j for j in sweep_within_budget([1, 2, 3], rs)]
+    [1, 2, 3]
+    """
+    jobs = list(jobs)
+    rs.params.setdefault("stopped_early", False)
+    it = progress(jobs, total=len(jobs), desc=desc) if progress else jobs
+    began = time.perf_counter()
+    try:
+        for k, job in enumerate(it):
+            if total_budget_s is not None and k and time.perf_counter() - began >= total_budget_s:
+                rs.params["stopped_early"] = True
+                rest = f"; {skipped(jobs[k:])}" if skipped else ""
+                rs.notes.append(f"Stopped early: the time budget of {total_budget_s:g} s ran out after {k} of "
+                                f"{len(jobs)} measurements{rest}.")
+                return
+            yield job
+    finally:
+        if hasattr(it, "close"):  # take the progress bar away, however the sweep ended
+            it.close()

@@ -84,3 +84,21 @@ def test_gpu_timing_uses_events_and_waits_for_the_work():
     # the event time covers the kernel: a 2048^3 product cannot take under 2 µs
     assert t.median > 2e-6 and t.device == "gpu"
     assert np.all(t.host_samples >= t.samples * 0.5)
+
+
+def test_sweep_within_budget_stops_and_says_what_it_left_out():
+    from course.results import ResultSet
+    from course.timing import sweep_within_budget
+
+    rs = ResultSet("demo")
+    done = []
+    for n in sweep_within_budget([1, 2, 3, 4], rs, total_budget_s=0.05,
+                                 skipped=lambda rest: f"sizes not measured: {rest}"):
+        done.append(n)
+        time.sleep(0.06)
+    assert done == [1]
+    assert rs.params["stopped_early"] is True
+    assert "ran out after 1 of 4 measurements; sizes not measured: [2, 3, 4]" in rs.notes[0]
+    whole = ResultSet("demo")
+    assert list(sweep_within_budget(range(3), whole)) == [0, 1, 2]
+    assert whole.params["stopped_early"] is False and whole.notes == []
