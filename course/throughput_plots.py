@@ -342,11 +342,13 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
             ridge = ridge_point(pk["flops"].get(dtype) or max(pk["flops"].values() or [bw]), bw)
             lines.append(f"{dev.upper()}: copy bandwidth {bw / 1e9:,.1f} GB/s, ridge at {ridge:.2g} FLOP/byte"
                          + (" (reference)" if ref else ""))
-            for r in rs.select(device=dev, kind="point"):
+            points = sorted(rs.select(device=dev, kind="point"), key=lambda r: (r["intensity"], r["flops_per_s"]))
+            for i, r in enumerate(points):
                 ax.scatter(r["intensity"], r["flops_per_s"], marker=markers.get(r.get("op"), "o"), s=40,
                            color=COLORS[dev], alpha=0.5 if ref else 0.95, edgecolor="k", lw=0.5, zorder=3)
-                ax.annotate(r["name"], (r["intensity"], r["flops_per_s"]), fontsize=7, xytext=(4, 3),
-                            textcoords="offset points")
+                # neighbours (same op at two sizes share an intensity) alternate above and below
+                ax.annotate(r["name"], (r["intensity"], r["flops_per_s"]), fontsize=7,
+                            xytext=(5, 3) if i % 2 == 0 else (5, -10), textcoords="offset points")
     if highlight:
         dev = highlight.get("device", "cpu")
         ax.scatter(highlight["intensity"], highlight["flops_per_s"], marker="*", s=320, color=COLORS.get(dev),
