@@ -11,11 +11,40 @@ import course
 from course.errors import BadInputError
 
 
+def _less_timer_slack() -> None:
+    """Linux lets a sleeping thread wake up to 50 µs late ("timer slack"); ask for 1 ns instead."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
+    except (OSError, AttributeError):
+        pass
+
+
 def test_sleep_of_10_ms_measures_within_2_percent():
-    t = course.benchmark(time.sleep, 0.01)
-    assert abs(t.median - 0.01) / 0.01 < 0.02, t
-    assert t.repeat == 7 and len(t.samples) == 7 and t.warmup == 1
-    assert t.q25 <= t.median <= t.q75 and t.spread >= 0
+    # time.sleep itself wakes late by a scheduler-dependent 0.05-0.2 ms (more on a busy VM), so the
+    # criterion gets three tries; the stopwatch's own accuracy is tested against a raw timer below.
+    _less_timer_slack()
+    medians = []
+    for _ in range(3):
+        t = course.benchmark(time.sleep, 0.01)
+        assert t.repeat == 7 and len(t.samples) == 7 and t.warmup == 1
+        assert t.q25 <= t.median <= t.q75 and t.spread >= 0
+        medians.append(t.median)
+        if abs(t.median - 0.01) / 0.01 < 0.02:
+            return
+    pytest.fail(f"medians {medians} are not within 2 % of 10 ms")
+
+
+def test_benchmark_agrees_with_a_raw_stopwatch():
+    _less_timer_slack()
+    raw = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        time.sleep(0.005)
+        raw.append(time.perf_counter() - t0)
+    t = course.benchmark(time.sleep, 0.005)
+    assert abs(t.median - float(np.median(raw))) / float(np.median(raw)) < 0.03, (t, raw)
 
 
 def test_warmup_calls_are_made_but_not_timed():
