@@ -1,4 +1,16 @@
-"""Test-wide settings: GPU tests skip without a GPU; each notebook must run in under 30 s."""
+"""Test-wide settings.
+
+* GPU tests (marked ``gpu``) skip where no GPU answers.
+* Notebooks run under nbval (``--nbval-lax``, in this environment) when nbval is installed; the
+  options are set here rather than in ``addopts`` so that ``pytest -m gpu`` also runs on a bare GPU
+  machine without Jupyter or nbval.  A cell may take up to ``COURSE_CELL_TIMEOUT_S`` seconds (300 by
+  default): that catches a hang, never a slow machine.  How long each notebook took is printed at
+  the end for information; speed targets live in ``benchmarks/bench_notebooks.py``, because a test
+  that asserts a speed fails on a busy machine.
+* BLAS and OpenMP run one thread each (unless the environment says otherwise): the suite runs on
+  busy 2-core machines, where a BLAS thread per core fights the other processes for the cores and
+  everything slows down several-fold.  No test depends on the thread count.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +22,21 @@ import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+for _var in ("COURSE_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-NOTEBOOK_LIMIT_S = float(os.environ.get("COURSE_NOTEBOOK_LIMIT_S", "30"))
+CELL_TIMEOUT_S = float(os.environ.get("COURSE_CELL_TIMEOUT_S", "300"))
 _nb_seconds: dict[str, float] = defaultdict(float)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("nbval"):
+        opt = config.option
+        if not (opt.nbval or opt.nbval_lax):
+            opt.nbval_lax = True
+        opt.nbval_current_env = True
+        if opt.nbval_cell_timeout == 2000:  # nbval's own default: not set on the command line
+            opt.nbval_cell_timeout = CELL_TIMEOUT_S
 
 
 def pytest_collection_modifyitems(config, items):
@@ -28,24 +52,20 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """Add up each notebook's cell times; fail the cell that takes it past the limit."""
+    """Add up each notebook's cell times, for the summary at the end (never a failure)."""
     t0 = time.perf_counter()
-    result = yield
-    path = str(item.fspath)
-    if path.endswith(".ipynb"):
-        nb = os.path.relpath(path)
-        before = _nb_seconds[nb]
-        _nb_seconds[nb] += time.perf_counter() - t0
-        if before <= NOTEBOOK_LIMIT_S < _nb_seconds[nb]:
-            pytest.fail(f"{nb} has run {_nb_seconds[nb]:.1f} s so far, over its "
-                        f"{NOTEBOOK_LIMIT_S:.0f} s limit: make its defaults smaller")
-    return result
+    try:
+        return (yield)
+    finally:
+        path = str(item.fspath)
+        if path.endswith(".ipynb"):
+            _nb_seconds[os.path.relpath(path)] += time.perf_counter() - t0
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _nb_seconds:
         return
     tr = terminalreporter
-    tr.section(f"notebook run times (limit {NOTEBOOK_LIMIT_S:.0f} s each)")
+    tr.section("notebook run times (for information: benchmarks/bench_notebooks.py holds the targets)")
     for nb, s in sorted(_nb_seconds.items()):
         tr.write_line(f"{s:6.1f} s  {nb}")

@@ -48,6 +48,8 @@ __all__ = [
     "check_dtype",
     "check_fits",
     "available_memory",
+    "usable_cores",
+    "machine_load",
 ]
 
 #: Devices the lessons understand.  ``"cuda"`` is accepted as a synonym of ``"gpu"``.
@@ -155,6 +157,60 @@ def _memory_bytes() -> int | None:
         return None
 
 
+def _cgroup_cpu_limit() -> float | None:
+    """CPUs' worth of time a container's cgroup allows this process (None: no limit found)."""
+    try:  # cgroup v2: "max 100000" or "<quota> <period>"
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:  # cgroup v1
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="ascii") as f:
+            quota = int(f.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="ascii") as f:
+            period = int(f.read())
+        return None if quota <= 0 or period <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cores() -> int:
+    """Cores this process may really use: the CPUs it is allowed to run on (``sched_getaffinity``),
+    capped by a container's CPU quota (cgroup ``cpu.max``), never less than 1.
+
+    ``os.cpu_count()`` counts every core of the host, so on a 2-CPU container on a 64-core server
+    it says 64, and 64 BLAS threads then fight over 2 CPUs.
+
+    >>> usable_cores() >= 1
+    True
+    """
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_limit()
+    if quota is not None:
+        n = min(n, max(1, int(quota + 0.5)))
+    return max(1, n)
+
+
+def machine_load() -> float | None:
+    """The 1-minute load average per usable core (1.0: every core busy), or None where unknown.
+
+    Above 1, processes are queueing for a core, and timings taken now are slower and more
+    scattered than on a quiet machine.
+
+    >>> load = machine_load()
+    >>> load is None or load >= 0
+    True
+    """
+    try:
+        return os.getloadavg()[0] / usable_cores()
+    except (AttributeError, OSError):
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_info() -> dict:
     """Describe the CPU: model, cores, SIMD extensions numpy uses, memory.
@@ -170,15 +226,11 @@ def cpu_info() -> dict:
     for feat, bits in _SIMD_BITS:
         if feat in present:
             width = max(width, bits)
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        affinity = os.cpu_count()
     return {
         "model": _cpu_model(),
         "architecture": platform.machine(),
         "logical_cores": os.cpu_count(),
-        "usable_cores": affinity,
+        "usable_cores": usable_cores(),
         "simd_extensions": present,
         "simd_used": used,
         "simd_width_bits": width or None,

@@ -76,11 +76,19 @@ def experiment(name: str, title: str, lesson: str) -> Callable[[Callable[..., Re
 
 
 def discover() -> dict[str, Experiment]:
-    """Import every module of ``course.experiments`` so their experiments register."""
+    """Import every module that registers experiments, so their experiments register.
+
+    Those are the modules of ``course.experiments`` and, for a lesson that lives in a folder of
+    its own (``course/parallel/``, ...), that folder's ``experiments`` module.
+    """
     from . import experiments as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    root = Path(__file__).resolve().parent
+    for mod in pkgutil.iter_modules([str(root)]):
+        if mod.ispkg and (root / mod.name / "experiments.py").is_file():
+            importlib.import_module(f"{__package__}.{mod.name}.experiments")
     return registry()
 
 
