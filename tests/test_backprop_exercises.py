@@ -171,3 +171,26 @@ def test_training_app_trains_on_the_gpu():
     app = training_app(hidden=32, epochs=3)
     app.controls["device"].value = "gpu"
     assert app.last_error is None and "gpu" in app.html.value and "Test accuracy" in app.html.value
+
+
+def test_a_right_answer_that_loops_over_rows_is_told_to_vectorize(capsys):
+    from course.check import linear_weight_grad
+
+    def looped(x, dout):
+        dW = np.zeros((x.shape[1], dout.shape[1]))
+        for i in range(x.shape[0]):
+            dW += np.outer(x[i], dout[i])
+        return dW
+
+    assert linear_weight_grad(looped) is False
+    assert "lines of Python" in capsys.readouterr().out
+
+
+def test_checks_say_the_same_thing_every_run(capsys):
+    from course.check import sigmoid_backward
+
+    wrong = lambda dout, out: dout * out  # noqa: E731
+    sigmoid_backward(wrong)
+    first = capsys.readouterr().out
+    sigmoid_backward(wrong)
+    assert capsys.readouterr().out == first and "missing" in first

@@ -93,7 +93,15 @@ def test_scan_elements_embed_grad_as_first_column_then_reversed_transposes():
     assert np.array_equal(E[0, :, :, 0], g) and not E[0, :, :, 1:].any()
     assert np.array_equal(E[1], np.swapaxes(J[2], -1, -2))
     assert np.array_equal(E[3], np.swapaxes(J[0], -1, -2))
-    assert np.array_equal(gradients_from_scan(E)[-1], g)
+    # The running products E_k ... E_0, made one by one here, carry the chain rule's gradients:
+    # G_T = g and G_t = J_tᵀ G_{t+1}, written out with einsum as the independent oracle.
+    P = [E[0]]
+    for k in range(1, 4):
+        P.append(E[k] @ P[-1])
+    want = [g]
+    for t in (2, 1, 0):
+        want.insert(0, np.einsum("bji,bj->bi", J[t], want[0]))
+    np.testing.assert_allclose(gradients_from_scan(np.stack(P)), np.stack(want), rtol=1e-12, atol=1e-12)
 
 
 def test_scan_trace_has_two_log_levels():

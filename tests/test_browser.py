@@ -143,10 +143,13 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
             image = page.locator("img.widget-image").first
             image.wait_for(state="visible", timeout=120_000)
             _wait_kernel_idle(base)
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            tracebacks = page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+            # JupyterLab renders a traceback as application/vnd.jupyter.error and text on stderr as
+            # application/vnd.jupyter.stderr, each on a .jp-RenderedText node.
+            tracebacks = page.locator("[data-mime-type='application/vnd.jupyter.error']")
             assert tracebacks.count() == 0, tracebacks.first.inner_text()
-            assert errors.count() == 0 or "Error" not in errors.first.inner_text()
+            stderr = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+            for i in range(stderr.count()):
+                assert "Error" not in stderr.nth(i).inner_text(), stderr.nth(i).inner_text()
             image.scroll_into_view_if_needed()
             page.screenshot(path=str(shots / "browser_before.png"))
             src_before = image.get_attribute("src")

@@ -141,7 +141,11 @@ def test_gpu_roofline_and_crossover():
     pk = T.peaks_of(rs, "gpu")
     assert pk["bandwidth"] > 0 and set(pk["flops"]) == {"float32", "float16"}
     sweep = T.throughput_sweep("add", [2 ** k for k in range(0, 25, 4)], devices=["cpu", "gpu"])
-    assert T.find_crossover(sweep, []).status in ("crossed", "gpu_always_faster", "cpu_always_faster")
+    # From one element (a kernel launch against a numpy call: the CPU wins) to 2^24 elements
+    # (memory bandwidth: the GPU wins), the curves must cross inside the sweep, measured live.
+    cross = T.find_crossover(sweep, [])
+    assert cross.status == "crossed" and cross.source == "live", cross.message
+    assert 1 < cross.n < 2 ** 24
 
 
 def test_a_faster_matmul_point_raises_the_peak_and_says_so():

@@ -14,12 +14,26 @@ from course.errors import BadInputError, DeviceMemoryError, GPUUnavailableError,
 CPU_RUNGS = ("loop", "lanes", "numpy_new", "numpy", "threads")
 
 
+def _oracle(op, x):
+    """The operations written out here in float64 with the math module, sharing no code with the rungs."""
+    import math
+
+    def one(t):
+        if op == "relu":
+            return max(t, 0.0)
+        if op == "sigmoid":
+            return 0.5 * (1.0 + math.tanh(0.5 * t))  # another formula for the same function
+        return max(v.DEFAULT_A * t + v.DEFAULT_B, 0.0)
+
+    return np.array([one(float(t)) for t in x.ravel()], dtype=np.float64).reshape(x.shape)
+
+
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(0, 300), lanes=st.integers(1, 40), op=st.sampled_from(v.OPS),
        dtype=st.sampled_from(v.FLOAT_DTYPES), workers=st.integers(1, 3))
 def test_every_cpu_rung_matches_numpy_for_any_size_and_lane_width(n, lanes, op, dtype, workers):
     x = (np.random.default_rng(n).standard_normal(n) * 4).astype(dtype)
-    want = v.numpy_elementwise(op, x)
+    want = _oracle(op, x)
     for rung in CPU_RUNGS:
         got = v.elementwise(op, x, rung, lanes=lanes, workers=workers)
         assert got.shape == x.shape and got.dtype == x.dtype, rung
@@ -127,6 +141,20 @@ def test_ladder_records_every_rung_checked_and_rated():
         assert r["gb_per_s"] == pytest.approx(2 * 4 * r["n_timed"] / r["median_s"] / 1e9)
         assert r["copy_fraction"] > 0
     assert any("first 1,000 elements" in n for n in rs.notes)
+
+
+def test_ladder_flags_a_rung_that_gives_a_wrong_answer(monkeypatch):
+    import course.vectorize_ladder as vl
+
+    real = vl.elementwise
+
+    def broken(op, x, rung, **kw):
+        out = real(op, x, rung, **kw)
+        return out * 1.01 + 0.01 if rung == "numpy" else out
+
+    monkeypatch.setattr(vl, "elementwise", broken)
+    rs = v.ladder("relu", n=3000, rungs=("loop", "numpy", "threads"), loop_max=500, repeat=1, copy=False)
+    assert {r["rung"]: r["agrees"] for r in rs.records} == {"loop": True, "numpy": False, "threads": True}
 
 
 def test_ladder_of_zero_elements_runs():

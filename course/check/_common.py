@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -29,3 +30,30 @@ def call_learner(fn: Callable, *args: Any, context: str = "", **kwargs: Any) -> 
     except Exception as exc:
         print(f"Your function raised {type(exc).__name__}: {exc}" + (f" ({context})" if context else ""))
         return False, None
+
+
+def python_lines_run(fn: Callable, *args: Any, **kwargs: Any) -> int:
+    """How many lines of Python code (anywhere, numpy's Python wrappers included) one call runs.
+
+    A loop over 65,536 elements runs at least 65,536 lines; a vectorized function runs a
+    handful, whatever the size: its work happens inside compiled numpy loops.
+
+    >>> import numpy as np
+    >>> python_lines_run(np.maximum, np.ones(10**5), 0.0)
+    0
+    """
+    count = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "line":
+            count += 1
+        return tracer
+
+    before = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        sys.settrace(before)
+    return count

@@ -2,8 +2,11 @@
 
 Each check runs your function on fresh inputs (sizes 0 and 1, sizes that are not
 a multiple of any lane width, float32 and float64), compares it with the course's
-answer, says what is wrong if anything is, and then times it against the loop it
-replaces on the same input: it must be at least :data:`SPEEDUP_NEEDED` times faster.
+answer, says what is wrong if anything is, and then checks that it is vectorized: on a
+large input it may run only a handful of Python lines, not one (or a few) per element
+or row, which is what a loop does.  That criterion is counted, not timed, so a busy
+machine cannot fail a right answer.  The speed-up over the loop is then measured and
+printed, for information.
 """
 
 from __future__ import annotations
@@ -15,12 +18,9 @@ import numpy as np
 
 from ..timing import benchmark
 from ..vectorize import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
-from ._common import call_learner
+from ._common import call_learner, python_lines_run
 
-__all__ = ["check_leaky_relu", "check_softmax_rows", "SPEEDUP_NEEDED"]
-
-#: How much faster than the loop a vectorized answer must be, on the same input.
-SPEEDUP_NEEDED = 20.0
+__all__ = ["check_leaky_relu", "check_softmax_rows"]
 
 
 def _call(fn: Callable, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
@@ -47,24 +47,28 @@ def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float)
     return None
 
 
-def _fast_enough(fn: Callable, loop: Callable, args: tuple, label: str) -> bool:
-    t_loop = benchmark(loop, *args, warmup=0, repeat=2, name="loop").median
-    t_yours = benchmark(fn, *args, warmup=1, repeat=7, budget_s=2.0, name="yours").median
-    ratio = t_loop / t_yours
+def _vectorized(fn: Callable, loop: Callable, args: tuple, label: str, per: str, items: int) -> bool:
+    """Counted, not timed: at most 64 Python lines, or one per 64 elements (rows) of the input on a
+    large one.  Then the speed-up over the loop, measured here and printed, never judged."""
+    lines = python_lines_run(fn, *args)
     shape = np.shape(args[0])
-    if ratio < SPEEDUP_NEEDED:
-        print(f"Correct, but not vectorized enough: on a {shape} input the loop takes "
-              f"{t_loop * 1e3:.2f} ms and yours {t_yours * 1e3:.2f} ms, only {ratio:.1f}× faster "
-              f"(needed: {SPEEDUP_NEEDED:.0f}×). Replace Python loops over elements by whole-array "
-              f"operations ({label}).")
+    if lines > max(64, items // 64):
+        print(f"Correct, but not vectorized: on a {shape} input your function ran {lines:,} lines of "
+              f"Python, about one per {max(1, items // max(lines, 1))} {per}; a vectorized one runs a "
+              f"handful whatever the size. Replace Python loops by whole-array operations ({label}).")
         return False
-    print(f"Correct, and {ratio:,.0f}× faster than the loop on a {shape} input "
-          f"({t_loop * 1e3:.2f} ms → {t_yours * 1e6:.1f} µs). Well done!")
+    t_loop = benchmark(loop, *args, warmup=0, repeat=2, name="loop")
+    t_yours = benchmark(fn, *args, warmup=1, repeat=7, budget_s=2.0, name="yours")
+    ratio = t_loop.median / t_yours.median
+    noisy = " (noisy: this machine is busy, so the ratio is rough)" if t_loop.noisy or t_yours.noisy else ""
+    print(f"Correct and vectorized: {lines} lines of Python for {items:,} {per}. Measured here, it ran "
+          f"{ratio:,.0f}× faster than the loop on a {shape} input ({t_loop.median * 1e3:.2f} ms → "
+          f"{t_yours.median * 1e6:.1f} µs){noisy}. Well done!")
     return True
 
 
 def check_leaky_relu(fn: Callable, slope: float = 0.01, speed: bool = True) -> bool:
-    """Check ``fn(x, slope=0.01)`` against leaky ReLU, then its speed against the loop.
+    """Check ``fn(x, slope=0.01)`` against leaky ReLU, then that it is vectorized (``speed=True``).
 
     >>> check_leaky_relu(lambda x, slope=0.01: np.where(x > 0, x, x * x.dtype.type(slope)), speed=False)
     Correct (speed not checked).
@@ -98,12 +102,12 @@ def check_leaky_relu(fn: Callable, slope: float = 0.01, speed: bool = True) -> b
         print("Correct (speed not checked).")
         return True
     x = rng.standard_normal(2**16).astype(np.float32)
-    return _fast_enough(lambda v: fn(v, slope=slope), lambda v: leaky_relu_loop(v, slope), (x,),
-                        "np.where(x > 0, x, slope * x), or np.maximum(x, slope * x)")
+    return _vectorized(lambda v: fn(v, slope=slope), lambda v: leaky_relu_loop(v, slope), (x,),
+                       "np.where(x > 0, x, slope * x), or np.maximum(x, slope * x)", "elements", x.size)
 
 
 def check_softmax_rows(fn: Callable, speed: bool = True) -> bool:
-    """Check ``fn(x)`` against a row-wise softmax (each row sums to 1), then its speed.
+    """Check ``fn(x)`` against a row-wise softmax (each row sums to 1), then that it is vectorized.
 
     >>> def soft(x):
     ...     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -141,5 +145,5 @@ def check_softmax_rows(fn: Callable, speed: bool = True) -> bool:
         print("Correct (speed not checked).")
         return True
     x = rng.standard_normal((256, 96))
-    return _fast_enough(fn, softmax_rows_loop, (x,),
-                        "x.max(axis=1, keepdims=True), np.exp, .sum(axis=1, keepdims=True)")
+    return _vectorized(fn, softmax_rows_loop, (x,),
+                       "x.max(axis=1, keepdims=True), np.exp, .sum(axis=1, keepdims=True)", "rows", x.shape[0])
