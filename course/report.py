@@ -41,7 +41,7 @@ from .errors import BadInputError
 from .plots import figure_to_png
 from .results import ResultSet, load_reference, merge, provenance, save_reference
 
-__all__ = ["Experiment", "experiment", "registry", "discover", "run_report"]
+__all__ = ["Experiment", "experiment", "registry", "discover", "run_report", "prepare_out"]
 
 
 @dataclass
@@ -103,18 +103,59 @@ def _write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+_REPORT_FILES = ("index.html", "results.json")
+
+
+def prepare_out(out: str | os.PathLike) -> Path:
+    """Check the report folder before anything is measured, and empty it of an earlier report.
+
+    ``out`` may not exist yet, may be empty, or may hold an earlier report of this course (its
+    ``index.html``, ``results.json``, ``results/`` and PNGs are then removed, so two runs never mix).
+    Anything else (a file, a folder of other things, a folder that can't be written) is refused
+    with a :class:`BadInputError` saying why.
+    """
+    if out is None or str(out).strip() == "":
+        raise BadInputError("--out must name a folder for the report (e.g. --out report)")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BadInputError(f"--out {out} is a file, not a folder: name a folder for the report")
+    if out.is_dir() and any(out.iterdir()):
+        earlier = all((out / f).is_file() for f in _REPORT_FILES)
+        if not earlier:
+            raise BadInputError(f"--out {out} already holds files that are not a report of this course: "
+                                "name a new or empty folder, so nothing of yours is overwritten")
+        for p in out.iterdir():
+            if p.name in _REPORT_FILES or (p.suffix == ".png" and p.is_file()):
+                p.unlink()
+            elif p.name == "results" and p.is_dir():
+                for q in p.glob("*.json"):
+                    q.unlink()
+                p.rmdir()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-", delete=True)
+        probe.close()
+    except OSError as exc:
+        raise BadInputError(f"--out {out} cannot be written ({exc.strerror or exc}): choose another folder") from None
+    return out
+
+
 def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | None = None,
                devices: list[str] | None = None, record_reference: bool = False,
                show_progress: bool = True) -> Path:
     """Run the registered experiments and write ``index.html`` + ``results.json`` + PNGs to ``out``.
 
-    Returns the path of ``index.html``.  An experiment that fails is reported in the
-    page with its error; the others still run.
+    Returns the path of ``index.html``.  ``out`` is checked before anything is measured
+    (:func:`prepare_out`).  Each experiment's result set is saved to ``out/results/<name>.json``
+    as soon as it finishes; an experiment that fails is reported in the page with its error and
+    the others still run; ``results.json`` and ``index.html`` are written atomically at the end.
     """
     from tqdm.auto import tqdm
 
     exps = discover()
-    if only:
+    if only is not None:
+        if not only:
+            raise BadInputError(f"--only needs at least one experiment name; known: {sorted(exps)}")
         unknown = sorted(set(only) - set(exps))
         if unknown:
             raise BadInputError(f"unknown experiment(s) {unknown}; known: {sorted(exps)}")
@@ -123,8 +164,8 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
         devices = ["cpu"] + (["gpu"] if gpu_available() else [])
     if record_reference and not gpu_available():
         raise BadInputError("--record-reference needs a GPU that answers; none does here")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out(out)
+    (out / "results").mkdir()
 
     def prog(iterable=None, total=None, desc=None):
         return tqdm(iterable, total=total, desc=desc, leave=False, disable=not show_progress,
@@ -137,6 +178,7 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
         t0 = time.perf_counter()
         try:
             rs = exp.run(devices=devices, quick=quick, progress=prog)
+            rs.save(out / "results" / f"{exp.name}.json")  # kept, whatever happens to the rest
             refs = load_reference(exp.name)
             sets.append(rs)
             sets.extend(refs)

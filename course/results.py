@@ -72,20 +72,51 @@ def provenance(gpu: bool | None = None) -> dict:
     }
 
 
-def _jsonable(v: Any) -> Any:
+#: How a number that is not finite is written in JSON (plain JSON has no NaN or infinity): as one of
+#: these strings, read back as the float it names.  Saving and loading round-trip exactly.
+_NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars, arrays and dtypes as plain Python values (NaN and infinities stay floats)."""
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [_plain(x) for x in v]
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):
-        return v.tolist()
+        return _plain(v.tolist())
     if isinstance(v, np.dtype):
         return v.name
-    if isinstance(v, float) and not np.isfinite(v):
-        return None if np.isnan(v) else ("inf" if v > 0 else "-inf")
     return v
+
+
+def _encode(v: Any) -> Any:
+    """A plain value made JSON-safe: non-finite floats become "NaN", "Infinity" or "-Infinity"."""
+    v = _plain(v)
+    if isinstance(v, dict):
+        return {k: _encode(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_encode(x) for x in v]
+    if isinstance(v, float) and not np.isfinite(v):
+        return "NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def _decode(v: Any) -> Any:
+    """The inverse of :func:`_encode` (a bare NaN/Infinity that Python's json parser accepts stays a float)."""
+    if isinstance(v, dict):
+        return {k: _decode(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_decode(x) for x in v]
+    if isinstance(v, str) and v in _NONFINITE:
+        return _NONFINITE[v]
+    return v
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 @dataclass
@@ -114,7 +145,7 @@ class ResultSet:
         """Append one record (must name its ``device``)."""
         if "device" not in record:
             raise ResultsError(f"a record must say which device it was measured on: {record!r}")
-        self.records.append(_jsonable(record))
+        self.records.append(_plain(record))
 
     def add_timing(self, timing: Any, **params: Any) -> None:
         """Append a :class:`~course.timing.Timing` with the parameters it was measured at."""
@@ -157,37 +188,58 @@ class ResultSet:
 
     # ------------------------------------------------------------ (de)serialising
     def to_dict(self) -> dict:
-        return {"schema": self.schema, "experiment": self.experiment, "params": _jsonable(self.params),
-                "provenance": _jsonable(self.provenance), "notes": list(self.notes),
-                "records": self.records}
+        """JSON-ready: plain types only, non-finite numbers written as "NaN"/"Infinity"/"-Infinity"."""
+        return {"schema": self.schema, "experiment": self.experiment, "params": _encode(self.params),
+                "provenance": _encode(self.provenance), "notes": [str(n) for n in self.notes],
+                "records": _encode(self.records)}
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "live") -> ResultSet:
+        """Build and validate a result set from :meth:`to_dict`'s form; :class:`ResultsError` if malformed."""
+        if not isinstance(d, dict):
+            raise ResultsError(f"a result set must be a JSON object, got {type(d).__name__}")
+        d = _decode(d)
         rs = cls(experiment=d.get("experiment", ""), params=d.get("params", {}),
-                 records=list(d.get("records", [])), provenance=d.get("provenance", {}),
-                 notes=list(d.get("notes", [])), schema=d.get("schema", -1), source=source)
+                 records=d.get("records", []), provenance=d.get("provenance", {}),
+                 notes=d.get("notes", []), schema=d.get("schema", -1), source=source)
         rs.validate()
+        rs.records, rs.notes = list(rs.records), list(rs.notes)
         return rs
 
     def validate(self) -> None:
-        """Raise :class:`ResultsError` saying what is wrong, or return None."""
+        """Raise :class:`ResultsError` saying what is wrong (keys *and* types), or return None."""
         if self.schema != SCHEMA_VERSION:
             raise ResultsError(f"results schema {self.schema!r} is not {SCHEMA_VERSION}; "
                                "re-record them with this version of the course")
         if not isinstance(self.experiment, str) or not self.experiment:
             raise ResultsError("results have no experiment name")
+        name = self.experiment
+        if not isinstance(self.params, dict):
+            raise ResultsError(f"params of {name!r} must be an object, got {type(self.params).__name__}")
+        if not isinstance(self.notes, list) or not all(isinstance(n, str) for n in self.notes):
+            raise ResultsError(f"notes of {name!r} must be a list of strings")
         prov = self.provenance
-        for key in ("date", "cpu", "libraries", "gpus"):
+        if not isinstance(prov, dict):
+            raise ResultsError(f"provenance of {name!r} must be an object, got {type(prov).__name__}")
+        for key, kind in (("date", str), ("cpu", dict), ("libraries", dict), ("gpus", list)):
             if key not in prov:
-                raise ResultsError(f"results for {self.experiment!r} lack provenance field {key!r}")
+                raise ResultsError(f"results for {name!r} lack provenance field {key!r}")
+            if not isinstance(prov[key], kind):
+                raise ResultsError(f"provenance field {key!r} of {name!r} must be a {kind.__name__}, "
+                                   f"got {type(prov[key]).__name__}")
+        if not all(isinstance(g, dict) for g in prov["gpus"]):
+            raise ResultsError(f"provenance field 'gpus' of {name!r} must list objects")
         if not isinstance(self.records, list):
-            raise ResultsError(f"records of {self.experiment!r} must be a list")
+            raise ResultsError(f"records of {name!r} must be a list")
         for i, r in enumerate(self.records):
-            if not isinstance(r, dict) or "device" not in r:
-                raise ResultsError(f"record {i} of {self.experiment!r} does not name its device: {r!r}")
+            if not isinstance(r, dict) or r.get("device") not in ("cpu", "gpu"):
+                raise ResultsError(f"record {i} of {name!r} does not name its device ('cpu' or 'gpu'): {r!r}")
             if r["device"] == "gpu" and not prov["gpus"]:
-                raise ResultsError(f"record {i} of {self.experiment!r} is a GPU record, but the "
+                raise ResultsError(f"record {i} of {name!r} is a GPU record, but the "
                                    "provenance names no GPU")
+            for k, v in r.items():  # times are numbers (or null), never text
+                if k.endswith("_s") and v is not None and not _is_number(v):
+                    raise ResultsError(f"record {i} of {name!r}: {k} must be a number of seconds, got {v!r}")
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write JSON atomically (a temporary file, then a rename): never half-written."""
@@ -215,11 +267,18 @@ class ResultSet:
             d = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ResultsError(f"no results file at {path}") from None
+        except UnicodeDecodeError as exc:
+            raise ResultsError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except json.JSONDecodeError as exc:
             raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+        except OSError as exc:  # a directory, no permission, ...
+            raise ResultsError(f"{path} cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
         if not isinstance(d, dict):
             raise ResultsError(f"{path} does not hold a result set")
-        return cls.from_dict(d, source=source)
+        try:
+            return cls.from_dict(d, source=source)
+        except ResultsError as exc:
+            raise ResultsError(f"{path.name}: {exc}") from None
 
 
 def load_reference(experiment: str, directory: str | os.PathLike | None = None) -> list[ResultSet]:
@@ -236,7 +295,7 @@ def load_reference(experiment: str, directory: str | os.PathLike | None = None) 
         except ResultsError as exc:
             import warnings
 
-            warnings.warn(f"skipping reference file {p.name}: {exc}", stacklevel=2)
+            warnings.warn(f"skipping a reference file: {exc}", stacklevel=2)
             continue
         if rs.experiment == experiment:
             out.append(rs)
@@ -251,7 +310,8 @@ def save_reference(rs: ResultSet, directory: str | os.PathLike | None = None) ->
     """Store ``rs`` as a reference result in ``course/reference/``.
 
     Refuses unless a GPU answers in this process, ``rs`` holds GPU records and its
-    provenance names that GPU: references come only from real GPU runs.
+    provenance names that GPU: references come only from real GPU runs.  An earlier
+    reference of the same experiment and GPU moves to ``reference/archive/``, dated.
     """
     if not gpu_available():
         raise ResultsError("reference results can only be recorded on a machine where a GPU answers")
@@ -261,7 +321,16 @@ def save_reference(rs: ResultSet, directory: str | os.PathLike | None = None) ->
     if rs.gpu_name not in live:
         raise ResultsError(f"{rs.experiment!r} names GPU {rs.gpu_name!r}, which is not this machine's")
     directory = Path(directory) if directory is not None else REFERENCE_DIR
-    return rs.save(directory / f"{rs.experiment}__{_slug(rs.gpu_name)}.json")
+    path = directory / f"{rs.experiment}__{_slug(rs.gpu_name)}.json"
+    if path.is_file():  # keep the earlier recording, dated, where lessons don't load it
+        try:
+            old_date = ResultSet.load(path).date or "undated"
+        except ResultsError:
+            old_date = "unreadable"
+        archive = directory / "archive"
+        archive.mkdir(parents=True, exist_ok=True)
+        os.replace(path, archive / f"{path.stem}__{old_date}.json")
+    return rs.save(path)
 
 
 def merge(sets: Iterable[ResultSet]) -> list[dict]:

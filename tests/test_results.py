@@ -86,7 +86,7 @@ def test_references_are_labelled_with_device_and_date(tmp_path):
     d["records"].append({"device": "gpu", "n": 1, "median_s": 0.1})
     (tmp_path / "demo__test-gpu-9000.json").write_text(json.dumps(d))
     (tmp_path / "demo__broken.json").write_text("{")
-    with pytest.warns(UserWarning, match="skipping reference file"):
+    with pytest.warns(UserWarning, match="skipping a reference file"):
         refs = load_reference("demo", tmp_path)
     assert len(refs) == 1 and refs[0].source == "reference"
     assert refs[0].label == "recorded on Test GPU 9000, 2026-01-02"
@@ -104,3 +104,91 @@ def test_shipped_reference_files_are_valid_and_come_from_gpus():
         rs = ResultSet.load(path, source="reference")
         assert rs.provenance["gpus"], f"{path.name} names no GPU"
         assert rs.select(device="gpu"), f"{path.name} has no GPU records"
+
+
+def _reference_dict(**gpu):
+    d = _rs().to_dict()
+    d["provenance"]["gpus"] = [{"name": "Test GPU 9000"}]
+    d["records"].append({"device": "gpu", "n": 1, "median_s": 0.1})
+    return d
+
+
+def _write(path, content):
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, dict):
+        path.write_text(json.dumps(content))
+    elif content == "DIRECTORY":
+        path.mkdir()
+    else:
+        path.write_text(content)
+
+
+def _bad(mutate):
+    d = _reference_dict()
+    mutate(d)
+    return d
+
+
+BAD_FILES = {
+    "truncated": lambda: json.dumps(_reference_dict())[:40],
+    "not UTF-8": lambda: json.dumps(_reference_dict()).encode("utf-16"),
+    "null provenance": lambda: _bad(lambda d: d.update(provenance=None)),
+    "provenance a list": lambda: _bad(lambda d: d.update(provenance=[1, 2])),
+    "date a number": lambda: _bad(lambda d: d["provenance"].update(date=2026)),
+    "gpus a string": lambda: _bad(lambda d: d["provenance"].update(gpus="H100")),
+    "params a list": lambda: _bad(lambda d: d.update(params=[1])),
+    "notes of numbers": lambda: _bad(lambda d: d.update(notes=[1])),
+    "timing as text": lambda: _bad(lambda d: d["records"][0].update(median_s="0.5")),
+    "records an object": lambda: _bad(lambda d: d.update(records={"device": "cpu"})),
+    "a directory": lambda: "DIRECTORY",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_a_bad_reference_file_is_skipped_with_a_warning_naming_it(tmp_path, kind):
+    _write(tmp_path / "demo__good.json", _reference_dict())
+    _write(tmp_path / "demo__bad.json", BAD_FILES[kind]())
+    with pytest.warns(UserWarning, match="demo__bad.json"):
+        refs = load_reference("demo", tmp_path)
+    assert len(refs) == 1 and refs[0].gpu_name == "Test GPU 9000"
+
+
+def test_the_not_utf8_case_really_is_not_utf8():
+    with pytest.raises(UnicodeDecodeError):
+        BAD_FILES["not UTF-8"]().decode("utf-8")
+
+
+def test_nan_and_infinity_round_trip_and_can_be_saved_again(tmp_path):
+    rs = ResultSet("demo")
+    rs.add(device="cpu", n=1, median_s=float("nan"), gb_per_s=float("inf"), low=float("-inf"))
+    path = rs.save(tmp_path / "demo.json")
+    text = path.read_text()
+    assert '"NaN"' in text and '"Infinity"' in text and "-Infinity" in text
+    back = ResultSet.load(path)
+    r = back.records[0]
+    assert r["median_s"] != r["median_s"] and r["gb_per_s"] == float("inf") and r["low"] == float("-inf")
+    back.save(tmp_path / "again.json")  # what loading accepted, saving never refuses
+    # Python's json also writes bare NaN / Infinity: a file holding those loads and saves too
+    d = _reference_dict()
+    (tmp_path / "demo__bare.json").write_text(json.dumps(d).replace('"median_s": 0.1', '"median_s": NaN'))
+    (ref,) = load_reference("demo", tmp_path)
+    assert ref.select(device="gpu")[0]["median_s"] != ref.select(device="gpu")[0]["median_s"]
+    ref.save(tmp_path / "resaved.json")
+
+
+def test_recording_a_reference_again_keeps_the_earlier_one_dated(tmp_path, monkeypatch):
+    import importlib
+
+    results = importlib.import_module("course.results")
+    monkeypatch.setattr(results, "gpu_available", lambda: True)
+    monkeypatch.setattr(results, "gpu_info", lambda: [{"name": "Test GPU 9000"}])
+    first = ResultSet.from_dict(_reference_dict() | {"experiment": "demo"})
+    first.provenance["date"] = "2026-01-02T00:00:00+00:00"
+    save_reference(first, tmp_path)
+    second = ResultSet.from_dict(_reference_dict() | {"experiment": "demo"})
+    second.provenance["date"] = "2026-02-03T00:00:00+00:00"
+    path = save_reference(second, tmp_path)
+    assert ResultSet.load(path).date == "2026-02-03"
+    assert (tmp_path / "archive" / "demo__test-gpu-9000__2026-01-02.json").is_file()
+    assert [r.date for r in load_reference("demo", tmp_path)] == ["2026-02-03"]
