@@ -64,6 +64,7 @@ class Linear:
 
     def __init__(self, n_in: int, n_out: int, *, dtype: Any = "float32", device: str = "cpu",
                  rng: np.random.Generator | None = None, gain: float = 2.0):
+        n_in, n_out = _whole(n_in, "n_in"), _whole(n_out, "n_out")
         rng = rng if rng is not None else np.random.default_rng(0)
         xp = get_xp(device)
         w = rng.standard_normal((n_in, n_out)) * math.sqrt(gain / n_in)
@@ -173,6 +174,7 @@ def softmax_cross_entropy(logits, labels):
     """
     xp = xp_of(logits)
     n = logits.shape[0]
+    check_labels(labels, n, logits.shape[1], array_device(logits))  # an out-of-range label would pick another class
     shifted = logits - logits.max(axis=1, keepdims=True)
     exp = xp.exp(shifted)
     total = exp.sum(axis=1, keepdims=True)
@@ -197,7 +199,14 @@ def softmax_cross_entropy_backward(cache, out=None):
 
 
 def mse(pred, target):
-    """Mean squared error over every element; returns ``(loss, cache)``."""
+    """Mean squared error over every element; returns ``(loss, cache)``.
+
+    ``pred`` and ``target`` must have the same shape: numpy would broadcast a ``(4, 1)`` against a
+    ``(4,)`` into a ``(4, 4)`` difference and return a wrong loss without a word.
+    """
+    if getattr(pred, "shape", None) != getattr(target, "shape", None):
+        raise BadInputError(f"pred and target must have the same shape, got {getattr(pred, 'shape', pred)!r} "
+                            f"and {getattr(target, 'shape', target)!r} (reshape one of them)")
     diff = pred - target
     return (diff * diff).mean(), (diff,)
 

@@ -54,6 +54,8 @@ def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None
     a bigger one (two forward passes per entry would take minutes).  Use a float64
     model: in float32 the rounding of the loss alone limits the agreement to about 1e-3.
     """
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+        raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
     if max_entries == "auto":
         max_entries = None if model.n_parameters() <= FULL_CHECK_LIMIT else SAMPLE_ENTRIES
     elif max_entries is not None and (isinstance(max_entries, bool) or not isinstance(max_entries, int)

@@ -57,11 +57,22 @@ def _method(method: str) -> str:
 
 
 def softmax_cross_entropy(logits: Any, labels: Any, xp: Any = np) -> tuple[float, Any]:
-    """Mean cross-entropy of ``softmax(logits)`` against integer ``labels``, and dL/dlogits."""
+    """Mean cross-entropy of ``softmax(logits)`` against integer ``labels``, and dL/dlogits.
+
+    ``labels`` must hold one class number in ``0..C-1`` per row of ``logits (B, C)``: an
+    out-of-range label would silently index another class (or wrap around), so it is refused.
+    """
+    B, C = logits.shape
+    if getattr(labels, "ndim", None) != 1 or labels.shape[0] != B or labels.dtype.kind not in "iu":
+        got = f"{getattr(labels, 'dtype', type(labels).__name__)} of shape {getattr(labels, 'shape', '?')}"
+        raise BadInputError(f"labels must be {B} integer class numbers, one per sequence; got {got}")
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= C:
+        raise BadInputError(f"label {lo if lo < 0 else hi} is out of range: the model has {C} classes, "
+                            f"so labels must lie in 0..{C - 1}")
     z = logits - logits.max(axis=1, keepdims=True)
     p = xp.exp(z)
     p /= p.sum(axis=1, keepdims=True)
-    B = logits.shape[0]
     rows = xp.arange(B)
     loss = -xp.log(p[rows, labels]).mean()
     dlogits = p
@@ -240,6 +251,9 @@ class MLPChain:
         self.activation = activation
         self.device = normalize_device(device)
         self.dtype = check_dtype(dtype, self.device)
+        if self.dtype.kind != "f":
+            raise BadInputError(f"a network needs a floating-point dtype, got {self.dtype.name}: integer "
+                                "weights would round to zero")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         gain = np.sqrt(2.0 / n) if activation == "relu" else 1.0 / np.sqrt(n)
@@ -327,6 +341,9 @@ def finite_difference_check(model: Any, x: Any, labels: Any, method: str = "scan
     if np.dtype(model.dtype) != np.float64:
         raise BadInputError(f"finite differences need a float64 model (got {model.dtype}); build it "
                             "with dtype='float64'.")
+    _whole("n_checks", n_checks)  # 0 would check nothing and report an error of 0
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
+        raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
     loss, cache = model.forward(x, labels)
     grads = model.backward(cache, _method(method))
     rng = np.random.default_rng(seed)
