@@ -1,6 +1,7 @@
 """Test-wide settings.
 
-* GPU tests (marked ``gpu``) skip where no GPU answers.
+* GPU tests (marked ``gpu``) skip where no GPU answers; where ipywidgets is not installed (a bare
+  GPU machine) the widget test modules are not collected.
 * Notebooks run under nbval (``--nbval-lax``, in this environment) when nbval is installed; the
   options are set here rather than in ``addopts`` so that ``pytest -m gpu`` also runs on a bare GPU
   machine without Jupyter or nbval.  A cell may take up to ``COURSE_CELL_TIMEOUT_S`` seconds (300 by
@@ -26,6 +27,14 @@ for _var in ("COURSE_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_N
     os.environ.setdefault(_var, "1")
 
 CELL_TIMEOUT_S = float(os.environ.get("COURSE_CELL_TIMEOUT_S", "300"))
+
+# A bare GPU machine (``python -m course gpu-check``) may have no ipywidgets: the modules that drive
+# widgets are then left out of collection instead of failing it.
+try:
+    import ipywidgets  # noqa: F401
+except ImportError:
+    collect_ignore_glob = ["tests/test_*widgets*.py", "tests/test_backprop_exercises.py",
+                           "tests/test_ipywidgets7.py", "tests/test_browser.py"]
 _nb_seconds: dict[str, float] = defaultdict(float)
 
 

@@ -1,4 +1,5 @@
-"""Command line: ``python -m course report [--quick] [--out DIR]``, ``python -m course devices``."""
+"""Command line: ``python -m course report [--quick] [--out DIR]``, ``python -m course devices``,
+``python -m course gpu-check [--quick] [--out DIR]`` (see :mod:`course.gpu_check`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,18 @@ def main(argv: list[str] | None = None) -> int:
                      help="on a GPU machine: also store the GPU results in course/reference/")
     rep.add_argument("--list", action="store_true", help="list the experiments and exit")
     sub.add_parser("devices", help="describe this machine's devices")
+    chk = sub.add_parser("gpu-check", help="check a GPU machine end to end: GPU tests, benchmarks, targets, "
+                                           "the full report with --record-reference")
+    chk.add_argument("--out", default="gpu-check", help="output folder (default: ./gpu-check)")
+    chk.add_argument("--quick", action="store_true", help="small sizes and few repeats: a sanity run")
+    chk.add_argument("--skip", nargs="*", default=[], choices=["tests", "benchmarks", "targets", "report"],
+                     help="steps to leave out")
     args = parser.parse_args(argv)
+
+    if args.command == "gpu-check":
+        from .gpu_check import run_gpu_check
+
+        return run_gpu_check(args.out, quick=args.quick, skip=tuple(args.skip))
 
     if args.command == "devices":
         from .devices import devices, gpu_unavailable_reason

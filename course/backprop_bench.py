@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from .backprop import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .backprop_trace import random_batch
 from .devices import normalize_device, synchronize, to_numpy
 from .errors import BadInputError
+from .peers import time_torch, torch_available, torch_cuda_available, torch_synchronize
 from .timing import benchmark
 
 __all__ = ["torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step", "speed_ablation",
@@ -33,14 +34,6 @@ __all__ = ["torch_available", "torch_mlp_step", "compare_with_torch", "naive_tra
 #: The issue's targets for ours / PyTorch: faster on the CPU, within 20 % on a GPU.
 TARGET_CPU = 0.95
 TARGET_GPU = 1.2
-
-
-def torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except Exception:
-        return False
-    return True
 
 
 def torch_mlp_step(model: MLP, x, y, lr: float = 1e-3):
@@ -79,7 +72,7 @@ def torch_mlp_step(model: MLP, x, y, lr: float = 1e-3):
     return step, net
 
 
-def _settle(fn, args: tuple, device: str, seconds: float) -> None:
+def _settle(fn, args: tuple, device: str, seconds: float, sync: Callable[[str], None] = synchronize) -> None:
     """Run ``fn`` for ``seconds`` (at least twice) before it is timed.
 
     NumPy's BLAS and PyTorch each keep worker threads that spin for a while after
@@ -91,7 +84,7 @@ def _settle(fn, args: tuple, device: str, seconds: float) -> None:
     while n < 2 or time.perf_counter() - t0 < seconds:
         fn(*args)
         n += 1
-    synchronize(device)
+    sync(device)
 
 
 def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256, dtype: Any = "float32",
@@ -120,7 +113,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     else:
         import torch
 
-        if dev == "gpu" and not torch.cuda.is_available():
+        if dev == "gpu" and not torch_cuda_available():
             out["note"] = "This PyTorch has no CUDA: no GPU peer to compare with."
         else:
             step, _ = torch_mlp_step(model, x, y)
@@ -135,8 +128,8 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
         _settle(model.train_step, (x, y, 1e-3), dev, settle_s)
         ours += benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=0, repeat=repeat).samples.tolist()
         if step is not None:
-            _settle(step, (), dev, settle_s)
-            theirs += benchmark(step, device=dev, warmup=0, repeat=repeat).samples.tolist()
+            _settle(step, (), dev, settle_s, sync=torch_synchronize)
+            theirs += time_torch(step, device=dev, warmup=0, repeat=repeat).samples.tolist()
     out["ours_s"] = float(np.median(ours))
     out["ours_q25_s"], out["ours_q75_s"] = (float(v) for v in np.percentile(ours, [25, 75]))
     if theirs:

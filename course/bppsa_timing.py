@@ -27,8 +27,9 @@ import numpy as np
 
 from .bppsa import work_counts
 from .bppsa_models import TanhRNN
-from .devices import gpu_available, normalize_device, synchronize
+from .devices import get_xp, gpu_available, normalize_device, out_of_memory_errors, synchronize
 from .errors import BadInputError, GPUUnavailableError
+from .peers import time_torch, torch_available, torch_device, torch_threads
 from .results import ResultSet
 from .timing import Timing, benchmark
 
@@ -44,7 +45,8 @@ QUICK_T = (10, 100, 1000)
 
 
 def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", warmup: int = 1,
-                       repeat: int = 5, budget_s: float | None = None) -> dict[str, Timing]:
+                       repeat: int = 5, budget_s: float | None = None,
+                       timer: Callable[..., Timing] = benchmark) -> dict[str, Timing]:
     """Time several functions in alternating rounds: f1, f2, f3, f1, f2, f3, ...
 
     Slow drifts of a shared machine (another process starting, clocks changing)
@@ -52,7 +54,8 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     them.  Each round times each function once (``course.timing.benchmark``, so
     CUDA events on a GPU); ``budget_s`` stops after the round that spends it (one
     round always runs).  Returns one :class:`~course.timing.Timing` per name, with
-    ``samples[i]`` from round i.
+    ``samples[i]`` from round i.  ``timer`` takes one sample: ``benchmark`` for the
+    course's code, :func:`course.peers.time_torch` for PyTorch's.
     """
     import time
 
@@ -67,7 +70,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
             stopped = True
             break
         for k, fn in fns.items():
-            samples[k].append(benchmark(fn, device=dev, warmup=0, repeat=1, name=k).samples[0])
+            samples[k].append(timer(fn, device=dev, warmup=0, repeat=1, name=k).samples[0])
     return {k: Timing(samples=np.asarray(v), device=dev, name=k, warmup=int(warmup), stopped_early=stopped,
                       budget_s=budget_s) for k, v in samples.items()}
 
@@ -120,13 +123,6 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
 
 # ------------------------------------------------------------------ the PyTorch peer
 
-def torch_available() -> bool:
-    """True when PyTorch is installed (an optional peer, never required); does not import it."""
-    import importlib.util
-
-    return importlib.util.find_spec("torch") is not None
-
-
 def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
                    device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
                    seed: int = 0, threads: int | None = 1) -> dict:
@@ -141,16 +137,10 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
     threads only add synchronisation, and on a busy machine they can make each step
     many times slower.  ``None`` leaves PyTorch's own setting.
     """
-    if not torch_available():
-        raise BadInputError("PyTorch is not installed, so there is no PyTorch peer to time "
-                            "(pip install torch to add it).")
+    dev = normalize_device(device)
+    tdev = torch_device(dev)        # a clear error without PyTorch, or without its CUDA build
     import torch
 
-    dev = normalize_device(device)
-    if dev == "gpu" and not torch.cuda.is_available():
-        raise GPUUnavailableError("PyTorch here has no CUDA device (a CPU-only wheel, or no GPU); "
-                                  "install a CUDA build of PyTorch to time its cuDNN RNN.")
-    tdev = torch.device("cuda" if dev == "gpu" else "cpu")
     torch.manual_seed(seed)
     rnn = torch.nn.RNN(input_size, hidden_size, nonlinearity="tanh").to(tdev)
     head = torch.nn.Linear(hidden_size, 10).to(tdev)
@@ -167,25 +157,12 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
         head.zero_grad(set_to_none=True)
         forward().backward()
 
-    sync = (lambda: torch.cuda.synchronize()) if dev == "gpu" else (lambda: None)
-    def timed(fn):
-        def run():
-            fn()
-            sync()
-        return run
-
-    # CUDA events of course.timing see CuPy's stream, not PyTorch's: time on the host,
-    # synchronising PyTorch inside the timed call.
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    try:
-        t = interleaved_rounds({"forward": timed(forward), "full": timed(full)}, "cpu", warmup=1,
-                               repeat=repeat, budget_s=budget_s)
-    finally:
-        torch.set_num_threads(before)
+    # PyTorch is timed as every PyTorch peer is (course.peers.time_torch: its own CUDA events on
+    # a GPU), in the same alternating rounds as time_rnn.
+    with torch_threads(threads):
+        t = interleaved_rounds({"forward": forward, "full": full}, dev, warmup=1, repeat=repeat,
+                               budget_s=budget_s, timer=time_torch)
     f, s = t["forward"], t["full"]
-    f.device = s.device = dev
     return {"forward": f, "full": s, "backward_s": _paired_backward(s, f)}
 
 
@@ -210,6 +187,8 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
     ``method="torch"`` for the PyTorch peer when ``include_torch`` and it is
     installed.  ``batch`` and ``hidden_size`` may each be one size or several.
     ``budget_s`` bounds the whole sweep: settings not reached are listed in the notes.
+    A setting that does not fit in the device's memory (the scan keeps its whole tree:
+    about 3 GB at the paper's T = 30,000) is listed in the notes too, and the sweep goes on.
     """
     import time
 
@@ -226,12 +205,18 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
     began = time.perf_counter()
     jobs = [(d, T, B, h) for d in devs for T in Ts for B in batches for h in hiddens]
     it = progress(jobs, total=len(jobs), desc="BPPSA sweep") if progress else jobs
-    skipped = []
+    skipped: list[str] = []
+    refused: list[str] = []
     for d, T, B, h in it:
         if budget_s is not None and time.perf_counter() - began > budget_s:
             skipped.append(f"{d} T={T} batch={B} hidden={h}")
             continue
-        r = time_rnn(T, h, B, input_size, d, methods, dtype, repeat)
+        try:
+            r = time_rnn(T, h, B, input_size, d, methods, dtype, repeat)
+        except out_of_memory_errors() as exc:     # one refused size must not end the sweep
+            refused.append(f"{d} T={T} batch={B} hidden={h} ({type(exc).__name__}: {exc})")
+            _release_pool(d)
+            continue
         counts = work_counts(T, h, B)
         for m in methods:
             full = r["full"][m]
@@ -245,7 +230,12 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
             try:
                 tr = time_torch_rnn(T, h, B, input_size, d, repeat)
             except GPUUnavailableError as exc:
-                rs.notes.append(f"PyTorch peer not timed on {d}: {exc}")
+                if f"PyTorch peer not timed on {d}: {exc}" not in rs.notes:
+                    rs.notes.append(f"PyTorch peer not timed on {d}: {exc}")
+            except Exception as exc:
+                if type(exc).__name__ != "OutOfMemoryError" and not isinstance(exc, MemoryError):
+                    raise
+                refused.append(f"{d} T={T} batch={B} hidden={h} with PyTorch ({type(exc).__name__})")
             else:
                 rs.add(device=d, T=T, method="torch", hidden_size=h, batch=B,
                        forward_s=tr["forward"].median, full_s=tr["full"].median,
@@ -254,7 +244,18 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
         synchronize(d)
     if skipped:
         rs.notes.append(f"stopped by the {budget_s:.0f} s budget before: {', '.join(skipped)}")
+    if refused:
+        rs.notes.append(f"did not fit in memory, so not timed: {'; '.join(refused)}")
     return rs
+
+
+def _release_pool(device: str) -> None:
+    """After a refused size, hand CuPy's cached blocks back so that the next size starts clean."""
+    if device == "gpu":
+        try:
+            get_xp("gpu").get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
 
 
 def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str = "scan",

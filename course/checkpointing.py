@@ -41,7 +41,7 @@ from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark
 
-__all__ = ["CheckpointRun", "checkpointed_backward", "kept_pattern", "checkpoint_sweep",
+__all__ = ["CheckpointRun", "PoolPeak", "checkpointed_backward", "kept_pattern", "checkpoint_sweep",
            "checkpoint_figure"]
 
 
@@ -57,7 +57,7 @@ class CheckpointRun:
     recomputed_blocks: int          # block forwards run a second time
     step_flops: float               # matrix-product FLOPs of one plain forward + backward
     recompute_flops: float
-    device_peak_bytes: int | None = None   # GPU: CuPy pool bytes in use, largest seen at a hold
+    device_peak_bytes: int | None = None   # GPU: most CuPy pool bytes in use at any allocation of the step
     events: list = field(default_factory=list, repr=False)   # ("hold"/"drop", index, bytes)
 
     @property
@@ -91,14 +91,56 @@ def checkpointed_backward(model: MLP, x, y, every: int) -> CheckpointRun:
         raise BadInputError(f"every (k) must be a whole number >= 1, got {every!r}")
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
+    pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
+    pool_base = pool.used_bytes() if pool is not None else 0
+    with PoolPeak(pool, pool_base) as watch:
+        run = _checkpointed(model, x, y, int(every), pool, pool_base)
+    if pool is not None:
+        run.device_peak_bytes = max(run.device_peak_bytes or 0, watch.peak)
+    return run
+
+
+class PoolPeak:
+    """Inside ``with PoolPeak(pool, base) as w``: ``w.peak`` is the most bytes CuPy's pool had in use
+    (above ``base``) right after any allocation, the backward pass's temporaries included.
+
+    A CuPy memory hook samples the pool after every allocation; sampling only when an
+    activation is kept would miss the gradients and scratch arrays the backward allocates
+    between two such moments.  With ``pool=None`` (the CPU) it does nothing.
+    """
+
+    def __init__(self, pool: Any, base: int = 0) -> None:
+        self.pool, self.base, self.peak, self._hook = pool, int(base), 0, None
+
+    def __enter__(self) -> PoolPeak:
+        if self.pool is not None:
+            from cupy.cuda import memory_hook
+
+            watch = self
+
+            class _Hook(memory_hook.MemoryHook):
+                name = "course_pool_peak"
+
+                def malloc_postprocess(self, **kwargs: Any) -> None:
+                    watch.peak = max(watch.peak, watch.pool.used_bytes() - watch.base)
+
+            self._hook = _Hook()
+            self._hook.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._hook is not None:
+            self._hook.__exit__(*exc)
+            self._hook = None
+
+
+def _checkpointed(model: MLP, x, y, k: int, pool: Any, pool_base: int) -> CheckpointRun:
     blocks = _blocks(model)
-    L, k = len(blocks), int(every)
+    L = len(blocks)
     pattern = kept_pattern(L, k)
     held: dict[int, Any] = {}
     live = {"now": 0, "peak": 0, "pool_peak": 0}
     events: list = []
-    pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
-    pool_base = pool.used_bytes() if pool is not None else 0
 
     def hold(i: int, a) -> None:
         held[i] = a

@@ -20,10 +20,12 @@ visible in the code.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,8 @@ __all__ = [
     "check_dtype",
     "check_fits",
     "available_memory",
+    "quiet_numba_launches",
+    "out_of_memory_errors",
     "usable_cores",
     "machine_load",
 ]
@@ -307,7 +311,7 @@ def _gpu_props(cp, i: int) -> dict:
         "fp32_lanes_per_sm": lanes,
         "fp32_lanes": sms * lanes if lanes else None,
         "warp_size": int(p.get("warpSize", 32)),
-        "clock_mhz": (p.get("clockRate") or 0) / 1e3 or None,
+        "clock_mhz": _clock_mhz(p, rt, i),
         "memory_bytes": int(total),
         "memory_free_bytes": int(free),
         "memory_bus_bits": bus_bits,
@@ -318,6 +322,18 @@ def _gpu_props(cp, i: int) -> dict:
         "runtime_version": _cuda_version(rt.runtimeGetVersion()),
         "cupy_version": cp.__version__,
     }
+
+
+def _clock_mhz(props: dict, rt: Any, i: int) -> float | None:
+    """The SM clock in MHz: from the properties struct, or (CUDA 13 removed ``clockRate`` from it)
+    from the device attribute ``cudaDevAttrClockRate`` (13), which still reports it in kHz."""
+    khz = props.get("clockRate")
+    if not khz:
+        try:
+            khz = rt.deviceGetAttribute(13, i)  # cudaDevAttrClockRate
+        except Exception:
+            khz = None
+    return float(khz) / 1e3 if khz else None
 
 
 def _cuda_version(v: int) -> str:
@@ -372,17 +388,39 @@ def devices() -> list[Device]:
 # ------------------------------------------------------------------ array helpers
 
 def normalize_device(device: Any) -> str:
-    """Turn ``"cpu"``, ``"gpu"``, ``"cuda"``, ``"gpu:0"`` or a :class:`Device` into ``"cpu"``/``"gpu"``."""
+    """Turn ``"cpu"``, ``"gpu"``, ``"cuda"``, ``"gpu:0"`` or a :class:`Device` into ``"cpu"``/``"gpu"``.
+
+    The course runs on one GPU, the current CUDA device (ordinal 0 unless ``CUDA_VISIBLE_DEVICES``
+    says otherwise).  Naming another ordinal (``"cuda:1"``) is refused rather than silently run on
+    GPU 0.
+
+    >>> normalize_device("cuda:0")
+    'gpu'
+    """
     if isinstance(device, Device):
+        if device.kind == "gpu" and device.index != 0:
+            raise BadInputError(_other_gpu_message(f"{device.kind}:{device.index}"))
         return device.kind
     if not isinstance(device, str):
         raise BadInputError(f"device must be 'cpu' or 'gpu', got {device!r}")
-    d = device.strip().lower().split(":")[0]
+    d, _, index = device.strip().lower().partition(":")
     if d == "cuda":
         d = "gpu"
     if d not in DEVICE_NAMES:
         raise BadInputError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if index:
+        if not index.isdigit() or (d == "cpu" and int(index) != 0):
+            raise BadInputError(f"device {device!r}: the part after ':' must be a device number "
+                                f"({'0 for the CPU' if d == 'cpu' else 'e.g. gpu:0'})")
+        if d == "gpu" and int(index) != 0:
+            raise BadInputError(_other_gpu_message(device))
     return d
+
+
+def _other_gpu_message(device: str) -> str:
+    n = device.rsplit(":", 1)[-1]
+    return (f"device {device!r}: the course runs on one GPU, number 0. To use GPU {n}, start Python with "
+            f"CUDA_VISIBLE_DEVICES={n} (it then appears as GPU 0) and pass device='gpu'.")
 
 
 def get_xp(device: Any = "cpu"):
@@ -428,6 +466,26 @@ def synchronize(device: Any = "gpu") -> None:
     """
     if normalize_device(device) == "gpu" and gpu_available():
         _cupy().cuda.get_current_stream().synchronize()
+
+
+@contextlib.contextmanager
+def quiet_numba_launches():
+    """Inside: numba-cuda's ``NumbaPerformanceWarning`` (a grid too small to fill the GPU) is not shown.
+
+    The course launches small grids on purpose (tiny arrays, a scan's tile totals); the
+    warning would reach every learner's output.  Other warnings pass through.
+
+    >>> with quiet_numba_launches():
+    ...     pass
+    """
+    with warnings.catch_warnings():
+        try:
+            from numba.core.errors import NumbaPerformanceWarning
+        except ImportError:  # numba missing: nothing to silence
+            pass
+        else:
+            warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        yield
 
 
 # ------------------------------------------------------------------ dtypes and sizes
@@ -477,6 +535,25 @@ def available_memory(device: Any = "cpu") -> int | None:
     except OSError:
         pass
     return _memory_bytes()
+
+
+def out_of_memory_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "this size did not fit": the course's own refusal made before
+    allocating (:class:`DeviceMemoryError`), NumPy's ``MemoryError``, and CuPy's
+    ``OutOfMemoryError`` where CuPy is installed.  A sweep catches these to note a refused size
+    and go on with the next one.
+
+    >>> DeviceMemoryError in out_of_memory_errors()
+    True
+    """
+    errs: list[type[BaseException]] = [DeviceMemoryError, MemoryError]
+    cp = _cupy()
+    if cp is not None:
+        try:
+            errs.append(cp.cuda.memory.OutOfMemoryError)
+        except AttributeError:
+            pass
+    return tuple(errs)
 
 
 def check_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",

@@ -15,6 +15,7 @@ True
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +35,9 @@ from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark
 
-__all__ = ["VENDOR_BANDWIDTH_GBPS", "VENDOR_GPUS", "vendor_gpus_html", "copy_bandwidth", "matmul_flops",
-           "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html", "matmul_app", "DEFAULT_SIZES"]
+__all__ = ["VENDOR_BANDWIDTH_GBPS", "VENDOR_GPUS", "vendor_bandwidth", "vendor_gpus_html", "copy_bandwidth",
+           "matmul_flops", "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html", "matmul_app",
+           "DEFAULT_SIZES"]
 
 #: Peak memory bandwidth in GB/s as the vendors' data sheets state it (HBM/GDDR).
 VENDOR_BANDWIDTH_GBPS = {
@@ -61,11 +63,21 @@ VENDOR_GPUS = (
 DEFAULT_SIZES = tuple(2 ** k for k in range(4, 11))  # 16 ... 1024
 
 
-def _vendor_bandwidth(name: str) -> float | None:
-    for key, gbps in VENDOR_BANDWIDTH_GBPS.items():
-        if key.lower() in name.lower():
-            return gbps * 1e9
+def vendor_bandwidth(name: str) -> float | None:
+    """The data-sheet memory bandwidth (bytes/s) of the GPU called ``name``, or None if not listed.
+
+    A key matches only as a whole word of the name, longest key first, so that ``"L4"`` is
+    not taken for an ``"NVIDIA L40S"``.
+
+    >>> vendor_bandwidth("NVIDIA L40S") / 1e9, vendor_bandwidth("NVIDIA L4") / 1e9
+    (864.0, 300.0)
+    """
+    for key in sorted(VENDOR_BANDWIDTH_GBPS, key=len, reverse=True):
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, flags=re.IGNORECASE):
+            return VENDOR_BANDWIDTH_GBPS[key] * 1e9
     return None
+
+
 
 
 def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
@@ -153,7 +165,7 @@ def hardware_summary() -> list[dict]:
         "simd_used": ", ".join(c["simd_used"]),
     }]
     for g in gpu_info():
-        bw = g.get("memory_bandwidth_bytes_per_s") or _vendor_bandwidth(g["name"])
+        bw = g.get("memory_bandwidth_bytes_per_s") or vendor_bandwidth(g["name"])
         rows.append({
             "device": f"GPU {g['index']}", "name": g["name"],
             "cores": f"{g['multiprocessors']} streaming multiprocessors",

@@ -53,11 +53,12 @@ from typing import Any
 
 import numpy as np
 
-from .devices import array_device
+from .devices import array_device, quiet_numba_launches
 from .errors import BadInputError, GPUUnavailableError
 
 __all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
            "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS", "STRATEGIES",
+           "SHARED_MEMORY_LIMIT", "shared_memory_bytes", "check_shared_memory",
            "conflict_degree", "kernel_bank_conflicts"]
 
 #: Element types the kernels are compiled for, and the operators they know.
@@ -88,9 +89,15 @@ def _cuda():
 
 
 def kernels_unavailable_reason() -> str | None:
-    """None when the kernels can run (a GPU answers, or the simulator is on); why not otherwise."""
+    """None when the kernels can run (a GPU answers, or the simulator is on); why not otherwise.
+
+    ``COURSE_DISABLE_GPU=1`` switches the kernels off as it switches off CuPy (the simulator,
+    which runs on the CPU, stays allowed).
+    """
     if simulator_enabled():
         return None
+    if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
+        return "the GPU is switched off by COURSE_DISABLE_GPU"
     try:
         if _cuda().is_available():
             return None
@@ -104,6 +111,49 @@ def kernels_unavailable_reason() -> str | None:
 def kernels_available() -> bool:
     """True when :func:`block_scan` can run here."""
     return kernels_unavailable_reason() is None
+
+
+#: Static shared memory one block may declare (48 KiB on every NVIDIA GPU; more needs dynamic
+#: shared memory and an opt-in the course does not use).
+SHARED_MEMORY_LIMIT = 48 * 1024
+
+
+def shared_memory_bytes(dtype: Any = "float32", threads: int = 256, items: int = 8,
+                        conflict_free: bool = True) -> int:
+    """Bytes of static shared memory one block of ``scan_tiles`` declares: the tile and the partials.
+
+    The tile holds ``threads * items`` elements and the partials ``threads``, each with one
+    padding word per 32 when ``conflict_free``, plus one spare slot each.
+
+    >>> shared_memory_bytes("float32", 256, 8)
+    9512
+    >>> shared_memory_bytes("float64", 1024, 8) > SHARED_MEMORY_LIMIT
+    True
+    """
+    pad = 1 if conflict_free else 0
+    tile, t = int(threads) * int(items), int(threads)
+    slots = (tile + pad * (tile // BANKS) + 1) + (t + pad * (t // BANKS) + 1)
+    return slots * np.dtype(dtype).itemsize
+
+
+def check_shared_memory(dtype: Any = "float32", threads: int = 256, items: int = 8,
+                        conflict_free: bool = True) -> int:
+    """Refuse a tile shape whose shared memory exceeds :data:`SHARED_MEMORY_LIMIT`, before compiling.
+
+    The CUDA simulator would run it; a real GPU refuses to launch it.  Returns the bytes used.
+
+    >>> check_shared_memory("float32", 256, 8)
+    9512
+    """
+    need = shared_memory_bytes(dtype, threads, items, conflict_free)
+    if need > SHARED_MEMORY_LIMIT:
+        dt = np.dtype(dtype)
+        fit = max(1, SHARED_MEMORY_LIMIT // (dt.itemsize * int(threads)) - 2)
+        raise BadInputError(
+            f"a tile of {threads} threads x {items} items of {dt.name} needs {need / 1024:.1f} KiB of shared "
+            f"memory per block, more than the {SHARED_MEMORY_LIMIT // 1024} KiB a block may declare. "
+            f"Use fewer items per thread (at most about {fit} with {threads} threads) or fewer threads.")
+    return need
 
 
 def _identity(op: str, dtype: np.dtype):
@@ -120,7 +170,6 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
     ``threads`` must be a power of two (the in-block tree is a full binary tree);
     a tile holds ``threads * items`` elements.
     """
-    _cuda()
     dt = np.dtype(dtype)
     if dt.name not in KERNEL_DTYPES:
         raise BadInputError(f"the block-scan kernel is compiled for {KERNEL_DTYPES}; got {dt.name}.")
@@ -130,6 +179,8 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
         raise BadInputError(f"threads must be a power of two between 2 and 1024; got {threads}.")
     if items < 1:
         raise BadInputError(f"items per thread must be at least 1; got {items}.")
+    check_shared_memory(dt, threads, items, conflict_free)
+    _cuda()
     T, ITEMS, TILE = threads, items, threads * items
     PAD = 1 if conflict_free else 0
     TILE_SMEM, PART_SMEM = TILE + PAD * (TILE // BANKS) + 1, T + PAD * (T // BANKS) + 1
@@ -289,18 +340,25 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
     """
     if strategy not in STRATEGIES:
         raise BadInputError(f"strategy must be one of {STRATEGIES}; got {strategy!r}.")
-    reason = kernels_unavailable_reason()
-    if reason:
-        raise GPUUnavailableError(f"block_scan cannot run: {reason}")
     on_gpu = array_device(x) == "gpu"
     if not on_gpu:
         x = np.asarray(x)
     if x.ndim != 1:
         raise BadInputError(f"block_scan scans 1-d arrays; got shape {tuple(x.shape)}. "
                             f"Use course.scan.blelloch_scan for stacks of elements.")
+    if np.dtype(x.dtype).name in KERNEL_DTYPES:      # refused here, not by the GPU at launch
+        check_shared_memory(x.dtype, threads, items, conflict_free)
+    reason = kernels_unavailable_reason()
+    if reason:
+        raise GPUUnavailableError(f"block_scan cannot run: {reason}")
     _cuda()
     kernels = block_scan_kernels(np.dtype(x.dtype).name, op, threads, items, conflict_free)
     n = int(x.shape[0])
+    with quiet_numba_launches():
+        return _launch(x, n, on_gpu, exclusive, kernels, threads, items, strategy)
+
+
+def _launch(x, n, on_gpu, exclusive, kernels, threads, items, strategy):
     if on_gpu:
         import cupy
 

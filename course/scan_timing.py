@@ -16,7 +16,9 @@ Algorithms by device:
   level-by-level code on CuPy arrays: a few kernel launches per level), ``numba
   kernel`` (:func:`course.scan_kernels.block_scan`, the hand-written block scan:
   scan tiles, scan their totals, uniform add) and ``numba reduce-then-scan`` (the same
-  kernels, moving less data).
+  kernels with ``strategy="reduce-then-scan"``: sum the tiles first, moving less data).
+  CuPy has no library scan for ``max`` (see :data:`LIBRARY_OPS`): that pair is refused
+  up front, with the algorithms that do it named.
 
 >>> rs = scan_sweep([2**10], algorithms=["numpy", "blelloch"], repeat=2)
 >>> sorted(r["algorithm"] for r in rs.records if r["algorithm"] != "copy")
@@ -25,18 +27,19 @@ Algorithms by device:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .devices import check_dtype, check_fits, get_xp, gpu_available, normalize_device
-from .errors import BadInputError
+from .errors import BadInputError, DeviceMemoryError
 from .results import ResultSet
 from .scan import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan
 from .timing import Timing, benchmark
 
-__all__ = ["ALGORITHMS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
+__all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
            "scan_sweep", "library_scan"]
 
 #: Algorithms per device, in the order the plots list them.
@@ -69,14 +72,28 @@ def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "c
     return get_xp(dev).asarray(x.astype(dt))
 
 
+#: The operators each array library has its own scan for.  CuPy's ufuncs have no working
+#: ``accumulate`` (``cupy.maximum.accumulate`` raises NotImplementedError), so on the GPU only
+#: ``cumsum`` is a library scan; a running maximum there is the numba kernel's job.
+LIBRARY_OPS = {"cpu": ("add", "max"), "gpu": ("add",)}
+
+
 def library_scan(x, op: str = "add"):
-    """The array library's own inclusive scan (``cumsum`` / ``maximum.accumulate``), if any."""
-    xp = get_xp("gpu" if type(x).__module__.startswith("cupy") else "cpu")
+    """The array library's own inclusive scan: ``cumsum``, or on the CPU ``numpy.maximum.accumulate``.
+
+    >>> library_scan(np.array([3, 1, 4, 1, 5]), "max").tolist()
+    [3, 3, 4, 4, 5]
+    """
+    dev = "gpu" if type(x).__module__.startswith("cupy") else "cpu"
+    if op not in LIBRARY_OPS[dev]:
+        lib = "CuPy" if dev == "gpu" else "NumPy"
+        raise BadInputError(f"{lib} has no scan for {op!r}; it has one for {list(LIBRARY_OPS[dev])}."
+                            + (" For a running maximum on the GPU use the 'numba kernel'." if dev == "gpu"
+                               and op == "max" else ""))
+    xp = get_xp(dev)
     if op == "add":
         return xp.cumsum(x, axis=0)
-    if op == "max":
-        return xp.maximum.accumulate(x, axis=0)
-    raise BadInputError(f"the array library has no scan for {op!r}; it has one for 'add' and 'max'.")
+    return xp.maximum.accumulate(x, axis=0)
 
 
 def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Callable:
@@ -85,11 +102,14 @@ def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Calla
     if algorithm not in ALGORITHMS[dev]:
         raise BadInputError(f"unknown {dev.upper()} scan {algorithm!r}; choose one of "
                             f"{list(ALGORITHMS[dev])}.")
+    if op not in OPERATORS:
+        raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
     fn = OPERATORS[op]
     if algorithm in ("numpy", "cupy"):
-        if op not in ("add", "max"):
-            raise BadInputError(f"{algorithm} has no built-in scan for {op!r}; compare with "
-                                f"'blelloch' or 'sequential' instead.")
+        if op not in LIBRARY_OPS[dev]:
+            other = "'numba kernel' or 'blelloch'" if dev == "gpu" and op == "max" else "'blelloch' or 'sequential'"
+            raise BadInputError(f"{algorithm} has no built-in scan for {op!r} (it has one for "
+                                f"{list(LIBRARY_OPS[dev])}); compare with {other} instead.")
         return lambda x: library_scan(x, op)
     if algorithm == "blelloch":
         return lambda x: blelloch_scan(x, op=fn, exclusive=False)
@@ -97,11 +117,13 @@ def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Calla
         return lambda x: hillis_steele_scan(x, op=fn, exclusive=False)
     if algorithm == "sequential":
         return lambda x: sequential_scan(x, op=fn, exclusive=False)
-    from .scan_kernels import block_scan  # "numba kernel"
+    from . import scan_kernels  # "numba kernel" and "numba reduce-then-scan"
 
-    if op not in ("add", "max"):
-        raise BadInputError(f"the numba kernel is written for 'add' and 'max'; got {op!r}.")
-    return lambda x: block_scan(x, exclusive=False, op=op)
+    if op not in scan_kernels.KERNEL_OPS:
+        raise BadInputError(f"the numba kernel is written for {list(scan_kernels.KERNEL_OPS)}; got {op!r}. "
+                            "Compare with 'blelloch' instead.")
+    strategy = "reduce-then-scan" if algorithm == "numba reduce-then-scan" else "scan-then-add"
+    return functools.partial(scan_kernels.block_scan, exclusive=False, op=op, strategy=strategy)
 
 
 def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
@@ -139,7 +161,7 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
     for dev, alg, n in it:
         try:
             t = time_scan(alg, n, op, dt, dev, repeat=repeat, budget_s=budget_s)
-        except BadInputError as exc:
+        except (BadInputError, DeviceMemoryError) as exc:   # refused up front, with the reason
             note = f"{dev} {alg} n={n}: skipped ({exc})"
             if note not in rs.notes:
                 rs.notes.append(note)

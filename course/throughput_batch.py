@@ -31,6 +31,7 @@ import numpy as np
 
 from .devices import _cupy, check_dtype, check_fits, get_xp, synchronize
 from .errors import BadInputError, UnsupportedDtypeError
+from .peers import time_torch, torch_available, torch_cuda_available
 from .results import ResultSet
 from .throughput_ops import CPU_FLOAT16_MATMUL_MAX_N, _devices, time_op
 from .timing import benchmark, sweep_within_budget
@@ -136,20 +137,11 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
 
 # ----------------------------------------------------------------- mixed precision
 
-def torch_available() -> bool:
-    """True when PyTorch imports (it is optional: only bfloat16 timings need it)."""
-    try:
-        import torch  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 def _time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: float | None) -> dict:
     import torch
 
     tdev = "cuda" if device == "gpu" else "cpu"
-    if tdev == "cuda" and not torch.cuda.is_available():
+    if tdev == "cuda" and not torch_cuda_available():
         raise UnsupportedDtypeError("bfloat16 on the GPU is timed through PyTorch, whose CUDA build is not "
                                     "installed here; install a CUDA build of torch or choose float16")
     tdt = getattr(torch, dtype)
@@ -160,11 +152,7 @@ def _time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: f
     def mm() -> None:
         torch.matmul(a, b, out=c)
 
-    if tdev == "cuda":
-        torch.cuda.synchronize()
-    # torch CUDA work runs on torch's stream; wall-clock it with a synchronize per call.
-    fn = (lambda: (mm(), torch.cuda.synchronize())) if tdev == "cuda" else mm
-    t = benchmark(fn, device="cpu", warmup=2, repeat=repeat, budget_s=budget_s, name=f"torch matmul {n}")
+    t = time_torch(mm, device=device, warmup=2, repeat=repeat, budget_s=budget_s, name=f"torch matmul {n}")
     flops = 2.0 * n ** 3
     return t.as_record() | {"device": device, "n": n, "gflops": flops / t.median / 1e9, "flops": flops}
 

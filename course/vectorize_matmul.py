@@ -35,6 +35,7 @@ import numpy as np
 from .devices import array_device, check_dtype, check_fits, get_xp, normalize_device, synchronize, to_numpy
 from .errors import BadInputError, UnsupportedDtypeError
 from .hardware import matmul_flops
+from .peers import time_torch, torch_available, torch_cuda_available
 from .results import ResultSet
 from .timing import benchmark
 
@@ -91,15 +92,6 @@ def matmul_blas(a: Any, b: Any, out: Any = None) -> Any:
     return get_xp(array_device(a)).matmul(a, b, out=out)
 
 
-def torch_available() -> bool:
-    """True when PyTorch can be imported (an optional peer: bfloat16 matrix products)."""
-    try:
-        import torch  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 def matmul(a: Any, b: Any, rung: str = "blas", out: Any = None) -> Any:
     """``a @ b`` at the given rung (``loop``, ``dots``, ``blas``/``gpu``, ``torch``).
 
@@ -143,7 +135,7 @@ def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", rung: s
         if not isinstance(tdt, torch.dtype):
             raise UnsupportedDtypeError(f"PyTorch has no dtype {dtype!r}; try bfloat16, float16 or float32")
         tdev = "cuda" if dev == "gpu" else "cpu"
-        if tdev == "cuda" and not torch.cuda.is_available():
+        if tdev == "cuda" and not torch_cuda_available():
             raise UnsupportedDtypeError("this PyTorch build sees no CUDA GPU; install a CUDA build of "
                                         "PyTorch or use device='cpu'")
         check_fits(3 * int(n) ** 2 * torch.tensor([], dtype=tdt).element_size(), dev, what="three matrices")
@@ -162,13 +154,6 @@ def matmul_tolerance(dtype: Any, n: int) -> float:
     """Relative error allowed against a float64 product: rounding grows like sqrt(n)."""
     eps = {"float16": 2**-10, "bfloat16": 2**-7, "float32": 2**-23, "float64": 2**-52}.get(str(dtype), 1e-3)
     return 8 * eps * max(1.0, float(n) ** 0.5)
-
-
-def _torch_sync(dev: str) -> None:
-    if dev == "gpu":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
@@ -192,7 +177,8 @@ def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "c
         exact = a_np.astype(np.float64) @ b_np.astype(np.float64)
         err = float(np.max(np.abs(got - exact)) / max(np.max(np.abs(exact)), 1e-30))
     if rung == "torch":
-        t = _time_torch(lambda: matmul(a, b, "torch", **kw), dev, repeat, budget_s)
+        t = time_torch(matmul, a, b, "torch", device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                       name="torch matmul", **kw)
     else:
         synchronize(dev)
         slow = rung in MATMUL_LIMITS
@@ -201,13 +187,6 @@ def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "c
     return {"rung": rung, "device": dev, "n": int(n), "dtype": str(dtype), "timing": t,
             "gflops": matmul_flops(n) / t.median / 1e9, "rel_error": err,
             "agrees": None if err is None else err <= matmul_tolerance(dtype, n)}
-
-
-def _time_torch(fn: Callable, dev: str, repeat: int, budget_s: float | None):
-    def call() -> None:
-        fn()
-        _torch_sync(dev)  # CUDA work is asynchronous: wait for it inside the timed call
-    return benchmark(call, device="cpu", warmup=2, repeat=repeat, budget_s=budget_s, name="torch matmul")
 
 
 def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), devices: Sequence[str] = ("cpu",),

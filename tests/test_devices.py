@@ -67,9 +67,21 @@ def test_gpu_can_be_switched_off_and_then_asking_for_it_says_what_to_do(monkeypa
 
 
 @pytest.mark.parametrize("name, expected", [("cpu", "cpu"), ("CPU", "cpu"), ("gpu", "gpu"),
-                                            ("cuda", "gpu"), ("gpu:0", "gpu"), ("cuda:1", "gpu")])
+                                            ("cuda", "gpu"), ("gpu:0", "gpu"), ("cuda:0", "gpu")])
 def test_normalize_device_accepts_the_usual_spellings(name, expected):
     assert course.normalize_device(name) == expected
+
+
+@pytest.mark.parametrize("name", ["cuda:1", "gpu:3", course.Device("gpu", 1, "some GPU")])
+def test_another_gpu_than_gpu_0_is_refused_instead_of_silently_running_on_gpu_0(name):
+    with pytest.raises(BadInputError, match="CUDA_VISIBLE_DEVICES"):
+        course.normalize_device(name)
+
+
+@pytest.mark.parametrize("name", ["gpu:x", "cpu:1", "cuda:-1"])
+def test_a_malformed_device_number_is_refused_by_name(name):
+    with pytest.raises(BadInputError, match="device"):
+        course.normalize_device(name)
 
 
 @pytest.mark.parametrize("bad", ["tpu", "", None, 3])
