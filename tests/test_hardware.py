@@ -10,22 +10,28 @@ from course import hardware
 from course.errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 
 
-def test_copy_bandwidth_counts_read_and_write_bytes():
+def test_copy_bandwidth_counts_read_and_write_bytes(monkeypatch):
+    from _fixed_clock import fixed_benchmark
+
+    monkeypatch.setattr(hardware, "benchmark", fixed_benchmark(0.001))
     bw = hardware.copy_bandwidth("cpu", nbytes=2**20, repeat=3)
+    # 1 MiB read + 1 MiB written in 1 ms: 2,097,152 bytes / 0.001 s
     assert bw["nbytes"] == 2**20
-    assert bw["bytes_per_s"] == pytest.approx(2 * 2**20 / bw["timing"].median)
-    assert bw["gb_per_s"] == pytest.approx(bw["bytes_per_s"] / 1e9)
+    assert bw["bytes_per_s"] == pytest.approx(2_097_152_000.0) and bw["gb_per_s"] == pytest.approx(2.097152)
 
 
 def test_matmul_flops_is_two_n_cubed():
     assert hardware.matmul_flops(10) == 2000.0
 
 
-def test_matmul_sweep_records_each_size_with_gflops_and_provenance():
+def test_matmul_sweep_records_each_size_with_gflops_and_provenance(monkeypatch):
+    from _fixed_clock import fixed_benchmark
+
+    monkeypatch.setattr(hardware, "benchmark", fixed_benchmark(1e-6))
     rs = hardware.matmul_sweep([8, 16], devices=["cpu"], repeat=2, budget_s=0.05)
     assert [r["n"] for r in rs.records] == [8, 16]
     r = rs.records[1]
-    assert r["gflops"] == pytest.approx(hardware.matmul_flops(16) / r["median_s"] / 1e9)
+    assert r["median_s"] == 1e-6 and r["gflops"] == pytest.approx(8.192)  # 2 · 16³ = 8,192 FLOP in 1 µs
     assert rs.provenance["cpu"]["model"] and rs.params["dtype"] == "float32"
 
 

@@ -51,11 +51,72 @@ def _stub(*args):
     raise NotImplementedError
 
 
-def test_checks_pass_the_course_answers(capsys):
+def _loop_up_sweep_level(nodes, op):
+    """Written here, one pair at a time, sharing no code with the course's answer."""
+    parents = [op(nodes[i:i + 1], nodes[i + 1:i + 2])[0] for i in range(0, len(nodes) - 1, 2)]
+    if len(nodes) % 2:
+        parents.append(nodes[-1])
+    return np.stack(parents) if parents else nodes[:0]
+
+
+def _loop_down_sweep_level(parent_prefix, nodes, op):
+    out = []
+    for i in range(len(nodes)):
+        p = parent_prefix[i // 2:i // 2 + 1]
+        out.append(p[0] if i % 2 == 0 else op(p, nodes[i - 1:i])[0])
+    return np.stack(out) if out else nodes[:0]
+
+
+def _loop_exclusive_from_inclusive(inclusive, identity):
+    out = np.empty_like(inclusive)
+    for i in range(len(inclusive)):
+        out[i] = identity if i == 0 else inclusive[i - 1]
+    return out
+
+
+def _indexed_up_sweep_level(nodes, op):
+    """One call of op, with index arrays instead of the course's slices."""
+    m = len(nodes)
+    pairs = op(nodes[np.arange(0, m - 1, 2)], nodes[np.arange(1, m, 2)])
+    return np.concatenate([pairs, nodes[[m - 1]]]) if m % 2 else pairs
+
+
+def _indexed_down_sweep_level(parent_prefix, nodes, op):
+    m = len(nodes)
+    out = parent_prefix[np.arange(m) // 2].copy()
+    out[np.arange(1, m, 2)] = op(parent_prefix[np.arange(m // 2)], nodes[np.arange(0, m - 1, 2)])
+    return out
+
+
+def test_checks_pass_independent_answers_and_the_course_answers(capsys):
+    assert check.check_up_sweep_level(_indexed_up_sweep_level)
+    assert check.check_down_sweep_level(_indexed_down_sweep_level)
+    assert check.check_exclusive_from_inclusive(_loop_exclusive_from_inclusive)
     assert check.check_up_sweep_level(answers.up_sweep_level)
-    assert check.check_down_sweep_level(answers.down_sweep_level)
-    assert check.check_exclusive_from_inclusive(answers.exclusive_from_inclusive)
-    assert capsys.readouterr().out.count("Correct") == 3
+    assert capsys.readouterr().out.count("Correct") == 4
+
+
+def test_the_course_answers_agree_with_the_loops_written_here():
+    from course.scan import add, matmul
+
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 5, 8):
+        x = rng.integers(0, 9, m)
+        np.testing.assert_array_equal(answers.up_sweep_level(x, add), _loop_up_sweep_level(x, add))
+        A = rng.standard_normal((m, 2, 2))
+        np.testing.assert_allclose(answers.up_sweep_level(A, matmul), _loop_up_sweep_level(A, matmul))
+        pp = rng.integers(0, 9, (m + 1) // 2)
+        np.testing.assert_array_equal(answers.down_sweep_level(pp, x, add), _loop_down_sweep_level(pp, x, add))
+        np.testing.assert_array_equal(answers.exclusive_from_inclusive(x, 0), _loop_exclusive_from_inclusive(x, 0))
+
+
+def test_checks_refuse_a_wrong_operand_order(capsys):
+    def swapped(nodes, op):
+        m = nodes.shape[0]
+        parents = op(nodes[1:m:2], nodes[0:m - 1:2])
+        return np.concatenate([parents, nodes[m - 1:]]) if m % 2 else parents
+
+    assert check.check_up_sweep_level(swapped) is False
 
 
 @pytest.mark.parametrize("fn", [check.check_up_sweep_level, check.check_down_sweep_level,

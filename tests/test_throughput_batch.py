@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import course.throughput_batch as TB
 from course import throughput as T
 from course.errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 
@@ -37,13 +38,24 @@ def test_batch_for_fraction_bad_input(args, words):
         T.batch_for_fraction(*args)
 
 
-def test_batch_sweep_records_latency_throughput_and_in_flight():
+def test_batch_sweep_records_latency_throughput_and_in_flight(monkeypatch):
+    from _fixed_clock import fixed_benchmark
+
+    # every step "takes" 10 ms, and so does each run of 2 consecutive steps
+    monkeypatch.setattr(TB, "benchmark", fixed_benchmark(0.01))
     rs = T.batch_sweep([1, 8], sizes=(16, 8, 4), repeat=2, stream_steps=2)
     assert [r["batch"] for r in rs.records] == [1, 8]
-    for r in rs.records:
-        assert r["samples_per_s"] == pytest.approx(r["batch"] / r["median_s"])
-        assert r["in_flight"] == pytest.approx(r["stream_samples_per_s"] * r["median_s"])
-        assert r["flops"] > 0 and r["gflops"] > 0
+    one, eight = rs.records
+    assert one["samples_per_s"] == pytest.approx(100) and eight["samples_per_s"] == pytest.approx(800)
+    # 2 steps of 8 samples in 10 ms: 1,600 samples/s streamed; × 10 ms latency = 16 samples in flight
+    assert eight["stream_samples_per_s"] == pytest.approx(1600) and eight["in_flight"] == pytest.approx(16)
+    assert one["in_flight"] == pytest.approx(2)
+    assert eight["flops"] == pytest.approx(8 * one["flops"]) and eight["gflops"] > 0
+
+
+def test_batch_sweep_measures_for_real():
+    rs = T.batch_sweep([1, 8], sizes=(16, 8, 4), repeat=2, stream_steps=2)
+    assert all(r["median_s"] > 0 and r["samples_per_s"] > 0 for r in rs.records)
 
 
 def test_batch_sweep_budget_stops_early():
