@@ -1,0 +1,207 @@
+"""Figures of lesson 07: the closed form failing, work against T, timings, training, the kernel's chunks.
+
+Every figure that shows a measurement names the device it came from (:func:`course.plots.add_footer`);
+reference results recorded on another machine are drawn dashed and labelled.
+
+>>> fig = work_figure(2**12, n=16)
+>>> len(fig.axes)
+2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from ..errors import BadInputError
+from ..plots import COLORS, add_footer, new_figure
+from ..results import ResultSet
+from .kernels import chunk_plan
+from .linear import recurrence_closed_form, recurrence_log_space, recurrence_loop
+from .task import BASELINE_MSE, TrainingRun
+from .work import KINDS, work_counts
+
+__all__ = ["closed_form_figure", "work_figure", "timing_figure", "loss_figure", "chunk_figure",
+           "first_bad_step"]
+
+_STYLE = {("diagonal", "loop"): ("#1b9e77", "-"), ("diagonal", "scan"): ("#1b9e77", "--"),
+          ("dense", "loop"): ("#7570b3", "-"), ("dense", "scan"): ("#7570b3", "--"),
+          ("diagonal", "torch loop"): ("#e7298a", "-."),
+          ("diagonal", "numba chunked"): ("#d95f02", ":"), ("diagonal", "numba per-channel"): ("#a6761d", ":")}
+
+
+def _log_axes(ax) -> None:
+    """Log-2 x and log-10 y with plain tick labels (mathtext labels are slow to draw, and widgets redraw)."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v < 2**14 else f"2^{np.log2(v):.0f}"))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())
+    ax.grid(True, alpha=0.25)
+
+
+def first_bad_step(h) -> int | None:
+    """The first step t where ``h[t]`` is not finite (any channel), or None.
+
+    >>> first_bad_step(np.array([1.0, np.inf, 2.0]))
+    1
+    """
+    bad = ~np.isfinite(np.asarray(h).reshape(len(h), -1)).all(axis=1)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", seed: int = 0) -> Figure:
+    """The closed form failing at long T, and the log-space form not.
+
+    Left: log10 of the running product ``a^(t+1)``, by ``cumprod`` (it stops where the number
+    leaves the dtype's range) and as a running sum of logs.  Right: ``h_t`` of
+    ``h_t = a·h_(t-1) + b_t`` (random b) by the loop, the closed form and the log-space form.
+    """
+    if not isinstance(T, (int, np.integer)) or T < 1:
+        raise BadInputError(f"T must be a whole number >= 1; got {T!r}.")
+    if not np.isfinite(a) or a == 0:
+        raise BadInputError(f"a must be a finite, nonzero number; got {a!r}.")
+    av = np.full(T, a, dtype=dtype)
+    bv = np.random.default_rng(seed).normal(size=T).astype(dtype)
+    t = np.arange(T)
+    fig, (left, right) = new_figure(2, width=10, height=3.4)
+    with np.errstate(under="ignore", over="ignore", divide="ignore"):
+        prod = np.cumprod(av)
+        left.plot(t, np.where((prod != 0) & np.isfinite(prod), np.log10(np.abs(prod)), np.nan), lw=2.5,
+                  label="cumprod (0 or inf past the range: not drawn)")
+    left.plot(t, np.cumsum(np.log(np.abs(av))) / np.log(10), "--", lw=1.5, label="running sum of logs")
+    left.axhline(np.log10(np.finfo(dtype).tiny), color="0.5", lw=1, ls=":", label=f"smallest normal {dtype}")
+    left.set_ylabel("log10 |a_0 · a_1 ⋯ a_t|")
+    left.set_title(f"the running product, a = {a:g}, {dtype}", fontsize=9.5)
+    with np.errstate(over="ignore", invalid="ignore"):   # |a| > 1: h itself may leave the range
+        forms = {"loop (the oracle)": recurrence_loop(av, bv), "closed form: cumprod, cumsum":
+                 recurrence_closed_form(av, bv), "closed form in log space": recurrence_log_space(av, bv)}
+    for (label, h), style in zip(forms.items(), ["-", "--", ":"]):
+        bad = first_bad_step(h)
+        note = "" if bad is None else f" (nan/inf from step {bad:,})"
+        right.plot(t, np.where(np.isfinite(h), h, np.nan), style, lw=2.5 if style == "-" else 1.4,
+                   label=label + note)
+        if bad is not None:
+            right.axvline(bad, color="C3", lw=1, ls="--")
+    right.set_ylabel("h_t")
+    right.set_title("h_t = a·h_(t-1) + b_t, random b", fontsize=9.5)
+    for ax in (left, right):
+        ax.set_xlabel("step t")
+        ax.legend(fontsize=7.5)
+        ax.grid(True, alpha=0.25)
+    add_footer(fig, extra="Computed here (no timing).")
+    return fig
+
+
+def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -> Figure:
+    """Left: scan flops over loop flops against T, diagonal and dense.  Right: steps (the span)."""
+    Ts = [2**k for k in range(1, int(np.log2(max(T_max, 2))) + 1)]
+    fig, (left, right) = new_figure(2, height=3.3)
+    for kind, color in zip(KINDS, ("#1b9e77", "#7570b3")):
+        rows = [work_counts(T, n, kind) for T in Ts]
+        left.plot(Ts, [r["work_ratio"] for r in rows], "o-", ms=3, color=color, label=f"{kind}")
+        right.plot(Ts, [r["steps_scan"] for r in rows], "o--", ms=3, color=color, label=f"{kind} scan: levels")
+    right.plot(Ts, Ts, "k-", lw=1, label="loop: T steps")
+    left.set_title(f"extra work of the scan, n = {n}: flops(scan) / flops(loop)", fontsize=9.5)
+    left.set_ylabel("work ratio (×)")
+    right.set_title("span: dependent steps", fontsize=9.5)
+    right.set_ylabel("steps")
+    for ax in (left, right):
+        _log_axes(ax)
+        ax.set_xlabel("T (steps of the recurrence)")
+        ax.legend(fontsize=8)
+        if highlight:
+            ax.axvline(highlight, color="0.3", lw=1, ls=":")
+    add_footer(fig, extra="Counted from the scan's own level loop (course.scan.operation_counts); no timing.")
+    return fig
+
+
+def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), n: int | None = None,
+                  highlight: int | None = None, title: str = "") -> Figure:
+    """Time against T for every (device, kind, method) measured; right: loop time / scan time."""
+    sources = ([live] if live is not None else []) + [r for r in references if r.records]
+    fig, (left, right) = new_figure(2, width=10, height=3.8)
+    drew = False
+    for rs in sources:
+        ref = rs.source == "reference"
+        ns = sorted({r["n"] for r in rs.records}) if n is None else [n]
+        for dev in ("cpu", "gpu"):
+            for (kind, method), (color, ls) in _STYLE.items():
+                for nn in ns:
+                    recs = sorted(rs.select(device=dev, kind=kind, method=method, n=nn), key=lambda r: r["T"])
+                    if not recs:
+                        continue
+                    drew = True
+                    label = f"{dev.upper()} {kind} {method}" + (f", n={nn}" if len(ns) > 1 else "")
+                    label += f" ({rs.label})" if ref else ""
+                    left.plot([r["T"] for r in recs], [r["median_s"] for r in recs], ls="--" if ref else ls,
+                              marker="o" if dev == "cpu" else "s", ms=3, color=color,
+                              alpha=0.6 if ref else 1.0, label=label)
+                    if method == "scan":
+                        loop = {r["T"]: r["median_s"] for r in rs.select(device=dev, kind=kind, method="loop", n=nn)}
+                        both = [r for r in recs if r["T"] in loop]
+                        if both:
+                            right.plot([r["T"] for r in both], [loop[r["T"]] / r["median_s"] for r in both],
+                                       ls="--" if ref else "-", marker="o" if dev == "cpu" else "s", ms=3,
+                                       color=color if dev == "cpu" else COLORS["gpu"], alpha=0.6 if ref else 1.0,
+                                       label=f"{dev.upper()} {kind}" + (f", n={nn}" if len(ns) > 1 else "")
+                                       + (" (ref.)" if ref else "") + f": work ratio ≈ {both[-1]['work_ratio']:.3g}×")
+    if not drew:
+        left.text(0.5, 0.5, "nothing measured yet", ha="center", va="center", transform=left.transAxes)
+    left.set_ylabel("time per call (s), median")
+    left.set_title(title or "Linear recurrences: loop and scan, diagonal and dense", fontsize=9.5)
+    right.set_ylabel("loop time / scan time (×)")
+    right.set_title("above 1: the scan is faster than the loop", fontsize=9.5)
+    right.axhline(1.0, color="0.5", lw=1)
+    for ax in (left, right):
+        _log_axes(ax)
+        ax.set_xlabel("T (steps)")
+        if highlight:
+            ax.axvline(highlight, color="0.3", lw=1, ls=":")
+        if ax.lines:
+            ax.legend(fontsize=6.5, loc="best")
+    add_footer(fig, live, [r for r in references if r.records])
+    return fig
+
+
+def loss_figure(run: TrainingRun) -> Figure:
+    """The training loss after every step, against the loss of always answering the mean."""
+    fig, (ax,) = new_figure(1, height=3.2)
+    ax.plot(np.arange(1, len(run.losses) + 1), run.losses, lw=1.2, label="training loss (fresh batch each step)")
+    ax.axhline(BASELINE_MSE, color="C3", ls="--", lw=1, label="always answer 1.0 (≈ 1/6)")
+    ax.axhline(run.test_loss, color="k", ls=":", lw=1, label=f"test loss after training: {run.test_loss:.2g}")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("training step")
+    ax.set_ylabel("mean squared error")
+    ax.set_title(f"Selective layer (n = {run.n}) on the adding problem, T = {run.T}", fontsize=9.5)
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.25)
+    add_footer(fig, extra="Computed here.")
+    return fig
+
+
+def chunk_figure(T: int = 32, n: int = 6, chunk: int = 8) -> Figure:
+    """Which thread of the chunked kernel handles which (step, channel): one colour per thread."""
+    plan = chunk_plan(T, n, chunk)
+    if T * n > 4096:
+        raise BadInputError(f"chunk_figure draws at most 4,096 cells; got T·n = {T * n:,}. Use smaller T or n.")
+    K = plan["chunks"]
+    thread = (np.arange(T)[None, :] // chunk) * n + np.arange(n)[:, None]       # (n, T)
+    fig, (ax,) = new_figure(1, height=1.2 + 0.3 * n)
+    ax.imshow(thread % 20, cmap="tab20", aspect="auto", interpolation="nearest",
+              extent=(-0.5, T - 0.5, n - 0.5, -0.5))
+    for k in range(1, K):
+        ax.axvline(k * chunk - 0.5, color="k", lw=1.5)
+    ax.set_xlabel("step t  (black lines: chunk borders; phase 2 carries the state across them)")
+    ax.set_ylabel("channel")
+    ax.set_title(f"T = {T}, n = {n}, chunk = {chunk}: {plan['threads']} threads, each walks at most "
+                 f"{plan['steps_per_thread']} steps; longest dependent chain {plan['dependent_steps']} "
+                 f"(one thread per channel: {T})", fontsize=9)
+    return fig

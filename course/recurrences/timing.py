@@ -1,0 +1,187 @@
+"""Timing the recurrence: loop against scan, diagonal against dense, CPU against GPU.
+
+Every measurement goes through :func:`course.timing.benchmark` (warm-up, repeats, median; CUDA
+events on a GPU).  The implementations, by name:
+
+* ``"loop"``: diagonal, :func:`course.recurrences.linear.recurrence_loop` (T dependent steps,
+  each one vectorized over the n channels); dense, lesson 05's
+  :func:`course.bppsa.backprop_sequential` (T dependent n×n matrix-vector products);
+* ``"scan"``: diagonal, :func:`course.recurrences.linear.recurrence_scan` (the Blelloch scan with
+  the affine operator); dense, lesson 05's :func:`course.bppsa.backprop_scan` (n×n products);
+* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.peers.time_torch`;
+* ``"numba chunked"`` and ``"numba per-channel"`` (diagonal, GPU only): the hand-written kernels
+  of :mod:`course.recurrences.kernels` with chunks of 64 steps, or one thread per channel.
+
+>>> t = time_recurrence("diagonal", "scan", T=64, n=8, repeat=2)
+>>> t.median > 0
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..bppsa import backprop_scan, backprop_sequential
+from ..devices import check_dtype, check_fits, get_xp, gpu_available, normalize_device, to_numpy
+from ..errors import BadInputError, GPUUnavailableError
+from ..peers import time_torch, torch_device
+from ..results import ResultSet
+from ..timing import Timing, benchmark, sweep_within_budget
+from .linear import recurrence_loop, recurrence_scan
+from .work import KINDS, work_counts
+
+__all__ = ["METHODS", "LOOP_MAX_T", "DENSE_SCAN_MAX_FLOPS", "recurrence_input", "recurrence_function",
+           "time_recurrence", "recurrence_sweep", "crossover"]
+
+#: Implementations per (device, kind), in the order the plots list them.
+METHODS = {("cpu", "diagonal"): ("loop", "scan", "torch loop"),
+           ("cpu", "dense"): ("loop", "scan"),
+           ("gpu", "diagonal"): ("loop", "scan", "numba per-channel", "numba chunked", "torch loop"),
+           ("gpu", "dense"): ("loop", "scan")}
+#: Python loops are timed only up to this T (every step is a few library calls).
+LOOP_MAX_T = 2**14
+#: The dense scan is timed only up to this many flops per call on each device (2n³ per combine).
+DENSE_SCAN_MAX_FLOPS = {"cpu": 2e9, "gpu": 1e12}
+
+
+def recurrence_input(T: int, n: int, kind: str = "diagonal", dtype: Any = "float32",
+                     device: Any = "cpu", seed: int = 0) -> tuple[Any, Any]:
+    """Random inputs: ``(a, b)`` of shape (T, n) for a diagonal recurrence, with a in [0.5, 1)
+    (slow decays, as trained state-space models have); ``(jacobians, grad)`` of shapes
+    (T, n, n) and (n,) for the dense one, scaled so that long products stay bounded.
+
+    >>> [x.shape for x in recurrence_input(5, 3, "dense")]
+    [(5, 3, 3), (3,)]
+    """
+    dev = normalize_device(device)
+    for name, v in (("T", T), ("n", n)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise BadInputError(f"{name} must be a whole number >= 1; got {v!r}.")
+    if kind not in KINDS:
+        raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
+    dt = check_dtype(dtype, dev)
+    per_step = n * n if kind == "dense" else 2 * n
+    check_fits(4 * T * per_step * dt.itemsize, dev, what=f"a {kind} recurrence of T = {T:,}, n = {n}")
+    rng = np.random.default_rng(seed)
+    xp = get_xp(dev)
+    if kind == "diagonal":
+        a, b = rng.uniform(0.5, 1.0, (T, n)), rng.normal(size=(T, n))
+        return xp.asarray(a, dtype=dt), xp.asarray(b, dtype=dt)
+    J = rng.normal(0, 1 / np.sqrt(n), (T, n, n))
+    return xp.asarray(J, dtype=dt), xp.asarray(rng.normal(size=n), dtype=dt)
+
+
+def _torch_loop(a, b, dev: str) -> Callable[[], Any]:
+    """The loop in PyTorch on ``dev`` ("cpu" or "cuda"): the same steps, PyTorch's per-call overhead."""
+    import torch
+
+    ta, tb = (torch.as_tensor(to_numpy(x), device=dev) for x in (a, b))
+
+    def run():
+        h, out = torch.zeros_like(tb[0]), torch.empty_like(tb)
+        for t in range(tb.shape[0]):
+            h = ta[t] * h + tb[t]
+            out[t] = h
+        return out
+    return run
+
+
+def recurrence_function(kind: str, method: str, inputs: tuple, device: Any = "cpu") -> Callable[[], Any]:
+    """A no-argument function that runs one implementation on prepared ``inputs``."""
+    dev = normalize_device(device)
+    if method not in METHODS[(dev, kind)]:
+        raise BadInputError(f"no {kind} implementation {method!r} on the {dev.upper()}; choose one of "
+                            f"{list(METHODS[(dev, kind)])}.")
+    x, y = inputs
+    if kind == "dense":
+        fn = backprop_sequential if method == "loop" else backprop_scan
+        return lambda: fn(x, y)
+    if method == "loop":
+        return lambda: recurrence_loop(x, y)
+    if method == "scan":
+        return lambda: recurrence_scan(x, y)
+    if method == "torch loop":
+        return _torch_loop(x, y, torch_device(dev))      # a clear error without PyTorch (or its GPU)
+    from .kernels import diagonal_scan, kernels_unavailable_reason
+
+    if dev != "gpu" or kernels_unavailable_reason():
+        raise GPUUnavailableError(f"the numba kernels are timed on a GPU only: "
+                                  f"{kernels_unavailable_reason() or 'this is the CPU'}")
+    chunk = 64 if method == "numba chunked" else int(x.shape[0])
+    return lambda: diagonal_scan(x, y, chunk=chunk)
+
+
+def time_recurrence(kind: str, method: str, T: int, n: int, device: Any = "cpu", dtype: Any = "float32",
+                    repeat: int = 5, budget_s: float | None = 0.5) -> Timing:
+    """Time one implementation at one (T, n); a clear error for a combination that cannot run."""
+    dev = normalize_device(device)
+    if "loop" in method and method != "torch loop" and T > LOOP_MAX_T:
+        raise BadInputError(f"the Python loop is timed only up to T = {LOOP_MAX_T:,}; got T = {T:,}.")
+    if kind == "dense" and method == "scan":
+        flops = work_counts(T, n, "dense")["flops_scan"]
+        if flops > DENSE_SCAN_MAX_FLOPS[dev]:
+            raise BadInputError(f"the dense scan at T = {T:,}, n = {n} needs {flops:.2g} flops per call; "
+                                f"it is timed only up to {DENSE_SCAN_MAX_FLOPS[dev]:.0g} on the {dev.upper()}.")
+    fn = recurrence_function(kind, method, recurrence_input(T, n, kind, dtype, dev), dev)
+    timer = time_torch if method == "torch loop" else benchmark    # PyTorch: events on its own stream
+    t = timer(fn, device=dev, warmup=1, repeat=repeat, budget_s=budget_s, name=f"{kind} {method} T={T} n={n}")
+    return t
+
+
+def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequence[str] = KINDS,
+                     methods: Sequence[str] | None = None, devices: Sequence[str] | None = None,
+                     dtype: Any = "float32", repeat: int = 5, budget_s: float | None = 0.3,
+                     total_budget_s: float | None = None, progress: Callable | None = None) -> ResultSet:
+    """Time every implementation at each (T, n) on each device; each record carries the work ratio.
+
+    Combinations that cannot run here (no PyTorch, no GPU for the kernels, a Python loop past
+    :data:`LOOP_MAX_T`) are skipped and listed in ``notes``.
+
+    >>> rs = recurrence_sweep([32], [4], kinds=["diagonal"], methods=["loop", "scan"], repeat=2)
+    >>> sorted(r["method"] for r in rs.records)
+    ['loop', 'scan']
+    """
+    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    dt = np.dtype(dtype)
+    rs = ResultSet("recurrence_sweep", params={"Ts": [int(T) for T in Ts], "ns": [int(n) for n in ns],
+                                               "kinds": list(kinds), "dtype": dt.name, "devices": devs,
+                                               "repeat": repeat})
+    jobs = [(d, k, m, int(T), int(n)) for d in devs for k in kinds for m in METHODS[(d, k)]
+            if methods is None or m in methods for n in ns for T in Ts]
+    for dev, kind, method, T, n in sweep_within_budget(jobs, rs, total_budget_s, progress, "recurrences"):
+        try:
+            t = time_recurrence(kind, method, T, n, dev, dt, repeat=repeat, budget_s=budget_s)
+        except (BadInputError, GPUUnavailableError) as exc:
+            note = f"{dev} {kind} {method} T={T} n={n}: skipped ({exc})"
+            rs.notes.append(note)
+            continue
+        w = work_counts(T, n, kind, dt.itemsize)
+        rs.add_timing(t, kind=kind, method=method, T=T, n=n, dtype=dt.name, work_ratio=w["work_ratio"],
+                      steps_scan=w["steps_scan"])
+    return rs
+
+
+def crossover(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan",
+              over: str = "loop") -> int | None:
+    """The smallest measured T from which ``method`` is faster than ``over`` at every larger T, or None.
+
+    >>> rs = ResultSet("demo")
+    >>> for T, loop, scan in [(8, 1, 2), (64, 4, 3), (512, 30, 5)]:
+    ...     rs.add(device="cpu", kind="diagonal", n=4, T=T, method="loop", median_s=loop)
+    ...     rs.add(device="cpu", kind="diagonal", n=4, T=T, method="scan", median_s=scan)
+    >>> crossover(rs, "cpu", "diagonal", 4)
+    64
+    """
+    a = {r["T"]: r["median_s"] for r in rs.select(device=device, kind=kind, n=n, method=method)}
+    b = {r["T"]: r["median_s"] for r in rs.select(device=device, kind=kind, n=n, method=over)}
+    Ts = sorted(set(a) & set(b))
+    best = None
+    for T in reversed(Ts):
+        if a[T] < b[T]:
+            best = T
+        else:
+            break
+    return best
