@@ -13,6 +13,7 @@ import pytest
 
 PEERS = {
     "torch": "PyTorch: the autograd oracle of lesson 01 and the timed peer of lessons 01-05",
+    "mpi4py": "MPI for Python with MPICH: lesson 06's real distributed engine",
 }
 
 

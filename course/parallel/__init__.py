@@ -1,0 +1,55 @@
+"""Lesson 06: training on many workers, on a real MPI engine.
+
+Read in this order:
+
+* :mod:`~course.parallel.allreduce`: all-reduce three ways (naive, tree, ring) on p simulated
+  workers in numpy, one step at a time, with the bytes each worker sends;
+* :mod:`~course.parallel.ring_mpi`: the same ring over MPI point-to-point messages (``Sendrecv``),
+  checked against MPI's own ``Allreduce``;
+* :mod:`~course.parallel.data_parallel`: lesson 01's MLP trained on p ranks, each on a slice of the
+  batch, gradients averaged by the ring; DDP-style buckets overlapped with backward;
+* :mod:`~course.parallel.pipeline`: the MLP's layers split over p ranks, GPipe's micro-batches,
+  every stage's busy intervals and the bubble;
+* :mod:`~course.parallel.mpi` starts ``mpiexec`` from Python (timeouts, clear errors) and
+  :mod:`~course.parallel.runs` wraps each run with its oracle; :mod:`~course.parallel.model` fits
+  and extrapolates the α–β model;
+* :mod:`~course.parallel.nccl`: the ring on several GPUs with NCCL (``cupyx.distributed``);
+* :mod:`~course.parallel.plots`, :mod:`~course.parallel.widgets`, :mod:`~course.parallel.checks`
+  and :mod:`~course.parallel.experiments` (``python -m course report``).
+
+Every rank imports this package, so it imports neither matplotlib nor ipywidgets: the plots and
+widgets are their own modules (``from course.parallel import plots, widgets``).
+
+>>> ring_allreduce(np.ones((4, 6))).result[0].tolist()
+[4.0, 4.0, 4.0, 4.0, 4.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np  # noqa: F401  (the doctest above)
+
+from .allreduce import (
+    ALGORITHMS,
+    AllreduceRun,
+    allreduce,
+    bytes_per_worker,
+    chunk_bounds,
+    message_counts,
+    naive_allreduce,
+    ring_allreduce,
+    ring_chunks,
+    tree_allreduce,
+)
+from .data_parallel import average_gradients, single_process_gradients, single_process_train
+from .model import INTERCONNECTS, AlphaBeta, fit_alpha_beta, model_time
+from .mpi import MPIError, cores, find_mpiexec, max_ranks, mpi_available, mpi_unavailable_reason, run_mpi
+from .pipeline import bubble_fraction, ideal_timeline, measured_bubble
+from .runs import allreduce_sweep, data_parallel_timing, pipeline_runs, ring_check, train_data_parallel
+
+__all__ = ["ALGORITHMS", "AllreduceRun", "allreduce", "naive_allreduce", "tree_allreduce", "ring_allreduce",
+           "ring_chunks", "chunk_bounds", "bytes_per_worker", "message_counts",
+           "average_gradients", "single_process_gradients", "single_process_train",
+           "INTERCONNECTS", "AlphaBeta", "fit_alpha_beta", "model_time",
+           "MPIError", "cores", "find_mpiexec", "max_ranks", "mpi_available", "mpi_unavailable_reason", "run_mpi",
+           "bubble_fraction", "ideal_timeline", "measured_bubble",
+           "ring_check", "allreduce_sweep", "train_data_parallel", "data_parallel_timing", "pipeline_runs"]

@@ -1,0 +1,101 @@
+"""Lesson 06's experiments for ``python -m course report``: MPI all-reduces against message size and
+p (with the α–β fit), data-parallel compute vs communication with and without DDP-style overlap, and
+GPipe's bubble against m.  They need MPI (``pip install mpich mpi4py``); without it each records why."""
+
+from __future__ import annotations
+
+from ..plots import new_figure
+from ..report import experiment
+from ..results import ResultSet
+from .mpi import mpi_unavailable_reason
+from .plots import allreduce_timing_figure, data_parallel_figure, pipeline_figure
+
+
+def _no_mpi(name: str) -> ResultSet | None:
+    why = mpi_unavailable_reason()
+    if why is None:
+        return None
+    rs = ResultSet(name)
+    rs.notes.append(f"MPI unavailable: {why}")
+    return rs
+
+
+def _message(rs: ResultSet):
+    """A figure that says why there is nothing to draw (MPI missing)."""
+    fig, (ax,) = new_figure(1, height=1.6)
+    ax.text(0.5, 0.5, "\n".join(rs.notes) or "no records", ha="center", va="center", fontsize=9,
+            color="0.3", transform=ax.transAxes, wrap=True)
+    ax.axis("off")
+    return fig
+
+
+@experiment("allreduce_mpi", title="All-reduce on MPI ranks: the course's ring and naive vs MPI's Allreduce",
+            lesson="06")
+def allreduce_mpi(devices, quick, progress):
+    """float64 vectors from 1 KB to 64 MB (16 MB when quick) on p = 2, 3, 4 MPI ranks: the course's
+    ring (Sendrecv), the naive gather-add-broadcast and MPI's own Allreduce; the slowest rank's time
+    per call; alpha and beta fitted to the ring and naive timings where every rank had a core."""
+    rs = _no_mpi("allreduce_mpi")
+    if rs is not None:
+        return rs
+    from .model import fit_alpha_beta
+    from .runs import SIZES_BYTES, allreduce_sweep
+
+    sizes = [b for b in SIZES_BYTES if b <= (2**24 if quick else 2**26)]
+    rs = allreduce_sweep((2, 3, 4), sizes, repeat=3 if quick else 7, progress=None)
+    fit = fit_alpha_beta(rs)
+    rs.params.update(alpha_s=fit.alpha, beta_s_per_byte=fit.beta, fit_rel_rms=fit.rel_rms, fit_ps=list(fit.ps))
+    return rs
+
+
+@allreduce_mpi.plot
+def _(rs, references):
+    from .model import AlphaBeta
+
+    fit = AlphaBeta(rs.params["alpha_s"], rs.params["beta_s_per_byte"], len(rs.records),
+                    rs.params["fit_rel_rms"], tuple(rs.params.get("fit_ps", ()))) if "alpha_s" in rs.params else None
+    return allreduce_timing_figure(rs, fit) if rs.records else _message(rs)
+
+
+@experiment("data_parallel_mpi", title="Data-parallel MLP training: compute vs communication, and DDP overlap",
+            lesson="06")
+def data_parallel_mpi(devices, quick, progress):
+    """Lesson 01's MLP (float64) with the batch split over p = 1, 2, 3 ranks: forward + backward time,
+    the ring all-reduce of the gradients, and a whole step with one all-reduce after backward against
+    bucketed Iallreduces overlapped with backward (as PyTorch DDP does)."""
+    rs = _no_mpi("data_parallel_mpi")
+    if rs is not None:
+        return rs
+    from .runs import data_parallel_timing
+
+    return data_parallel_timing((1, 2, 3), batch=128 if quick else 256, repeat=3 if quick else 7,
+                                progress=None)
+
+
+@data_parallel_mpi.plot
+def _(rs, references):
+    return data_parallel_figure(rs) if rs.records else _message(rs)
+
+
+@experiment("pipeline_mpi", title="GPipe pipeline on MPI ranks: measured bubble vs (p-1)/(m+p-1)", lesson="06")
+def pipeline_mpi(devices, quick, progress):
+    """The MLP's six Linear layers split over p = 2 ranks, m = 1, 2, 4, 8 (16) micro-batches: every
+    stage's busy intervals, the bubble measured from them and from the formula; gradients compared
+    with unsplit training."""
+    rs = _no_mpi("pipeline_mpi")
+    if rs is not None:
+        return rs
+    from .runs import pipeline_runs
+
+    return pipeline_runs(2, (1, 2, 4, 8) if quick else (1, 2, 4, 8, 16), repeat=2 if quick else 3,
+                         progress=None)
+
+
+@pipeline_mpi.plot
+def _(rs, references):
+    if not rs.records:
+        return _message(rs)
+    rec = max(rs.records, key=lambda r: r["m"])
+    return pipeline_figure(rec["events"], rs.params["p"], rec["m"], measured=rs,
+                           title=f"GPipe, p = {rs.params['p']}, m = {rec['m']}: measured bubble "
+                                 f"{rec['bubble_measured']:.0%}, formula {rec['bubble_formula']:.0%}")

@@ -1,0 +1,199 @@
+"""Start real MPI processes from Python (a notebook cell) and read their results back.
+
+Why a launcher rather than ipyparallel's MPI engines: ``mpiexec`` with a course module is the very
+command a learner would type on a cluster, it needs nothing but ``pip install mpich mpi4py``, and
+each run starts from a clean slate, so a rank that dies or hangs cannot leave a notebook's kernel
+stuck: :func:`run_mpi` runs ``mpiexec`` in its own process group with a timeout, kills the whole
+group when the time is up, and turns every failure into a :class:`MPIError` that says what to do.
+
+The ranks talk over shared memory on this machine (loopback only; nothing leaves it).  Each rank
+runs with one BLAS thread, so p ranks use p cores; with more ranks than cores they share cores
+(*oversubscribed*) and every timing says so.
+
+>>> find_mpiexec() is None or find_mpiexec().name.startswith("mpiexec")
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from ..devices import usable_cores
+from ..errors import BadInputError, CourseError
+from .allreduce import check_workers
+
+__all__ = ["MPIError", "find_mpiexec", "mpi_unavailable_reason", "mpi_available", "max_ranks",
+           "cores", "oversubscribed", "run_mpi", "INSTALL_HINT"]
+
+INSTALL_HINT = "pip install mpich mpi4py  (MPICH from the package index: no system MPI needed)"
+
+
+class MPIError(CourseError, RuntimeError):
+    """MPI could not start, a rank failed, or a run did not finish in time."""
+
+
+def find_mpiexec() -> Path | None:
+    """``mpiexec`` next to this Python first (the mpich wheel puts it there), then on the PATH."""
+    here = Path(sys.executable).parent
+    for name in ("mpiexec", "mpiexec.exe", "mpiexec.hydra"):
+        if (here / name).is_file() and os.access(here / name, os.X_OK):
+            return here / name
+    found = shutil.which("mpiexec")
+    return Path(found) if found else None
+
+
+def mpi_unavailable_reason() -> str | None:
+    """Why MPI cannot start here (None when it can): no mpi4py, or no ``mpiexec``."""
+    if find_spec("mpi4py") is None:
+        return f"mpi4py is not installed. Install it with: {INSTALL_HINT}"
+    if find_mpiexec() is None:
+        return (f"no mpiexec next to {Path(sys.executable).parent} or on the PATH. Install MPICH "
+                f"with: {INSTALL_HINT}")
+    return None
+
+
+def mpi_available() -> bool:
+    """True when mpi4py imports and an ``mpiexec`` was found."""
+    return mpi_unavailable_reason() is None
+
+
+def cores() -> int:
+    """Cores the ranks may use: :func:`course.devices.usable_cores` (affinity and CPU quota)."""
+    return usable_cores()
+
+
+def max_ranks() -> int:
+    """The most ranks :func:`run_mpi` starts here: 4 per core (at least 8)."""
+    return max(8, 4 * cores())
+
+
+def oversubscribed(p: int) -> bool:
+    """True when p ranks are more than the cores here (they take turns, so timings stretch)."""
+    return p > cores()
+
+
+def _check_ranks(p: Any) -> int:
+    p = check_workers(p)
+    if p > max_ranks():
+        raise BadInputError(f"p = {p} ranks is more than this machine can start sensibly ({cores()} cores, "
+                            f"at most {max_ranks()} ranks: 4 per core). Use fewer ranks, or run on a "
+                            f"cluster under the site's mpiexec.")
+    return p
+
+
+def _reader(stream: Any, lines: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        lines.put(line)
+    stream.close()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill mpiexec and every rank it started (they share its process group)."""
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 120.0,
+            progress: Callable[[str], None] | None = print) -> dict:
+    """Run ``course.parallel.worker``'s ``task`` on ``p`` MPI ranks and return rank 0's result.
+
+    Parameters
+    ----------
+    task : a name in :data:`course.parallel.worker.TASKS` (``"ring_check"``, ``"pipeline"``, ...).
+    p : ranks to start (1 .. :func:`max_ranks`).
+    params : JSON-ready parameters the task reads.
+    timeout_s : wall-clock limit; past it every rank is killed and :class:`MPIError` says so.
+    progress : called with each progress line (default ``print``); None for silence.
+
+    Raises
+    ------
+    BadInputError : p < 1, or more ranks than this machine can start.
+    MPIError : MPI not installed, a rank that failed or died, or a run over its time limit.
+
+    Examples
+    --------
+    >>> r = run_mpi("ring_check", 2, {"lengths": [5]}, progress=None)  # doctest: +SKIP
+    >>> r["checks"][0]["identical_on_every_rank"]                       # doctest: +SKIP
+    True
+    """
+    from .worker import TASKS
+
+    if task not in TASKS:
+        raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASKS)}.")
+    p = _check_ranks(p)
+    if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+        raise BadInputError(f"timeout_s must be a positive number of seconds; got {timeout_s!r}.")
+    why = mpi_unavailable_reason()
+    if why:
+        raise MPIError(f"MPI cannot start: {why}")
+    with tempfile.TemporaryDirectory(prefix="course-mpi-") as tmp:
+        pin, pout = Path(tmp) / "params.json", Path(tmp) / "result.json"
+        pin.write_text(json.dumps(params or {}), encoding="utf-8")
+        cmd = [str(find_mpiexec()), "-n", str(p), sys.executable, "-m", "course.parallel.worker",
+               task, str(pin), str(pout)]
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                   PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+        root = str(Path(__file__).resolve().parents[2])   # the ranks import this very course
+        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        began = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=env, start_new_session=True)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+        log: list[str] = []
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    rc = None
+                while not lines.empty():
+                    line = lines.get()
+                    if line.startswith("@@progress "):
+                        if progress:
+                            progress(f"[{p} ranks, {time.perf_counter() - began:.1f} s] {line[11:].strip()}")
+                    else:
+                        log.append(line)
+                if rc is not None:
+                    break
+                if time.perf_counter() - began > timeout_s:
+                    _kill_group(proc)
+                    raise MPIError(f"the {task!r} run on {p} ranks did not finish within {timeout_s:g} s, "
+                                   f"so every rank was killed. A rank may have hung or the machine is very "
+                                   f"busy: try fewer ranks, smaller sizes or a longer timeout_s."
+                                   + _tail(log))
+        except BaseException:
+            if proc.poll() is None:          # an interrupt (the stop button) kills the ranks too
+                _kill_group(proc)
+            raise
+        if rc != 0 or not pout.is_file():
+            raise MPIError(f"the {task!r} run on {p} ranks failed (mpiexec exit status {rc}): a rank "
+                           f"raised an error or died." + _tail(log))
+        result = json.loads(pout.read_text(encoding="utf-8"))
+    result["wall_s"] = time.perf_counter() - began
+    result["oversubscribed"] = oversubscribed(p)
+    return result
+
+
+def _tail(log: list[str], n: int = 15) -> str:
+    text = "".join(log[-n:]).strip()
+    return f"\nLast lines from the ranks:\n{text}" if text else ""

@@ -1,0 +1,114 @@
+"""The ring on GPUs: NCCL through ``cupyx.distributed``, one MPI rank per GPU.
+
+On a machine where two or more GPUs answer, :func:`nccl_ring_check` starts one MPI rank per GPU
+(through :func:`course.parallel.mpi.run_mpi`); each rank binds its own GPU, joins an NCCL
+communicator (``cupyx.distributed.init_process_group``, using MPI for the rendezvous) and runs
+
+* the course's ring over NCCL point-to-point messages (send right and receive from the left in one
+  NCCL group, so the pair never deadlocks), the very schedule of :func:`course.parallel.allreduce.ring_chunks`;
+* NCCL's own ``all_reduce`` (itself a ring, or a tree, chosen by NCCL),
+
+checks that they agree and times both with CUDA events (:func:`course.timing.benchmark` on the GPU).
+With fewer than two GPUs it raises a clear error and nothing is started: the course never pretends
+one GPU is two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..devices import gpu_info, gpu_unavailable_reason
+from ..errors import GPUUnavailableError
+from .allreduce import chunk_bounds, ring_chunks
+
+__all__ = ["gpus_answering", "nccl_unavailable_reason", "ring_allreduce_nccl", "task_nccl_ring", "nccl_ring_check"]
+
+
+def gpus_answering() -> int:
+    """How many GPUs answered a real device call here."""
+    return len(gpu_info())
+
+
+def nccl_unavailable_reason(p: int = 2) -> str | None:
+    """Why an NCCL run on p GPUs cannot happen here (None when it can)."""
+    n = gpus_answering()
+    if n >= p >= 2:
+        return None
+    if n == 0:
+        return f"no GPU answers here ({gpu_unavailable_reason()}); NCCL needs two or more GPUs."
+    return f"{n} GPU(s) answer here; an NCCL all-reduce over p = {p} needs p >= 2 GPUs."
+
+
+def ring_allreduce_nccl(comm: Any, p: int, r: int, x: Any, out: Any = None) -> Any:
+    """The course's ring on a ``cupyx.distributed`` NCCL communicator of p GPUs, from rank r."""
+    import cupy
+    from cupy.cuda import nccl
+
+    buf = x.copy() if out is None else out
+    if out is not None:
+        buf[...] = x
+    if p == 1:
+        return buf
+    bounds = chunk_bounds(int(buf.shape[0]), p)
+    scratch = cupy.empty(int(np.max(np.diff(bounds))), dtype=buf.dtype)
+    right, left = (r + 1) % p, (r - 1) % p
+    for step in range(2 * (p - 1)):
+        send, recv = ring_chunks(r, step, p)
+        lo, hi = int(bounds[recv]), int(bounds[recv + 1])
+        target = scratch[:hi - lo] if step < p - 1 else buf[lo:hi]
+        nccl.groupStart()
+        comm.send(buf[int(bounds[send]):int(bounds[send + 1])], right)
+        comm.recv(target, left)
+        nccl.groupEnd()
+        if step < p - 1:
+            buf[lo:hi] += target
+    return buf
+
+
+def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
+    """Inside rank r: bind GPU r, join NCCL, check the ring against NCCL's all_reduce, time both."""
+    import cupy
+    import cupyx.distributed
+
+    from ..timing import benchmark
+
+    p, r = comm.Get_size(), comm.Get_rank()
+    cupy.cuda.Device(r).use()
+    nc = cupyx.distributed.init_process_group(p, r, use_mpi=True)
+    out: dict[str, Any] = {"checks": [], "records": []}
+    for nbytes in params["nbytes"]:
+        n = max(1, nbytes // 4)
+        x = cupy.asarray(np.random.default_rng(r).standard_normal(n).astype(np.float32))
+        got, want = cupy.empty_like(x), cupy.empty_like(x)
+        ring_allreduce_nccl(nc, p, r, x, got)
+        nc.all_reduce(x, want)
+        err = float(cupy.max(cupy.abs(got - want)).get()) / max(1.0, float(cupy.max(cupy.abs(want)).get()))
+        out["checks"].append({"nbytes": n * 4, "max_rel_error": comm.allreduce(err, op=max_op())})
+        for name, fn, args in (("ring (course, NCCL send/recv)", ring_allreduce_nccl, (nc, p, r, x, got)),
+                               ("NCCL all_reduce", nc.all_reduce, (x, want))):
+            comm.Barrier()
+            t = benchmark(fn, *args, device="gpu", warmup=2, repeat=params.get("repeat", 10), name=name)
+            worst = float(np.max(comm.allgather(t.median)))
+            out["records"].append({"device": "gpu", "algorithm": name, "nbytes": n * 4, "p": p, "median_s": worst})
+        say(f"{nbytes:,} bytes done")
+    return out
+
+
+def max_op() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def nccl_ring_check(p: int = 2, nbytes: tuple[int, ...] = (2**12, 2**20, 2**24), repeat: int = 10,
+                    timeout_s: float = 300, progress: Callable | None = print) -> dict:
+    """Run :func:`task_nccl_ring` on ``p`` GPUs (one MPI rank each); raises without p GPUs."""
+    from .mpi import run_mpi
+
+    why = nccl_unavailable_reason(p)
+    if why:
+        raise GPUUnavailableError(why)
+    return run_mpi("nccl_ring", p, {"nbytes": list(nbytes), "repeat": repeat}, timeout_s, progress)

@@ -1,0 +1,228 @@
+"""Lesson 06's figures: ring steps, bytes per worker, MPI timings, the α–β model, DDP, pipelines.
+
+Figures of measurements name the machine in their footer (:func:`course.plots.add_footer`) and say
+when ranks were oversubscribed; figures of the simulation or of the model say that they are not
+measurements.
+
+>>> from course.parallel.allreduce import ring_allreduce
+>>> fig = ring_step_figure(ring_allreduce(np.ones((3, 7))), 2)
+>>> "step 2 of 4" in fig.axes[0].get_title()
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..plots import add_footer, new_figure
+from ..results import ResultSet
+from .allreduce import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
+from .model import INTERCONNECTS, AlphaBeta, model_time
+
+__all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
+           "data_parallel_figure", "pipeline_figure"]
+
+ALGO_COLORS = {"ring": "#1b9e77", "naive": "#d95f02", "tree": "#7570b3", "MPI": "#444444"}
+
+
+def _color(name: str) -> str:
+    return ALGO_COLORS.get(name.split()[0], "0.4")
+
+
+def _not_measured(fig: Figure, text: str) -> None:
+    fig.text(0.01, 0.0, text, fontsize=7.5, color="0.35", ha="left", va="top", transform=fig.transFigure)
+
+
+def _over_text(rs: ResultSet, ps: Sequence[int]) -> str:
+    cores = rs.params.get("cores", "?")
+    over = [p for p in ps if isinstance(cores, int) and p > cores]
+    return (f"Oversubscribed: p = {', '.join(map(str, over))} ranks on {cores} cores (ranks take turns)"
+            if over else f"{cores} cores: every rank had a core of its own")
+
+
+def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
+    """Every worker's vector after ``step`` (0 = the start), coloured by how many inputs each element
+    already sums; the messages of that step outlined (red: sent, green: received) and listed."""
+    p, n = run.result.shape
+    total = len(run.steps)
+    step = int(min(max(step, 0), total))
+    fig, (ax,) = new_figure(1, width=9.5, height=1.2 + 0.42 * p)
+    contrib = run.steps[step - 1].contributions if step else np.ones((p, n))
+    ax.imshow(contrib, cmap="Greens", vmin=0, vmax=p, aspect="auto",
+              extent=(-0.5, n - 0.5, p - 0.5, -0.5))
+    if n <= 40:
+        for w in range(p):
+            for i in range(n):
+                ax.text(i, w, f"{int(contrib[w, i])}", ha="center", va="center", fontsize=7,
+                        color="w" if contrib[w, i] > 0.6 * p else "k")
+    lines = []
+    if step:
+        s = run.steps[step - 1]
+        for m in s.messages:
+            ax.add_patch(Rectangle((m.lo - 0.5, m.src - 0.45), m.size, 0.9, fill=False, ec="#d62728", lw=2))
+            ax.add_patch(Rectangle((m.lo - 0.5, m.dst - 0.4), m.size, 0.8, fill=False, ec="#2ca02c", lw=2,
+                                   ls="--"))
+            what = f"chunk {m.chunk} " if m.chunk >= 0 else ""
+            lines.append(f"w{m.src} → w{m.dst}: {what}[{m.lo}:{m.hi}] ({m.action})")
+        title = f"{run.algorithm}: step {step} of {total} ({s.phase})"
+    else:
+        title = f"{run.algorithm}: step 0 of {total} (the start: every worker holds only its own vector)"
+    ax.set_title(title, fontsize=10)
+    ax.set_yticks(range(p), [f"worker {w}" for w in range(p)], fontsize=8)
+    ax.set_xlabel(f"element of the vector (N = {n})")
+    if run.algorithm == "ring":
+        from .allreduce import chunk_bounds
+
+        for b in chunk_bounds(n, p)[1:-1]:
+            ax.axvline(b - 0.5, color="0.2", lw=1)
+    shown = lines if len(lines) <= 8 else lines[:8] + [f"... {len(lines) - 8} more"]
+    ax.text(1.01, 1.0, "\n".join(shown) or "no message yet", transform=ax.transAxes, va="top",
+            fontsize=7.5, family="monospace")
+    _not_measured(fig, "Simulated in numpy: numbers in the cells = how many workers' inputs each element sums "
+                       f"(p = {p} when it is complete). Red box: sent this step; dashed green: where it lands.")
+    return fig
+
+
+def bytes_figure(n: int = 1_000_000, p_max: int = 8, itemsize: int = 8, p_mark: int | None = None) -> Figure:
+    """Bytes the busiest worker sends per all-reduce against p: formulas (lines) and counts taken
+    from the simulated messages (dots)."""
+    fig, (ax,) = new_figure(1, height=3.2)
+    ps = np.arange(1, p_max + 1)
+    for alg in ALGORITHMS:
+        ax.plot(ps, [bytes_per_worker(alg, n, int(p), itemsize) / 1e6 for p in ps], color=_color(alg),
+                label=f"{alg} (formula)")
+        small = min(n, 4 * p_max)          # simulate a short vector, scale its count to n
+        counts = [allreduce(np.zeros((int(p), small)), alg, trace=False).sent.max() * itemsize * n / small / 1e6
+                  for p in ps]
+        ax.plot(ps, counts, "o", color=_color(alg), ms=4, label=f"{alg} (counted in the simulation)")
+    if p_mark:
+        ax.axvline(p_mark, color="0.3", ls=":", lw=1)
+    ax.axhline(2 * n * itemsize / 1e6, color="0.5", ls="--", lw=1, label="2 N · itemsize: the ring's ceiling")
+    ax.set_xlabel("workers p")
+    ax.set_ylabel("MB sent by the busiest worker")
+    ax.set_title(f"One all-reduce of N = {n:,} elements of {itemsize} bytes", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.25)
+    _not_measured(fig, "Counted, not timed: formulas and the simulation's messages (dots: a short vector "
+                       "simulated, scaled to N).")
+    return fig
+
+
+def allreduce_timing_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figure:
+    """Time per all-reduce against message size, one panel per p; the fitted model dotted."""
+    ps = sorted({r["p"] for r in rs.records})
+    fig, axes = new_figure(len(ps), width=min(4.0 * len(ps), 13), height=3.4)
+    for ax, p in zip(axes, ps):
+        for alg in sorted({r["algorithm"] for r in rs.records}):
+            recs = sorted(rs.select(p=p, algorithm=alg), key=lambda r: r["nbytes"])
+            x = np.array([r["nbytes"] for r in recs], dtype=float)
+            ax.plot(x, [r["median_s"] for r in recs], "o-", ms=3, color=_color(alg), label=alg)
+            ax.fill_between(x, [r["q25_s"] for r in recs], [r["q75_s"] for r in recs], color=_color(alg),
+                            alpha=0.2, lw=0)
+            if fit is not None and not alg.startswith("MPI"):
+                ax.plot(x, [fit.predict(alg.split()[0], p, b) for b in x], ":", color=_color(alg), lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        over = " (oversubscribed)" if p > rs.params.get("cores", p) else ""
+        ax.set_title(f"p = {p} ranks{over}", fontsize=9.5)
+        ax.set_xlabel("message (bytes)")
+        ax.grid(alpha=0.25, which="both")
+    axes[0].set_ylabel("seconds per all-reduce")
+    axes[0].legend(fontsize=7)
+    extra = _over_text(rs, ps) + (f". Dotted: α–β model fitted to these points, {fit}" if fit else "")
+    add_footer(fig, rs, extra=extra)
+    return fig
+
+
+def _size(nbytes: float) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 2**k:
+            return f"{nbytes / 2**k:.3g} {unit}"
+    return f"{nbytes:.0f} bytes"
+
+
+def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measured: ResultSet | None = None) -> Figure:
+    """The α–β model against p (to ``p_max`` workers) for one message size: the fit from this machine,
+    and the same α with data-sheet bandwidths (labelled as a model)."""
+    fig, (ax,) = new_figure(1, width=10, height=3.8)
+    ps = np.unique(np.round(np.geomspace(2, p_max, 40)).astype(int))
+    links = [("this machine (fitted β)", fit.beta, "-")] + [(ic.name + " (data-sheet β)", 1 / ic.bytes_per_s, ls)
+                                                            for ic, ls in zip(INTERCONNECTS, ("--", "-."))]
+    for label, beta, ls in links:
+        for alg in ("ring", "naive"):
+            ax.plot(ps, [model_time(alg, int(p), nbytes, fit.alpha, beta) for p in ps], ls=ls, color=_color(alg),
+                    label=f"{alg}, {label}")
+    if measured is not None:
+        for alg in ("ring (course)", "naive (course)"):
+            pts = [(r["p"], r["median_s"]) for r in measured.select(algorithm=alg) if r["nbytes"] == nbytes]
+            if pts:
+                ax.plot(*zip(*sorted(pts)), "o", color=_color(alg), ms=5, label=f"{alg}: measured here")
+    for p in (8, 1024):
+        if p <= p_max:
+            ax.axvline(p, color="0.5", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("workers p")
+    ax.set_ylabel("seconds per all-reduce (model)")
+    ax.set_title(f"α–β MODEL of an all-reduce of {_size(nbytes)} (α = {fit.alpha * 1e6:.3g} µs, fitted here)",
+                 fontsize=10)
+    ax.legend(fontsize=6.5, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(alpha=0.25, which="both")
+    _not_measured(fig, "A MODEL, not a measurement. Bandwidths from data sheets:\n" + "\n".join(
+        ic.label for ic in INTERCONNECTS) + "\nLatency α is the one fitted on this machine (real links differ).")
+    return fig
+
+
+def data_parallel_figure(rs: ResultSet) -> Figure:
+    """Per step on p ranks: compute vs communication, and a whole step without vs with overlap."""
+    ps = sorted({r["p"] for r in rs.records})
+    fig, (a1, a2) = new_figure(2, height=3.3)
+    w = 0.38
+    for k, (ax, parts) in enumerate(((a1, ("compute", "communicate (ring)")),
+                                     (a2, ("step: one all-reduce after backward",
+                                           "step: bucketed, overlapped with backward")))):
+        for i, part in enumerate(parts):
+            vals = [rs.select(p=p, part=part)[0]["median_s"] * 1e3 for p in ps]
+            ax.bar(np.arange(len(ps)) + (i - 0.5) * w, vals, w, label=part.replace("step: ", ""),
+                   color=("#1f77b4", "#ff7f0e")[i] if k == 0 else ("#7570b3", "#1b9e77")[i])
+        ax.set_xticks(range(len(ps)), [f"p = {p}" for p in ps])
+        ax.set_ylabel("ms (median)")
+        ax.legend(fontsize=7.5)
+        ax.grid(alpha=0.25, axis="y")
+    sizes = "-".join(map(str, rs.params.get("sizes", [])))
+    a1.set_title(f"One step of MLP {sizes}, batch {rs.params.get('batch')} split over p", fontsize=9.5)
+    a2.set_title(f"Whole step with MPI's all-reduce (buckets of {rs.params.get('bucket_bytes', 0) / 2**20:g} MiB)",
+                 fontsize=9.5)
+    add_footer(fig, rs, extra=_over_text(rs, ps))
+    return fig
+
+
+def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet | None = None,
+                    title: str = "") -> Figure:
+    """A GPipe timeline: one row per stage, forward (F) and backward (B) boxes per micro-batch."""
+    fig, (ax,) = new_figure(1, height=1.3 + 0.5 * p)
+    start = min(e["t0"] for e in events)
+    span = max(e["t1"] for e in events) - start
+    scale = 1e3 if measured is not None else 1.0
+    for e in events:
+        t0, t1 = (e["t0"] - start) * scale, (e["t1"] - start) * scale
+        ax.barh(e["stage"], t1 - t0, left=t0, height=0.7, color="#6baed6" if e["kind"] == "F" else "#fd8d3c",
+                edgecolor="k", lw=0.4)
+        if (e["t1"] - e["t0"]) > 0.025 * span:               # label the boxes wide enough to read
+            ax.text((t0 + t1) / 2, e["stage"], f"{e['kind']}{e['micro']}", ha="center", va="center", fontsize=6.5)
+    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms since the step began" if measured is not None else "time (units: one forward = 1)")
+    ax.set_title(title, fontsize=9.5)
+    ax.grid(alpha=0.25, axis="x")
+    if measured is not None:
+        add_footer(fig, measured, extra=_over_text(measured, [p]) + ". Blue: forward, orange: backward of "
+                   "micro-batch k (F k, B k); a box stretches when the OS hands its core to another process.")
+    else:
+        _not_measured(fig, "The ideal schedule (equal stages, backward = 2 forwards, free messages): "
+                           "not a measurement.")
+    return fig

@@ -1,0 +1,157 @@
+"""Lesson 06's MPI runs as one call each, from a notebook cell: launch, read back, check, record.
+
+Each function starts ``mpiexec`` through :func:`course.parallel.mpi.run_mpi`, compares what the
+ranks computed with an oracle computed here in one process (MPI's own ``Allreduce`` inside the run,
+single-process training, unsplit gradients), and returns plain dicts or a
+:class:`~course.results.ResultSet` whose records name the rank count and whether the ranks were
+oversubscribed (more ranks than cores).
+
+>>> from course.parallel.mpi import mpi_available
+>>> mpi_available() is False or ring_check(2, [5], progress=None)[0]["identical_on_every_rank"]
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import BadInputError
+from ..results import ResultSet
+from .allreduce import check_length
+from .data_parallel import single_process_train
+from .mpi import cores, oversubscribed, run_mpi
+from .pipeline import bubble_fraction, measured_bubble, stage_bounds
+
+__all__ = ["SIZES_BYTES", "DP_SIZES", "PIPE_SIZES", "ring_check", "allreduce_sweep",
+           "train_data_parallel", "data_parallel_timing", "pipeline_runs"]
+
+#: Message sizes of the full sweep: 1 KB to 64 MB.
+SIZES_BYTES = [2**k for k in range(10, 27, 2)]
+#: The MLP the data-parallel timings train (lesson 01's kind, wide enough for the compute to matter).
+DP_SIZES = [256, 512, 512, 512, 10]
+#: The MLP the pipeline splits: six Linear layers, five of equal width, so 2 and 3 stages are nearly balanced.
+PIPE_SIZES = [256, 256, 256, 256, 256, 256, 10]
+
+Progress = Callable[[str], None] | None
+
+
+def _note(rs: ResultSet, ps: Sequence[int]) -> None:
+    over = [p for p in ps if oversubscribed(p)]
+    if over:
+        rs.notes.append(f"Oversubscribed: this machine has {cores()} cores, so the runs with "
+                        f"p = {', '.join(map(str, over))} ranks shared cores and their times are stretched.")
+
+
+def ring_check(p: int, lengths: Sequence[int] = (1, 7, 1000, 12345), chunks: Callable | None = None,
+               timeout_s: float = 60, progress: Progress = print) -> list[dict]:
+    """The course's ring and naive all-reduce on ``p`` ranks, each compared with MPI's ``Allreduce``.
+
+    ``chunks``: your ``f(rank, step, p) -> (send, add)`` for the reduce-scatter (exercise 1); then
+    the ring runs on the ranks with *your* schedule instead (its source is sent to every rank, so it
+    must be a plain function defined in a cell or a file, using nothing but numpy as ``np``).
+    Returns one dict per (algorithm, length): ``max_rel_error`` and ``identical_on_every_rank``.
+    """
+    lengths = [check_length(n, "every vector length") for n in lengths]
+    params: dict = {"lengths": lengths}
+    if chunks is not None:
+        if not callable(chunks):
+            raise BadInputError(f"chunks must be a function f(rank, step, p) -> (send, add); got {chunks!r}.")
+        chunks(0, 0, max(p, 2))                   # a stub raises NotImplementedError here, not on the ranks
+        try:
+            params["chunks_source"] = textwrap.dedent(inspect.getsource(chunks))
+        except (OSError, TypeError):
+            raise BadInputError("the ranks need your function's source: define it with def in a notebook cell "
+                                "or a file (not a lambda typed at a prompt).") from None
+        params["chunks_name"] = chunks.__name__
+    return run_mpi("ring_check", p, params, timeout_s, progress)["checks"]
+
+
+def allreduce_sweep(ps: Sequence[int] = (2, 3, 4), nbytes: Sequence[int] = tuple(SIZES_BYTES),
+                    algorithms: Sequence[str] = ("ring (course)", "naive (course)", "MPI Allreduce"),
+                    repeat: int = 3, timeout_s: float = 300, progress: Progress = print) -> ResultSet:
+    """Time the three MPI all-reduces for each message size (float64 vectors) on p ranks, each p."""
+    for b in nbytes:
+        check_length(b, "every message size in bytes")
+        if b < 8:
+            raise BadInputError(f"message sizes are float64 vectors, so at least 8 bytes; got {b}.")
+    rs = ResultSet("allreduce_mpi", params={"ps": list(ps), "nbytes": list(nbytes), "repeat": repeat,
+                                            "algorithms": list(algorithms), "cores": cores()})
+    for p in ps:
+        out = run_mpi("allreduce_timing", p, {"nbytes": list(nbytes), "algorithms": list(algorithms),
+                                               "repeat": repeat}, timeout_s, progress)
+        rs.params["mpi_library"] = out["mpi_library"]
+        for rec in out["records"]:
+            rs.add(**rec, p=p, oversubscribed=oversubscribed(p))
+    _note(rs, ps)
+    return rs
+
+
+def train_data_parallel(p: int, sizes: Sequence[int] = (16, 32, 32, 10), batch: int = 48, steps: int = 5,
+                        lr: float = 0.1, seed: int = 0, mode: str = "ring", timeout_s: float = 60,
+                        progress: Progress = print) -> dict:
+    """Data-parallel SGD on ``p`` ranks against single-process training on the whole batch.
+
+    ``mode="ring"``: the course's ring after each backward; ``"ddp"``: MPI's Iallreduce per bucket
+    of gradients, started during backward (small buckets, so even a small model has several).
+
+    Returns ``{"max_abs_diff": ..., "ranks_agree": ..., "weights": rank 0's weights, "oracle": ...}``.
+    """
+    if mode not in ("ring", "ddp"):
+        raise BadInputError(f"mode must be 'ring' or 'ddp'; got {mode!r}.")
+    if batch < p:
+        raise BadInputError(f"batch = {batch} cannot be split over p = {p} ranks: use batch >= p.")
+    out = run_mpi("data_parallel", p, {"sizes": list(sizes), "batch": batch, "steps": steps, "lr": lr,
+                                        "seed": seed, "mode": mode}, timeout_s, progress)
+    oracle = single_process_train(sizes, batch, steps, lr, seed)
+    ranks = [[np.asarray(w) for w in rank] for rank in out["weights"]]
+    diff = max(float(np.max(np.abs(w - o))) for rank in ranks for w, o in zip(rank, oracle))
+    agree = all(np.array_equal(a, b) for rank in ranks for a, b in zip(rank, ranks[0]))
+    return {"p": p, "steps": steps, "max_abs_diff": diff, "ranks_agree": agree, "weights": ranks[0],
+            "oracle": oracle, "oversubscribed": oversubscribed(p)}
+
+
+def data_parallel_timing(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = tuple(DP_SIZES),
+                         batch: int = 256, repeat: int = 5, bucket_bytes: int = 2**20,
+                         timeout_s: float = 300, progress: Progress = print) -> ResultSet:
+    """Per step on p ranks: compute, ring communication, and whole DDP steps without/with overlap."""
+    rs = ResultSet("data_parallel_mpi", params={"ps": list(ps), "sizes": list(sizes), "batch": batch,
+                                                "repeat": repeat, "bucket_bytes": bucket_bytes,
+                                                "cores": cores()})
+    for p in ps:
+        out = run_mpi("dp_timing", p, {"sizes": list(sizes), "batch": batch, "repeat": repeat,
+                                       "bucket_bytes": bucket_bytes}, timeout_s, progress)
+        rs.params["gradient_bytes"] = out["gradient_bytes"]
+        for rec in out["records"]:
+            rs.add(**rec, p=p, oversubscribed=oversubscribed(p))
+    _note(rs, ps)
+    return rs
+
+
+def pipeline_runs(p: int = 2, ms: Sequence[int] = (1, 2, 4, 8), sizes: Sequence[int] = tuple(PIPE_SIZES),
+                  batch: int = 512, repeat: int = 2, timeout_s: float = 120,
+                  progress: Progress = print) -> ResultSet:
+    """GPipe on ``p`` stages for each micro-batch count m: timelines, bubbles, gradient check.
+
+    Each record: ``m``, ``bubble_measured`` (from the recorded intervals), ``bubble_formula``
+    (``(p-1)/(m+p-1)``), ``max_abs_diff`` of the gradients against unsplit training, the span of the
+    step, and ``events`` (every stage's busy intervals).
+    """
+    stage_bounds(len(sizes) - 1, p)                      # a clear error before anything starts
+    for m in ms:
+        if not 1 <= m <= batch:
+            raise BadInputError(f"every m must lie in 1 .. batch = {batch}; got {m!r}.")
+    out = run_mpi("pipeline", p, {"sizes": list(sizes), "batch": batch, "ms": list(ms), "repeat": repeat},
+                  timeout_s, progress)
+    rs = ResultSet("pipeline_mpi", params={"p": p, "ms": list(ms), "sizes": list(sizes), "batch": batch,
+                                           "cores": cores()})
+    for run in out["runs"]:
+        span = max(e["t1"] for e in run["events"]) - min(e["t0"] for e in run["events"])
+        rs.add(device="cpu", p=p, m=run["m"], bubble_measured=measured_bubble(run["events"], p),
+               bubble_formula=bubble_fraction(p, run["m"]), max_abs_diff=run["max_abs_diff"], span_s=span,
+               events=run["events"], oversubscribed=oversubscribed(p))
+    _note(rs, [p])
+    return rs

@@ -1,0 +1,125 @@
+"""Lesson 06's interactive apps (ipywidgets 7.7 and 8).
+
+* :func:`ring_app`: p workers, N elements, naive / tree / ring, and a step slider with a play button:
+  which chunk each worker sends, receives and adds, with the bytes counted and checked against the sum;
+* :func:`model_app`: the α–β model fitted to this machine's MPI timings, extrapolated to many workers
+  for a message size you choose (a model, labelled as one; nothing is re-measured);
+* :func:`pipeline_app`: the measured GPipe timelines, one per micro-batch count m, against the ideal
+  schedule and the bubble formula (redrawn from the recorded runs, never re-measured).
+
+>>> app = ring_app()
+>>> app.last_error is None and app.image.value[:4] == b"\\x89PNG"
+True
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..errors import BadInputError
+from ..results import ResultSet
+from ..widgets import LiveApp, size_slider
+from .allreduce import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
+from .model import fit_alpha_beta
+from .pipeline import bubble_fraction, ideal_timeline
+from .plots import model_figure, pipeline_figure, ring_step_figure
+
+__all__ = ["ring_app", "model_app", "pipeline_app"]
+
+
+def _simulate_inputs(p: int, n: int) -> np.ndarray:
+    """Small whole numbers (easy to add up by eye), the same for the same p and N."""
+    return np.random.default_rng(p * 1000 + n).integers(0, 10, (p, n)).astype(np.float64)
+
+
+@lru_cache(maxsize=64)
+def _simulate(p: int, n: int, algorithm: str) -> AllreduceRun:
+    return allreduce(_simulate_inputs(p, n), algorithm)
+
+
+def ring_app(p: int = 4, n: int = 10, algorithm: str = "ring") -> LiveApp:
+    """Step through an all-reduce on p simulated workers (p from 2 to 8, N from 1 to 40)."""
+    p_slider = widgets.IntSlider(value=p, min=2, max=8, description="workers p", continuous_update=False)
+    n_slider = widgets.IntSlider(value=n, min=1, max=40, description="N", continuous_update=False)
+    alg = widgets.Dropdown(options=list(ALGORITHMS), value=algorithm, description="algorithm")
+    last = len(_simulate(p, n, algorithm).steps)
+    step = widgets.IntSlider(value=0, min=0, max=last, description="step", continuous_update=False)
+    play = widgets.Play(value=0, min=0, max=last, interval=1000, description="play")
+    widgets.jslink((play, "value"), (step, "value"))
+
+    def resize(_change):          # registered before the app's observers, so it runs first
+        top = len(_simulate(p_slider.value, n_slider.value, alg.value).steps)
+        step.max = play.max = top
+        step.value = min(step.value, top)
+
+    for w in (p_slider, n_slider, alg):
+        w.observe(resize, names="value")
+
+    def update(p: int, n: int, algorithm: str, step: int):
+        run = _simulate(p, n, algorithm)
+        fig = ring_step_figure(run, step)
+        ok = np.allclose(run.result, run.result[0][None]) and np.allclose(
+            run.result[0], _simulate_inputs(p, n).sum(0))
+        sent = run.bytes_sent()
+        formula = bytes_per_worker(algorithm, n, p, 8)
+        text = (f"{algorithm}, p = {p}, N = {n} float64: {len(run.steps)} steps. Bytes sent per worker "
+                f"(counted): {', '.join(f'{int(b)}' for b in sent)}; busiest {int(sent.max())}, formula "
+                f"{formula:g}. Every worker ends with the sum: <b>{'yes' if ok else 'NO'}</b>.")
+        return fig, text
+
+    app = LiveApp(update, {"p": p_slider, "n": n_slider, "algorithm": alg, "step": step},
+                  title="All-reduce on p simulated workers, one step at a time")
+    app.widget.children = (app.widget.children[0], widgets.HBox([play, widgets.HTML(
+        "&nbsp;press play to step through")]), *app.widget.children[1:])
+    app.play = play
+    return app
+
+
+def model_app(rs: ResultSet, p_max: int = 1024) -> LiveApp:
+    """The α–β model fitted to ``rs`` (from :func:`course.parallel.runs.allreduce_sweep`), for a
+    message size on a slider, extrapolated to ``p_max`` workers."""
+    fit = fit_alpha_beta(rs)
+    sizes = [2**k for k in range(16, 31, 2)]
+    size = size_slider(sizes, 2**22, "message (bytes)")
+
+    def update(nbytes: int):
+        fig = model_figure(fit, float(nbytes), p_max, measured=rs)
+        ring8, naive8 = fit.predict("ring", 8, nbytes), fit.predict("naive", 8, nbytes)
+        text = (f"Fitted here: {fit}. Model for {nbytes:,} bytes on 8 workers: ring {ring8 * 1e3:.3g} ms, "
+                f"naive {naive8 * 1e3:.3g} ms; on {p_max:,}: ring {fit.predict('ring', p_max, nbytes) * 1e3:.3g} ms, "
+                f"naive {fit.predict('naive', p_max, nbytes) * 1e3:.3g} ms (model, not measured).")
+        return fig, text
+
+    return LiveApp(update, {"nbytes": size}, title="The α–β model, extrapolated")
+
+
+def pipeline_app(rs: ResultSet) -> LiveApp:
+    """The recorded GPipe timelines of ``rs`` (from :func:`course.parallel.runs.pipeline_runs`):
+    a slider over m, and the ideal schedule beside the measured one."""
+    ms = sorted({r["m"] for r in rs.records})
+    if not ms:
+        raise BadInputError("the result set holds no pipeline runs: run course.parallel.pipeline_runs first.")
+    p = rs.params["p"]
+    m_slider = widgets.SelectionSlider(options=ms, value=ms[len(ms) // 2], description="micro-batches m",
+                                       continuous_update=False, style={"description_width": "initial"})
+    view = widgets.ToggleButtons(options=["measured", "ideal"], value="measured", description="timeline")
+
+    def update(m: int, view: str):
+        rec = rs.select(m=m)[0]
+        formula = bubble_fraction(p, m)
+        if view == "measured":
+            fig = pipeline_figure(rec["events"], p, m, measured=rs,
+                                  title=f"GPipe on {p} MPI ranks, m = {m}: measured bubble "
+                                        f"{rec['bubble_measured']:.0%}, formula {formula:.0%}")
+        else:
+            fig = pipeline_figure(ideal_timeline(p, m), p, m,
+                                  title=f"Ideal GPipe schedule, p = {p}, m = {m}: bubble {formula:.0%}")
+        text = (f"m = {m}: bubble from the formula (p-1)/(m+p-1) = {formula:.3f}; measured from the "
+                f"recorded intervals = {rec['bubble_measured']:.3f}. Gradients against unsplit training: "
+                f"largest difference {rec['max_abs_diff']:.1e}.")
+        return fig, text
+
+    return LiveApp(update, {"m": m_slider, "view": view}, title="A GPipe pipeline, micro-batch by micro-batch")

@@ -1,0 +1,247 @@
+"""What every MPI rank runs: ``mpiexec -n P python -m course.parallel.worker TASK PARAMS.json OUT.json``.
+
+Each task is a function ``task(comm, params, say) -> dict``; every rank runs it, rank 0 writes the
+dict it returns to ``OUT.json``, and ``say(text)`` (rank 0 only) prints a progress line the
+launcher (:func:`course.parallel.mpi.run_mpi`) shows in the notebook.  Start them from Python with
+:func:`course.parallel.mpi.run_mpi`, or by hand from a terminal, e.g. on a cluster under the site's
+own ``mpiexec``.
+
+Timings: every rank times the same calls with :func:`course.timing.benchmark` with one BLAS thread
+(p ranks, p cores), a fixed number of repeats and never a time budget (the ranks must all make the
+same calls or a collective would hang),
+each timed call starts with a barrier, and a collective's time is the *slowest* rank's, per repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..timing import Timing, benchmark
+from .data_parallel import (
+    bucket_plan,
+    data_parallel_train,
+    ddp_step,
+    flat_gradients,
+    make_batches,
+    shard,
+    single_process_gradients,
+)
+from .pipeline import gpipe_step
+from .ring_mpi import ALLREDUCES, mpi_allreduce
+
+PROGRESS_PREFIX = "@@progress "
+
+
+def _slowest(comm: Any, t: Timing, per_call: int = 1) -> dict:
+    """The collective's time: for each repeat, the slowest rank's (divided by the calls timed)."""
+    every = comm.allgather((t.samples / per_call, t.load))
+    worst = np.max(np.vstack([samples for samples, _ in every]), axis=0)
+    loads = [load for _, load in every if load is not None]
+    tm = Timing(samples=worst, device="cpu", name=t.name, warmup=t.warmup, threads=t.threads,
+                load=max(loads) if loads else None)
+    return tm.as_record()
+
+
+def task_ring_check(comm: Any, params: dict, say: Callable) -> dict:
+    """The course's all-reduces against MPI's own ``Allreduce`` on random vectors of several lengths."""
+    p, r = comm.Get_size(), comm.Get_rank()
+    out: dict[str, Any] = {"lengths": params["lengths"], "checks": []}
+    fns = {"ring (course)": ALLREDUCES["ring (course)"], "naive (course)": ALLREDUCES["naive (course)"]}
+    if params.get("chunks_source"):              # the learner's reduce-scatter schedule, from the notebook
+        namespace: dict[str, Any] = {"np": np, "numpy": np}
+        exec(compile(params["chunks_source"], "<your function>", "exec"), namespace)
+        theirs = namespace[params["chunks_name"]]
+        fns = {"ring (yours)": lambda comm, x: ALLREDUCES["ring (course)"](comm, x, reduce_scatter_chunks=theirs)}
+    for n in params["lengths"]:
+        x = np.random.default_rng(100 * n + r).standard_normal(n)
+        want = mpi_allreduce(comm, x)
+        for name, fn in fns.items():
+            got = fn(comm, x)
+            every = comm.gather(got, root=0)
+            if r == 0:
+                same = all(np.array_equal(every[0], g) for g in every)
+                err = float(np.max(np.abs(got - want)) / max(1.0, float(np.max(np.abs(want)))))
+                out["checks"].append({"algorithm": name, "n": n, "p": p, "max_rel_error": err,
+                                      "identical_on_every_rank": bool(same)})
+        say(f"checked n = {n:,}")
+    return out
+
+
+def task_allreduce_timing(comm: Any, params: dict, say: Callable) -> dict:
+    """Time the ring, the naive all-reduce and MPI's ``Allreduce`` for each message size."""
+    r = comm.Get_rank()
+    records = []
+    sizes = params["nbytes"]
+    for k, nbytes in enumerate(sizes):
+        n = max(1, nbytes // 8)
+        x = np.random.default_rng(r).standard_normal(n)
+        out = np.empty_like(x)
+        inner = int(max(1, min(16, 2**16 // nbytes)))       # small messages: time several per call
+        for name in params["algorithms"]:
+            fn = ALLREDUCES[name]
+
+            def calls(fn=fn, x=x, out=out, inner=inner):
+                comm.Barrier()
+                for _ in range(inner):
+                    fn(comm, x, out)
+            t = benchmark(calls, warmup=1, repeat=params["repeat"], name=name, blas_threads=1)
+            rec = _slowest(comm, t, inner)
+            records.append({"algorithm": name, "nbytes": n * 8, **rec})
+        say(f"{k + 1}/{len(sizes)} sizes timed ({nbytes:,} bytes)")
+    return {"records": records}
+
+
+def task_data_parallel(comm: Any, params: dict, say: Callable) -> dict:
+    """Data-parallel SGD; every rank's final weights.  ``mode``: ``"ring"`` (the course's ring after
+    backward) or ``"ddp"`` (MPI's Iallreduce per bucket, overlapped with backward)."""
+    from ..backprop import MLP
+
+    sizes, batch, steps, lr, seed = (params["sizes"], params["batch"], params["steps"], params["lr"],
+                                     params.get("seed", 0))
+    if params.get("mode", "ring") == "ring":
+        w = data_parallel_train(comm, sizes, batch, steps, lr, seed)
+    else:
+        model = MLP(sizes, dtype="float64", seed=seed)
+        rows = shard(batch, comm.Get_size(), comm.Get_rank())
+        flat = np.empty(model.n_parameters())
+        buckets = bucket_plan(model, params.get("bucket_bytes", 256))
+        for x, y in zip(*make_batches(sizes, batch, steps, seed)):
+            ddp_step(comm, model, x[rows], y[rows], (rows.stop - rows.start) / batch, lr, buckets, flat)
+        w = model.parameters()
+    every = comm.gather([q.tolist() for q in w], root=0)
+    say(f"{params['steps']} steps done on every rank")
+    return {"weights": every}
+
+
+def task_dp_timing(comm: Any, params: dict, say: Callable) -> dict:
+    """Per step: compute (forward + backward) vs communication (ring all-reduce of the gradients),
+    then a whole step without and with DDP-style bucketed, overlapped all-reduces."""
+    from ..backprop import MLP
+
+    p, r = comm.Get_size(), comm.Get_rank()
+    sizes, batch, repeat = params["sizes"], params["batch"], params["repeat"]
+    model = MLP(sizes, dtype="float64", seed=0)
+    xs, ys = make_batches(sizes, batch, 1, 0)
+    rows = shard(batch, p, r)
+    x, y = xs[0][rows], ys[0][rows]
+    weight = (rows.stop - rows.start) / batch
+    flat = np.empty(model.n_parameters())
+    total = np.empty_like(flat)
+    ring = ALLREDUCES["ring (course)"]
+
+    def compute():
+        comm.Barrier()
+        flat_gradients(model, x, y, weight, out=flat)
+
+    def communicate():
+        comm.Barrier()
+        ring(comm, flat, total)
+
+    out = {"n_parameters": int(flat.size), "gradient_bytes": int(flat.nbytes), "records": []}
+    for part, fn in (("compute", compute), ("communicate (ring)", communicate)):
+        out["records"].append({"part": part, **_slowest(comm, benchmark(fn, repeat=repeat, name=part, blas_threads=1))})
+    say("compute and communication timed")
+    for label, buckets in (("one all-reduce after backward", None),
+                           ("bucketed, overlapped with backward", bucket_plan(model, params["bucket_bytes"]))):
+        def step(buckets=buckets):
+            comm.Barrier()
+            ddp_step(comm, model, x, y, weight, 1e-6, buckets, flat)
+        rec = _slowest(comm, benchmark(step, repeat=repeat, name=label, blas_threads=1))
+        out["records"].append({"part": f"step: {label}", "buckets": len(buckets or [0]), **rec})
+    say("DDP steps timed")
+    return out
+
+
+def task_pipeline(comm: Any, params: dict, say: Callable) -> dict:
+    """GPipe steps for each m: every stage's busy intervals, and the largest difference between the
+    stages' gradients and those of unsplit training (computed on rank 0, after the pipeline)."""
+    sizes, batch = params["sizes"], params["batch"]
+    xs, ys = make_batches(sizes, batch, 1, params.get("seed", 0))
+    want = single_process_gradients(sizes, xs[0], ys[0], params.get("seed", 0)) if comm.Get_rank() == 0 else []
+    runs = []
+    for m in params["ms"]:
+        best = None
+        for _ in range(params.get("repeat", 1)):        # keep the fastest of the repeats' timelines
+            grads, events = gpipe_step(comm, sizes, xs[0], ys[0], m, params.get("seed", 0))
+            every = comm.gather(events, root=0)
+            if comm.Get_rank() == 0:
+                flat = [e for ev in every for e in ev]
+                span = max(e["t1"] for e in flat) - min(e["t0"] for e in flat)
+                if best is None or span < best[0]:
+                    best = (span, flat)
+        all_grads = comm.gather(grads, root=0)
+        if comm.Get_rank() == 0:       # the oracle: one unsplit forward and backward on the whole batch
+            got = [g for stage in all_grads for g in stage]
+            diff = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want))
+            runs.append({"m": m, "events": best[1], "max_abs_diff": diff, "n_gradients": len(got)})
+        say(f"m = {m} done")
+    return {"runs": runs}
+
+
+def task_sleep(comm: Any, params: dict, say: Callable) -> dict:
+    """Sleep ``params["seconds"]`` on every rank, then meet at a barrier; rank ``params["die"]`` (if
+    given) dies at once instead.  Lets the tests check that a hung run is killed and a dead rank reported."""
+    say("sleeping")
+    if comm.Get_rank() == params.get("die", -1):
+        os._exit(3)
+    time.sleep(params["seconds"])
+    comm.Barrier()
+    return {}
+
+
+def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
+    """The ring on GPUs with NCCL (one GPU per rank): see :mod:`course.parallel.nccl`."""
+    from .nccl import task_nccl_ring as run
+
+    return run(comm, params, say)
+
+
+TASKS = {"ring_check": task_ring_check, "allreduce_timing": task_allreduce_timing,
+         "data_parallel": task_data_parallel, "dp_timing": task_dp_timing, "pipeline": task_pipeline,
+         "nccl_ring": task_nccl_ring, "sleep": task_sleep}
+
+
+def main(argv: list[str]) -> int:
+    """Run one task on this rank; rank 0 writes its result as JSON."""
+    from mpi4py import MPI
+
+    task, params_path, out_path = argv
+    comm = MPI.COMM_WORLD
+    with open(params_path, encoding="utf-8") as f:
+        params = json.load(f)
+    rank = comm.Get_rank()
+
+    def say(text: str) -> None:
+        if rank == 0:
+            print(PROGRESS_PREFIX + text, flush=True)
+
+    t0 = time.perf_counter()
+    try:
+        result = TASKS[task](comm, params, say)
+    except BaseException:               # one failing rank must end them all, not leave them waiting
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        comm.Abort(1)
+        raise
+    if rank == 0:
+        result.update(task=task, p=comm.Get_size(), seconds=time.perf_counter() - t0,
+                      mpi_library=MPI.Get_library_version().splitlines()[0].strip(),
+                      cores=os.cpu_count())
+        tmp = out_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(result, f)
+        os.replace(tmp, out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
