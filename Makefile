@@ -8,7 +8,7 @@ BIN     = $(VENV)/bin
 # JupyterLab refuses to start as root (e.g. in a container) unless told it may
 ROOT_OK = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: course test report lint clean
+.PHONY: course test report lint notebooks gpu-check clean
 
 course: $(VENV)/.installed
 	$(BIN)/jupyter lab $(ROOT_OK) notebooks/00_your_hardware.ipynb
@@ -20,7 +20,15 @@ report: $(VENV)/.installed
 	$(BIN)/python -m course report --quick --out report
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check course tests benchmarks
+	$(BIN)/ruff check course tests benchmarks tools conftest.py
+
+# Edit a lesson's solutions notebook (notebooks/solutions/); this makes the lesson notebook from it
+notebooks:
+	$(PYTHON) tools/release_notebooks.py
+
+# On a GPU machine: GPU tests, benchmarks against their targets, the full report with --record-reference
+gpu-check: $(VENV)/.installed
+	$(BIN)/python -m course gpu-check --out gpu-check
 
 $(VENV)/.installed: pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,4 +42,4 @@ $(VENV)/.installed: pyproject.toml requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-ipyw7 report
+	rm -rf $(VENV) .venv-ipyw7 report gpu-check

@@ -2,6 +2,9 @@
 
 Each builder returns a :class:`course.widgets.LiveApp`; display it as the last
 expression of a cell.  Tests drive them by setting ``app.controls[...].value``.
+Every app keeps its measurements in a :class:`course.widgets.MeasurementCache` keyed by
+the controls that change them, so coming back to a setting, or moving a control that
+only changes the view, redraws without measuring again.
 
 * :func:`training_app` trains an MLP on the 8×8 digits and redraws the loss and
   accuracy curves after every epoch;
@@ -29,7 +32,16 @@ from .datasets import load_digits
 from .devices import gpu_available, gpu_unavailable_reason
 from .plots import figure_to_png, sweep_figure
 from .results import load_reference
-from .widgets import LiveApp, device_buttons, dtype_dropdown, log2_slider, progress, size_slider
+from .widgets import (
+    LiveApp,
+    MeasurementCache,
+    device_buttons,
+    dtype_dropdown,
+    log2_slider,
+    noise_html,
+    progress,
+    size_slider,
+)
 
 __all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note"]
 
@@ -55,10 +67,20 @@ def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider
                              style={"description_width": "initial"})
 
 
+def _iqr_noisy(rec: dict) -> bool:
+    """True when a record's quartiles spread more than a quarter of its median (or it says it is noisy)."""
+    if rec.get("noisy"):
+        return True
+    med, q25, q75 = rec.get("median_s"), rec.get("q25_s"), rec.get("q75_s")
+    return bool(med and q25 is not None and q75 is not None and (q75 - q25) > 0.25 * med)
+
+
 def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float = 0.05) -> LiveApp:
     """Train ``MLP([64, hidden, 10])`` on the digits; the curves redraw after each epoch.
 
     The device buttons offer the GPU even without one: choosing it then shows why not.
+    A training run is kept by its settings (training from the same seed gives the same
+    curves), so coming back to a setting redraws it without training again.
     """
     controls = {
         "hidden": size_slider([16, 32, 64, 128, 256], hidden, "hidden units"),
@@ -71,12 +93,12 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
         "device": device_buttons("cpu"),
     }
     holder: dict = {}
+    runs = MeasurementCache(maxsize=32)
 
-    def update(hidden, epochs, batch, lr, activation, device):
+    def run(hidden, epochs, batch, lr, activation, device):
         data = _digits(device, "float32")        # on a GPU: copied there once, explicitly
         model = MLP([data.n_features, hidden, data.n_classes], activation=activation, device=device, seed=0)
         app = holder.get("app")
-
         last = [time.perf_counter()]
 
         def redraw(h):  # the live curve: at most one redraw a second, so drawing never dominates
@@ -86,15 +108,23 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
                 last[0] = time.perf_counter()
 
         h = train(model, data, epochs=epochs, batch_size=batch, lr=lr, callback=redraw, budget_s=20)
+        return h, repr(model), model.n_parameters(), int(data.y_test.shape[0])
+
+    def update(hidden, epochs, batch, lr, activation, device):
+        key = (hidden, epochs, batch, lr, activation, device)
+        kept = key in runs
+        h, name, n_params, n_test = runs.get(key, lambda: run(*key))
         steps_s = sum(h.seconds) / max(h.steps, 1)
         note = " (stopped early by its 20 s budget)" if h.stopped_early else ""
-        text = (f"<p>{model!r}: {model.n_parameters():,} parameters, {h.steps} SGD steps of batch {batch} "
-                f"in {sum(h.seconds):.2f} s ({steps_s * 1e3:.2f} ms per step){note}. "
-                f"Test accuracy <b>{100 * h.test_acc[-1]:.1f} %</b> on {data.y_test.shape[0]} images "
+        again = " (trained earlier with these settings; the same seed gives the same curves)" if kept else ""
+        text = (f"<p>{name}: {n_params:,} parameters, {h.steps} SGD steps of batch {batch} "
+                f"in {sum(h.seconds):.2f} s ({steps_s * 1e3:.2f} ms per step){note}{again}. "
+                f"Test accuracy <b>{100 * h.test_acc[-1]:.1f} %</b> on {n_test} images "
                 f"it never trained on.</p>")
         return training_figure(h), text
 
     app = LiveApp(update, controls, title="Train an MLP on the 8×8 digits", run_now=False)
+    app.cache = runs
     holder["app"] = app
     app.refresh()
     return app
@@ -134,44 +164,68 @@ def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp
         "device": device_buttons(),
     }
 
+    traces = MeasurementCache()
+
+    def measure(width, depth, batch, dtype, device):
+        model = MLP([784] + [width] * depth + [10], dtype=dtype, device=device)
+        x, y = random_batch(model, batch)
+        return trace_step(model, x, y, repeat=3, budget_s=0.6), repr(model), model.flops_per_step(batch)
+
     def update(width, depth, batch, dtype, device):
         note = ""
         if device == "gpu" and not gpu_available():
             device, note = "cpu", _gpu_fallback_html(width, depth, batch, dtype)
-        model = MLP([784] + [width] * depth + [10], dtype=dtype, device=device)
-        x, y = random_batch(model, batch)
-        tr = trace_step(model, x, y, repeat=3, budget_s=1.5)
-        flops = model.flops_per_step(batch)
-        text = (f"<p>{model!r}, batch {batch}: one training step takes <b>{tr.step_s * 1e3:.3g} ms</b> on the "
+        key = (width, depth, batch, dtype, device)
+        tr, name, flops = traces.get(key, lambda: measure(*key))
+        t_ratio = tr.backward_s / max(tr.forward_s, 1e-30)
+        closer = ("above the counted ratio: the backward's products "
+                  "ran at a lower rate (FLOP/s) than the forward's" if t_ratio > 1.1 * tr.flop_ratio else
+                  "below the counted ratio: the backward's products ran at a higher rate than the forward's"
+                  if t_ratio < tr.flop_ratio / 1.1 else "within 10 % of the counted ratio")
+        text = (f"<p>{name}, batch {batch}: one training step takes <b>{tr.step_s * 1e3:.3g} ms</b> on the "
                 f"{tr.device.upper()}: {flops / 1e9:.3g} GFLOP, so {flops / tr.step_s / 1e9:.3g} GFLOP/s. "
-                f"The backward pass takes {tr.backward_s / max(tr.forward_s, 1e-30):.2f}× the forward's time "
-                f"for {tr.flop_ratio:.2f}× its FLOPs; the "
-                f"Linear layers take {100 * tr.matmul_share:.1f} % of the layer-by-layer time.</p>")
+                f"Here the backward pass took {t_ratio:.2f}× the forward's time for {tr.flop_ratio:.2f}× its "
+                f"FLOPs ({closer}); the Linear layers took {100 * tr.matmul_share:.1f} % of the layer-by-layer "
+                "time. Each layer is timed alone, a few runs each: on a busy machine, run it again and see "
+                "which numbers hold.</p>")
         return trace_figure(tr), note + text
 
-    return LiveApp(update, controls, title="Where the time of one training step goes")
+    app = LiveApp(update, controls, title="Where the time of one training step goes")
+    app.cache = traces
+    return app
 
 
-def step_sweep_app(depth: int = 2, batch: int = 128) -> LiveApp:
-    """Step time against hidden width on each device here, plus reference GPU results."""
+_SWEEP_WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
+
+
+def step_sweep_app(depth: int = 2, batch: int = 128, largest: int = 256) -> LiveApp:
+    """Step time against hidden width (32 … ``largest``) on each device here, plus reference GPU results.
+
+    Each sweep is measured once per (depth, batch, dtype, largest width) and kept.
+    """
     controls = {
         "depth": _slider("hidden layers", 1, 4, depth),
         "batch": log2_slider(5, 10, batch, "batch size"),
         "dtype": dtype_dropdown(("float32", "float64")),
+        "largest": size_slider(_SWEEP_WIDTHS[2:], largest, "largest width"),
     }
+    sweeps = MeasurementCache()
 
-    def update(depth, batch, dtype):
-        rs = step_time_sweep(widths=(32, 64, 128, 256, 512, 1024), depth=depth, batch=batch, dtype=dtype,
-                             repeat=3, budget_s=0.1, progress=progress)
+    def update(depth, batch, dtype, largest):
+        widths = tuple(wd for wd in _SWEEP_WIDTHS if wd <= largest)
+        rs = sweeps.get((depth, batch, dtype, widths), lambda: step_time_sweep(
+            widths=widths, depth=depth, batch=batch, dtype=dtype, repeat=3, budget_s=0.1, progress=progress))
         refs = [r for r in load_reference("backprop_train_step")
                 if r.params.get("depth") == depth and r.params.get("batch") == batch]
         fig = sweep_figure(rs, refs, x="width", y="median_s", xlabel="hidden width",
                            ylabel="time per training step (s)", where={"dtype": dtype},
                            title=f"784-width×{depth}-10 MLP, batch {batch}, {dtype}")
         text = "" if gpu_available() else reference_note("backprop_train_step")
-        return fig, text
+        return fig, text + noise_html(rs.records)
 
-    return LiveApp(update, controls, title="Training-step time against width: CPU and GPU")
+    app = LiveApp(update, controls, title="Training-step time against width: CPU and GPU")
+    app.cache = sweeps
+    return app
 
 
 def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int = 64) -> LiveApp:
@@ -182,14 +236,16 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
         "width": size_slider([64, 128, 256, 512], width, "width"),
         "batch": log2_slider(5, 9, batch, "batch size"),
     }
-    sweeps: dict = {}
+    sweeps = MeasurementCache(maxsize=4)
+    runs = MeasurementCache(maxsize=64)
+
+    def counted(depth, width, batch, every):   # memory and work are counted, not timed
+        model = MLP([784] + [width] * depth + [10])
+        return checkpointed_backward(model, *random_batch(model, batch), every)
 
     def update(depth, every, width, batch):
-        key = (depth, width, batch)
-        if key not in sweeps:
-            sweeps.clear()
-            sweeps[key] = checkpoint_sweep(depth=depth, width=width, batch=batch, repeat=9, budget_s=0.5)
-        rs = sweeps[key]
+        rs = sweeps.get((depth, width, batch), lambda: checkpoint_sweep(
+            depth=depth, width=width, batch=batch, repeat=5, budget_s=0.4, progress=progress))
         L = depth + 1
         clamp = ""
         if every > L:
@@ -197,15 +253,29 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
                      "(everything kept).</i></p>")
             every = L
         rec = min(rs.records, key=lambda r: abs(r["every"] - every))
-        model = MLP([784] + [width] * depth + [10])
-        run = checkpointed_backward(model, *random_batch(model, batch), every)
+        base = min(rs.records, key=lambda r: r["every"])
+        run = runs.get((depth, width, batch, every), lambda: counted(depth, width, batch, every))
         plural = "" if run.checkpoints == 1 else "s"
+        extra_t = rec["median_s"] / base["median_s"] - 1
+        noisy = [r for r in (rec, base) if _iqr_noisy(r)]
+        timed = (f"Measured step time at k = {rec['every']}: {rec['median_s'] * 1e3:.3g} ms, "
+                 f"{100 * extra_t:+.0f} % against k = {base['every']}")
+        if noisy:
+            timed += (" (noisy: the runs of " + " and ".join(f"k = {r['every']}" for r in noisy)
+                      + " spread more than 25 % around their median, so this difference may be noise; "
+                      "the counted work is the reliable number)")
+        elif extra_t < 0 < run.extra_compute:
+            timed += (" (faster despite the extra work: a difference this small is within what a shared "
+                      "machine varies between runs)")
         text = (f"<p>k = {every}: {run.checkpoints} checkpoint{plural} kept through the forward pass, "
                 f"{run.recomputed_blocks} block forwards recomputed ({100 * run.extra_compute:.0f} % more "
                 f"matrix-product work than plain backprop), peak activation memory "
                 f"<b>{run.peak_activation_bytes / 2**20:.2f} MiB</b> against "
-                f"{rs.records[0]['peak_activation_bytes'] / 2**20:.2f} MiB with everything kept "
-                f"(k = 1). Measured step time at k = {rec['every']}: {rec['median_s'] * 1e3:.3g} ms.</p>")
+                f"{base['peak_activation_bytes'] / 2**20:.2f} MiB with everything kept "
+                f"(k = 1). {timed}.</p>")
         return checkpoint_figure(rs, highlight=every, pattern=True), clamp + text
 
-    return LiveApp(update, controls, title="Gradient checkpointing: memory against recomputation")
+    app = LiveApp(update, controls, title="Gradient checkpointing: memory against recomputation",
+                  view_only=("every",))
+    app.cache = sweeps
+    return app

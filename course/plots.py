@@ -27,9 +27,37 @@ from .devices import cpu_info, gpu_info
 from .results import ResultSet
 
 __all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
-           "figure_to_png", "new_figure", "mark_point"]
+           "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x"]
 
 COLORS = {"cpu": "#1f77b4", "gpu": "#d95f02"}
+
+#: The legend entry of the hollow markers :func:`mark_noisy` draws.
+NOISY_LABEL = "hollow: noisy (runs disagree or machine busy)"
+
+
+def noisy_flags(records: Sequence[dict]) -> np.ndarray:
+    """One bool per record: True where the record says its timing was noisy."""
+    return np.array([bool(r.get("noisy")) for r in records], dtype=bool)
+
+
+def mark_noisy(ax, xs: Sequence[float], ys: Sequence[float], noisy: Sequence[bool], color: str = "k",
+               ms: float = 6.0) -> bool:
+    """Draw hollow markers over the noisy points of a curve, labelled once per axes with :data:`NOISY_LABEL`.
+
+    A noisy curve then does not look as confident as a clean one.  Returns True if any point was noisy.
+
+    >>> fig, (ax,) = new_figure()
+    >>> mark_noisy(ax, [1, 2], [1.0, 2.0], [False, True])
+    True
+    """
+    noisy = np.asarray(noisy, dtype=bool)
+    if not noisy.any():
+        return False
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    labelled = any(line.get_label() == NOISY_LABEL for line in ax.lines)
+    ax.plot(xs[noisy], ys[noisy], ls="none", marker="o", ms=ms, markerfacecolor="white",
+            markeredgecolor=color, markeredgewidth=1.4, zorder=4, label="_nolegend_" if labelled else NOISY_LABEL)
+    return True
 
 
 def new_figure(ncols: int = 1, width: float = 9.0, height: float = 3.6) -> tuple[Figure, list]:
@@ -77,7 +105,7 @@ def _series(rs: ResultSet, device: str, x: str, y: str, where: dict | None):
     if y == "median_s" and recs and all("q25_s" in r and "q75_s" in r for r in recs):
         lo = np.array([r["q25_s"] for r in recs], dtype=float)
         hi = np.array([r["q75_s"] for r in recs], dtype=float)
-    return xs, ys, lo, hi
+    return xs, ys, lo, hi, noisy_flags(recs)
 
 
 def _device_name(rs: ResultSet, device: str) -> str:
@@ -109,16 +137,17 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     for rs in sources:
         ref = rs.source == "reference"
         for dev in ("cpu", "gpu"):
-            xs, ys, lo, hi = _series(rs, dev, x, y, where)
+            xs, ys, lo, hi, noisy = _series(rs, dev, x, y, where)
             if not len(xs):
                 continue
             who = _device_name(rs, dev)
             label = f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)")
             ax.plot(xs, ys, ls="--" if ref else "-", marker="o", ms=3.5, color=COLORS[dev],
                     alpha=0.75 if ref else 1.0, label=label)
+            mark_noisy(ax, xs, ys, noisy, COLORS[dev])
             if lo is not None and not ref:
                 ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
-    _log2_x(ax)
+    log2_x(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or x)
@@ -142,24 +171,26 @@ def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "media
     """Draw GPU-over-CPU speedup (from sources that have both devices) on ``ax``."""
     drawn = False
     for rs in sources:
-        cx, cy, _, _ = _series(rs, "cpu", x, y, where)
-        gx, gy, _, _ = _series(rs, "gpu", x, y, where)
+        cx, cy, _, _, cn = _series(rs, "cpu", x, y, where)
+        gx, gy, _, _, gn = _series(rs, "gpu", x, y, where)
         common = np.intersect1d(cx, gx)
         if not len(common):
             continue
         c = np.array([cy[cx == v][0] for v in common])
         g = np.array([gy[gx == v][0] for v in common])
+        noisy = np.array([cn[cx == v][0] or gn[gx == v][0] for v in common])
         ratio = g / c if higher_is_better else c / g
         ref = rs.source == "reference"
         ax.plot(common, ratio, ls="--" if ref else "-", marker="o", ms=3.5, color="k",
                 alpha=0.7 if ref else 1.0,
                 label=f"{rs.gpu_name} vs its host CPU" + (f" ({rs.label})" if ref else " (live)"))
+        mark_noisy(ax, common, ratio, noisy, "k")
         drawn = True
     ax.set_xlabel(xlabel or x)
     ax.set_ylabel("GPU speedup over CPU (×)")
     if drawn:
         ax.axhline(1.0, color="0.5", lw=1)
-        _log2_x(ax)
+        log2_x(ax)
         ax.grid(True, which="both", alpha=0.25)
         if highlight is not None:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
@@ -174,7 +205,7 @@ def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "media
         ax.set_yticks([])
 
 
-def _log2_x(ax) -> None:
+def log2_x(ax) -> None:
     """Log-2 x axis labelled with plain numbers (1,024 rather than 2^10)."""
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(_pow2_label))

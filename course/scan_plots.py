@@ -27,7 +27,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
 from .errors import BadInputError
-from .plots import COLORS, _log2_x, add_footer, new_figure
+from .plots import COLORS, add_footer, log2_x, mark_noisy, new_figure, noisy_flags
 from .results import ResultSet
 from .scan import _prepare, blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts
 
@@ -232,7 +232,7 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
     aw.plot(ns, ns, color="0.6", ls="--", label="n")
     ast.plot(ns, lg, color="0.6", ls=":", label="log2 n")
     for ax, what in ((aw, "work: operator applications"), (ast, "steps: dependent levels")):
-        _log2_x(ax)
+        log2_x(ax)
         ax.set_yscale("log")
         ax.set_xlabel("n (elements)")
         ax.set_ylabel(what)
@@ -281,6 +281,9 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 at.plot(n, t, label=lab, **kw)
                 gb = np.array([r.get("gb_per_s", np.nan) for r in recs], float)
                 ab.plot(n, gb, label=lab, **kw)
+                if not ref:
+                    mark_noisy(at, n, t, noisy_flags(recs), kw["color"])
+                    mark_noisy(ab, n, gb, noisy_flags(recs), kw["color"])
             copy = rs.select(device=dev, algorithm="copy")
             if copy:
                 ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1.2, ls=":" if not ref else "-.")
@@ -289,7 +292,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                         transform=ab.get_yaxis_transform(), fontsize=7, va="bottom", ha="right",
                         color=COLORS[dev])
     for ax in (at, ab):
-        _log2_x(ax)
+        log2_x(ax)
         ax.set_yscale("log")
         ax.set_xlabel("n (elements)")
         ax.grid(True, which="both", alpha=0.25)

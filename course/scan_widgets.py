@@ -23,7 +23,7 @@ from .results import ResultSet, load_reference
 from .scan import OPERATORS, blelloch_scan, hillis_steele_scan, operation_counts, sequential_scan
 from .scan_plots import FRAMES, MAX_DRAWN, counts_figure, timing_figure, tree_figure
 from .scan_timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, time_scan
-from .widgets import LiveApp, device_buttons, escape, log2_slider
+from .widgets import LiveApp, MeasurementCache, device_buttons, escape, log2_slider, noise_html
 
 __all__ = ["OPERATOR_CHOICES", "tree_input", "tree_app", "counts_app", "timing_app"]
 
@@ -121,6 +121,8 @@ def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveA
                 "op": widgets.Dropdown(options=OPERATOR_CHOICES, value=op, description="operator"),
                 "device": device_buttons()}
 
+    cache = MeasurementCache()
+
     def update(n: int, op: str, device: str):
         refs = load_reference("scan_sweep")
         if device == "gpu" and not gpu_available():
@@ -130,25 +132,33 @@ def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveA
                     f"recorded yet for the scans. Choose CPU, or run this notebook on a GPU "
                     f"(Colab: Runtime > Change runtime type > GPU).")
             return timing_figure(None, refs, highlight=n), ("No GPU here: " + _reference_note(refs))
-        rs = ResultSet("scan_timing_app", params={"n": n, "op": op})
-        skipped = []
-        for alg in ALGORITHMS[device]:
-            if alg == "sequential" and n > SEQUENTIAL_MAX_N:
-                skipped.append(f"sequential (a Python loop: timed only up to n = {SEQUENTIAL_MAX_N:,})")
-                continue
-            try:
-                t = time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s)
-            except BadInputError as exc:
-                skipped.append(f"{alg} ({exc})")
-                continue
-            rs.add_timing(t, algorithm=alg, n=n, op=op)
+        rs, skipped = cache.get((n, op, device), lambda: _time_all(n, op, device, budget_s))
         fig = _bars(rs, device, n, op)
         html = ""
         if skipped:
             html = "Not timed: " + "; ".join(escape(s) for s in skipped) + "."
-        return fig, html
+        return fig, html + noise_html(rs.records)
 
-    return LiveApp(update, controls, title="How long does a scan take? (float32, inclusive)")
+    app = LiveApp(update, controls, title="How long does a scan take? (float32, inclusive)")
+    app.cache = cache
+    return app
+
+
+def _time_all(n: int, op: str, device: str, budget_s: float) -> tuple[ResultSet, list[str]]:
+    """Every scan of :data:`ALGORITHMS` timed once at ``n``; the ones left out, with why."""
+    rs = ResultSet("scan_timing_app", params={"n": n, "op": op})
+    skipped = []
+    for alg in ALGORITHMS[device]:
+        if alg == "sequential" and n > SEQUENTIAL_MAX_N:
+            skipped.append(f"sequential (a Python loop: timed only up to n = {SEQUENTIAL_MAX_N:,})")
+            continue
+        try:
+            t = time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s)
+        except BadInputError as exc:
+            skipped.append(f"{alg} ({exc})")
+            continue
+        rs.add_timing(t, algorithm=alg, n=n, op=op)
+    return rs, skipped
 
 
 def _bars(rs: ResultSet, device: str, n: int, op: str):

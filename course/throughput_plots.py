@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from .plots import COLORS, add_footer, new_figure, sweep_figure
+from .plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, sweep_figure
 from .results import ResultSet
 from .roofline import peaks_of, ridge_point
 from .throughput_ops import find_crossover, get_op
@@ -207,9 +207,12 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             b = np.array([r["batch"] for r in recs], float)
             style = {"ls": "--" if ref else "-", "marker": "o", "ms": 3.5, "color": COLORS[dev],
                      "label": f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")}
-            axes[0].plot(b, [r["samples_per_s"] for r in recs], **style)
-            axes[1].plot(b, [r["median_s"] * 1e3 for r in recs], **style)
-            axes[2].plot(b, [r["in_flight"] for r in recs], **style)
+            ys = ([r["samples_per_s"] for r in recs], [r["median_s"] * 1e3 for r in recs],
+                  [r["in_flight"] for r in recs])
+            for ax, y in zip(axes, ys):
+                ax.plot(b, y, **style)
+                if not ref:
+                    mark_noisy(ax, b, y, noisy_flags(recs), COLORS[dev])
     allb = sorted({r["batch"] for rs in ([live] if live is not None else []) + list(references)
                    for r in rs.records})
     if allb:
@@ -269,6 +272,8 @@ def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = (
                       "alpha": 0.7 if dtn != "float32" else 1.0}
                 axes[0].plot(n, [r["gflops"] for r in recs], **kw)
                 axes[1].plot(n, [r["matrix_bytes"] / 2**20 for r in recs], **kw)
+                if not ref:
+                    mark_noisy(axes[0], n, [r["gflops"] for r in recs], noisy_flags(recs), COLORS[dev])
     axes[0].set_ylabel("GFLOP/s")
     axes[0].set_title("matrix product speed per dtype", fontsize=9.5)
     axes[1].set_ylabel("MiB per n×n matrix")

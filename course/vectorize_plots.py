@@ -18,7 +18,7 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from .devices import cpu_info, gpu_info
 from .errors import BadInputError
-from .plots import COLORS, add_footer, new_figure
+from .plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags
 from .results import ResultSet
 from .vectorize import RUNG_INFO, lane_trace, numpy_elementwise
 
@@ -223,6 +223,7 @@ def lane_sweep_figure(rs: ResultSet) -> Figure:
     w = np.array([r["lanes"] for r in lanes], dtype=float)
     t = np.array([r["s_per_element"] for r in lanes]) * 1e9
     ax.loglog(w, t, "o-", color=COLORS["cpu"], label="W lanes per Python step")
+    mark_noisy(ax, w, t, noisy_flags(lanes), COLORS["cpu"])
     ax.loglog(w, t[0] * w[0] / w, ":", color="0.4", label="1/W: each step costs the same")
     for rung, ls in (("loop", "--"), ("numpy", "-.")):
         rec = rs.select(rung=rung)
@@ -232,7 +233,7 @@ def lane_sweep_figure(rs: ResultSet) -> Figure:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("lane width W (elements per step)")
     ax.set_ylabel("time per element (ns, log)")
-    ax.set_title("Wider lanes, fewer steps: time falls like 1/W until numpy's own speed", fontsize=9.5)
+    ax.set_title("Wider lanes, fewer steps: the prediction (dotted) is a time falling like 1/W", fontsize=9.5)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7.5)
     add_footer(fig, rs)

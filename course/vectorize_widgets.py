@@ -1,8 +1,9 @@
 """Lesson 02's live apps: the ladder, the lanes animation, ReLU bandwidth, the matmul rungs.
 
 Each builder returns a :class:`course.widgets.LiveApp`; display it as the last
-expression of a cell.  Defaults rerun in well under a second on a 2-core laptop;
-big sizes are behind the sliders.
+expression of a cell.  Big sizes are behind the sliders, and each app keeps its
+measurements by the controls that change them (:class:`course.widgets.MeasurementCache`),
+so coming back to a setting redraws without measuring again.
 
 >>> app = lanes_app()
 >>> app.controls["step"].value = 2
@@ -23,7 +24,7 @@ from .vectorize import OPS, ladder, lane_steps, relu_bandwidth
 from .vectorize_matmul import MATMUL_LIMITS, matmul_ladder, torch_available
 from .vectorize_plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
 from .vectorize_simd import ufunc_dispatch
-from .widgets import LiveApp, device_buttons, log2_slider, size_slider
+from .widgets import LiveApp, MeasurementCache, device_buttons, log2_slider, noise_html, size_slider
 
 __all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table"]
 
@@ -91,15 +92,20 @@ def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: 
         "device": device_buttons(device),
     }
 
+    cache = MeasurementCache()
+
     def update(op, n, dtype, lanes, device):
         devs, note = _gpu_note(device, "vectorize_ladder")
-        rs = ladder(op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5)
+        rs = cache.get((op, n, dtype, lanes, tuple(devs)), lambda: ladder(
+            op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5))
         refs = load_reference("vectorize_ladder") if "gpu" not in devs else []
         runs = ", ".join(f"np.{k} → {d['current']}" for k, d in ufunc_dispatch(op, dtype).items())
         simd = f"<small>numpy's SIMD code for {op} ({dtype}) on this CPU: {html.escape(runs)}</small><br>"
-        return ladder_figure(rs, refs), note + (simd if runs else "") + ladder_table(rs)
+        return ladder_figure(rs, refs), note + (simd if runs else "") + ladder_table(rs) + noise_html(rs.records)
 
-    return LiveApp(update, controls, title="Lesson 02: one elementwise op at every rung")
+    app = LiveApp(update, controls, title="Lesson 02: one elementwise op at every rung")
+    app.cache = cache
+    return app
 
 
 def lanes_app(n: int = 24, lanes: int = 8, op: str = "relu") -> LiveApp:
@@ -145,11 +151,20 @@ def bandwidth_app(n: int = 2**22, device: str | None = None) -> LiveApp:
     """ReLU with ``out=`` vs a new array per call vs threads, against the copy limit."""
     controls = {"n": log2_slider(12, 26, n, "elements"), "device": device_buttons(device)}
 
+    cache = MeasurementCache()
+
     def update(n, device):
         devs, note = _gpu_note(device, "vectorize_bandwidth")
-        figs = [bandwidth_figure(relu_bandwidth(n, device=d, rounds=2, repeat=3, budget_s=0.6)) for d in devs]
-        return figs[-1], note
-    return LiveApp(update, controls, title="ReLU against the copy limit")
+        bws = [cache.get((n, d), lambda d=d: relu_bandwidth(n, device=d, rounds=2, repeat=3, budget_s=0.4))
+               for d in devs]
+        bw = bws[-1]
+        text = (f"<p>{devs[-1].upper()}, {n:,} float32 values: ReLU with <code>out=</code> reached "
+                f"{bw['out_fraction']:.0%} of the copy's {bw['copy_gb_per_s']:.1f} GB/s; a new array per call "
+                f"{bw['new_fraction']:.0%}.</p>")
+        return bandwidth_figure(bw), note + text
+    app = LiveApp(update, controls, title="ReLU against the copy limit")
+    app.cache = cache
+    return app
 
 
 def matmul_app(n: int = 48, device: str | None = None) -> LiveApp:
@@ -157,15 +172,20 @@ def matmul_app(n: int = 48, device: str | None = None) -> LiveApp:
     controls = {"n": size_slider([16, 32, 48, 64, 96, 128, 256, 384, 512, 1024, 2048], n, "n"),
                 "device": device_buttons(device)}
 
+    cache = MeasurementCache()
+
     def update(n, device):
         devs, note = _gpu_note(device, "vectorize_matmul")
         dtypes = ("float32", "float16") + (("bfloat16",) if torch_available() else ())
-        rs = matmul_ladder(n, dtypes=dtypes, devices=devs, repeat=3, budget_s=0.25)
+        rs = cache.get((n, tuple(devs)), lambda: matmul_ladder(n, dtypes=dtypes, devices=devs, repeat=3,
+                                                               budget_s=0.15))
         skipped = [f"{r} (n > {lim})" for r, lim in MATMUL_LIMITS.items() if n > lim]
         extra = f"<br><small>Too slow at this size, skipped: {', '.join(skipped)}.</small>" if skipped else ""
         notes = "".join(f"<br><small>{html.escape(x)}</small>" for x in rs.notes if "skipped" not in x)
         refs = load_reference("vectorize_matmul") if "gpu" not in devs else []
-        return matmul_figure(rs, refs), note + extra + notes
-    return LiveApp(update, controls, title="The matrix product at each rung")
+        return matmul_figure(rs, refs), note + extra + notes + noise_html(rs.records)
+    app = LiveApp(update, controls, title="The matrix product at each rung")
+    app.cache = cache
+    return app
 
 

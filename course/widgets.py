@@ -18,23 +18,33 @@ setting ``app.controls["n"].value`` and reading ``app.image.value``.
 >>> app.controls["n"].value = 5
 >>> app.html.value
 '<b>10</b>'
+
+Measurements are slow and redraws are cheap, so an app keeps what it measured in a
+:class:`MeasurementCache`, keyed by the controls that change the measurement; a control
+that only changes the view (a marker, a highlight, a log scale) is named in ``view_only``
+and redraws from the cache.  ``benchmarks/bench_widgets.py`` times every app's first
+draw, a rerun, and a move of each view-only control.
 """
 
 from __future__ import annotations
 
 import html
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import ipywidgets as widgets
 
 from .devices import gpu_available
 from .errors import CourseError
 from .plots import figure_to_png
+from .timing import noisy_note
 
-__all__ = ["LiveApp", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
-           "control_panel", "progress", "error_message", "IPYWIDGETS_MAJOR"]
+__all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
+           "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR"]
+
+_T = TypeVar("_T")
 
 IPYWIDGETS_MAJOR = int(widgets.__version__.split(".")[0])
 
@@ -49,6 +59,61 @@ def error_message(exc: BaseException) -> str:
             "did: please report it with the values of the controls.)")
 
 
+class MeasurementCache:
+    """Measurements kept by the parameters that change them (the most recent ``maxsize``).
+
+    ``cache.get(key, measure)`` returns what ``measure()`` returned the first time it was
+    asked for ``key``; later calls with the same key redraw from it without measuring
+    again.  ``measured`` counts the calls of ``measure`` (a test can check that a view-only
+    control does not re-measure).
+
+    >>> cache = MeasurementCache()
+    >>> cache.get(("cpu", 64), lambda: 1.5), cache.get(("cpu", 64), lambda: 9.9)
+    (1.5, 1.5)
+    >>> cache.measured
+    1
+    """
+
+    def __init__(self, maxsize: int = 16):
+        if not isinstance(maxsize, int) or maxsize < 1:
+            raise ValueError(f"maxsize must be a whole number >= 1, got {maxsize!r}")
+        self.maxsize = maxsize
+        self.measured = 0
+        self._items: OrderedDict = OrderedDict()
+
+    def get(self, key: Hashable, measure: Callable[[], _T]) -> _T:
+        """The measurement for ``key``: kept from before, or made now by ``measure()``."""
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = measure()
+        self.measured += 1
+        self._items[key] = value
+        while len(self._items) > self.maxsize:
+            self._items.popitem(last=False)
+        return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        """Forget every measurement (the next draw measures again)."""
+        self._items.clear()
+
+
+def noise_html(timings: Iterable[Any]) -> str:
+    """An HTML line saying how many of these timings (or records) are noisy, or ``""`` if none is.
+
+    >>> noise_html([{"median_s": 1e-3, "noisy": False}])
+    ''
+    """
+    note = noisy_note(timings)
+    return f"<p style='color:#a40'><i>{html.escape(note)}</i></p>" if note else ""
+
+
 class LiveApp:
     """Controls + a function of their values, redrawn whenever a value changes.
 
@@ -60,18 +125,31 @@ class LiveApp:
         under that name.
     title : optional HTML heading above the controls.
     run_now : call ``update`` once straight away (default True).
+    view_only : names of the controls that only change the view (markers, highlights,
+        scales): the app's ``update`` must redraw them from cached measurements.  The
+        widget benchmark times a move of each one.
 
     Attributes
     ----------
     image, html, errors : the output widgets (``errors`` is an ``Output``).
     last_error : the last exception (None after a successful update).
-    calls : how many updates have run; ``last_seconds``: how long the last took.
+    calls : how many updates have run; ``last_seconds``: how long the last took, of which
+        ``last_render_seconds`` went to drawing its figure into PNG bytes.
+    status : an ``HTML`` line that says "measuring ..." while an update runs.
+    progress_area : an ``Output`` where progress bars drawn during an update appear.
     """
 
     def __init__(self, update: Callable[..., Any], controls: dict[str, widgets.Widget],
-                 title: str | None = None, run_now: bool = True):
+                 title: str | None = None, run_now: bool = True, view_only: Iterable[str] = ()):
         self.update_fn = update
         self.controls = dict(controls)
+        self.view_only = tuple(view_only)
+        unknown = [k for k in self.view_only if k not in self.controls]
+        if unknown:
+            raise ValueError(f"view_only names controls this app does not have: {unknown}; "
+                             f"its controls are {list(self.controls)}")
+        self.status = widgets.HTML()
+        self.progress_area = widgets.Output()
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.image.layout.display = "none"
         self.html = widgets.HTML()
@@ -80,12 +158,13 @@ class LiveApp:
         self.last_result: Any = None
         self.calls = 0
         self.last_seconds = 0.0
+        self.last_render_seconds = 0.0
         parts: list[widgets.Widget] = []
         if title:
             parts.append(widgets.HTML(f"<b>{title}</b>"))
         parts.append(widgets.HBox(list(self.controls.values()),
                                   layout=widgets.Layout(flex_flow="row wrap")))
-        parts += [self.errors, self.html, self.image]
+        parts += [self.status, self.progress_area, self.errors, self.html, self.image]
         self.widget = widgets.VBox(parts)
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
@@ -102,16 +181,22 @@ class LiveApp:
         """Run ``update`` with the current values and show what it returns (or its error)."""
         t0 = time.perf_counter()
         self.errors.outputs = ()
+        self.status.value = "<small><i>measuring ...</i></small>"
         try:
-            result = self.update_fn(**self.values())
+            with self.progress_area:
+                result = self.update_fn(**self.values())
         except Exception as exc:  # shown, never raised into the widget machinery
             self.last_error = exc
             self.errors.append_stderr(error_message(exc) + "\n")
         else:
             self.last_error = None
             self.last_result = result
+            t_render = time.perf_counter()
             self._show(result)
+            self.last_render_seconds = time.perf_counter() - t_render
         finally:
+            self.progress_area.outputs = ()
+            self.status.value = ""
             self.calls += 1
             self.last_seconds = time.perf_counter() - t0
 

@@ -151,3 +151,41 @@ def test_timing_app_on_the_gpu_measures_both_methods():
     app.controls["device"].value = "gpu"
     assert app.last_error is None, app.last_error
     assert "GPU, T = 10," in app.html.value and app.image.value
+
+
+def _fake_rnn_result(seq_s: float, scan_s: float) -> dict:
+    from course.timing import Timing
+
+    def t(v):
+        return Timing(samples=np.array([v, v, v]))
+
+    return {"forward": t(1e-3), "full": {"sequential": t(1e-3 + seq_s), "scan": t(1e-3 + scan_s)},
+            "backward_s": {"sequential": seq_s, "scan": scan_s}, "max_grad_diff": 1e-9}
+
+
+@pytest.mark.widgets
+@pytest.mark.parametrize("seq_s, scan_s, expect, absent", [
+    (1e-3, 5e-3, "was not paid back", "came out ahead"),
+    (5e-3, 1e-3, "came out ahead", "was not paid back"),
+])
+def test_timing_summary_follows_the_measurement_not_a_fixed_sentence(monkeypatch, seq_s, scan_s, expect, absent):
+    monkeypatch.setattr(bppsa_widgets, "time_rnn", lambda *a, **k: _fake_rnn_result(seq_s, scan_s))
+    _, text = bppsa_widgets.timing_update(T=100, hidden=4, batch=1, device="cpu")
+    assert expect in text and absent not in text
+
+
+@pytest.mark.widgets
+def test_timing_app_keeps_each_setting_and_times_long_sequences_round_by_round(monkeypatch):
+    calls = []
+
+    def fake(T, *a, **k):
+        calls.append((T, k.get("repeat")))
+        return _fake_rnn_result(2e-3, 1e-3)
+
+    monkeypatch.setattr(bppsa_widgets, "time_rnn", fake)
+    app = bppsa_widgets.timing_app(T=100, hidden=4, batch=1)
+    app.controls["T"].value = 30
+    app.controls["T"].value = 100                        # seen before: no new measurement
+    assert [c[0] for c in calls] == [100, 30] and app.last_error is None
+    app.controls["T"].value = 30000                      # long: one round per call, under a progress bar
+    assert app.last_error is None and all(c == (30000, 1) for c in calls[2:]) and len(calls) >= 4

@@ -91,3 +91,14 @@ def test_hillis_steele_frames_end_with_the_inclusive_scan():
 def test_tree_figure_rejects_unknown_algorithm():
     with pytest.raises(BadInputError, match="tree_figure draws"):
         tree_figure(np.arange(4), algorithm="bogus")
+
+
+def test_timing_figure_draws_noisy_measurements_hollow():
+    from course.plots import NOISY_LABEL
+
+    rs = ResultSet("scan_sweep")
+    for n, noisy in ((1024, False), (4096, True)):
+        rs.add(device="cpu", algorithm="blelloch", n=n, median_s=1e-4 * n / 1024, gb_per_s=1.0, noisy=noisy)
+    fig = timing_figure(rs)
+    hollow = [ln for ax in fig.axes for ln in ax.lines if ln.get_label() == NOISY_LABEL]
+    assert hollow and all(list(ln.get_xdata()) == [4096.0] for ln in hollow)

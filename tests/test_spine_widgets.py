@@ -128,3 +128,73 @@ def test_matmul_app_times_the_chosen_size_and_explains_a_missing_gpu():
         assert "No GPU here" in app.html.value and "Change runtime type" in app.html.value
     else:
         assert "GPU</b>" in app.html.value
+
+
+# ----------------------------------------------------- caches, view-only controls and noisy points
+
+def test_measurement_cache_measures_each_key_once_and_forgets_the_oldest():
+    from course.widgets import MeasurementCache
+
+    cache = MeasurementCache(maxsize=2)
+    calls = []
+
+    def measure(k):
+        calls.append(k)
+        return k * 10
+
+    assert cache.get("a", lambda: measure(1)) == 10
+    assert cache.get("a", lambda: measure(99)) == 10          # kept: not measured again
+    cache.get("b", lambda: measure(2))
+    cache.get("c", lambda: measure(3))                        # "a" is the oldest: forgotten
+    assert calls == [1, 2, 3] and cache.measured == 3 and "a" not in cache and len(cache) == 2
+    with pytest.raises(ValueError, match="maxsize"):
+        MeasurementCache(maxsize=0)
+
+
+@pytest.mark.widgets
+def test_live_app_rejects_an_unknown_view_only_control_and_keeps_the_known_ones():
+    with pytest.raises(ValueError, match="view_only names controls"):
+        LiveApp(lambda n: "x", {"n": w.IntSlider(value=1)}, view_only=("mark",))
+    app = LiveApp(lambda n, mark: f"{n} {mark}", {"n": w.IntSlider(value=1), "mark": w.IntSlider(value=2)},
+                  view_only=("mark",))
+    assert app.view_only == ("mark",) and app.html.value == "1 2" and app.status.value == ""
+
+
+@pytest.mark.widgets
+def test_a_view_only_control_redraws_from_the_cache_without_measuring():
+    from course.widgets import MeasurementCache
+
+    cache = MeasurementCache()
+    measured = []
+
+    def update(n, mark):
+        value = cache.get(n, lambda: measured.append(n) or n * 2)
+        return f"n={n} value={value} mark={mark}"
+
+    app = LiveApp(update, {"n": w.IntSlider(value=3), "mark": w.IntSlider(value=0)}, view_only=("mark",))
+    for m in (1, 2, 3):
+        app.controls["mark"].value = m
+    assert measured == [3] and app.html.value == "n=3 value=6 mark=3"
+    app.controls["n"].value = 4
+    assert measured == [3, 4]
+
+
+def test_noise_html_is_empty_for_steady_timings_and_says_why_for_noisy_ones():
+    from course.widgets import noise_html
+
+    assert noise_html([{"median_s": 1.0, "noisy": False}]) == ""
+    text = noise_html([{"median_s": 1.0, "noisy": True, "load": 3.0}, {"median_s": 1.0, "noisy": False}])
+    assert "1 of 2 measurements are noisy" in text and "busy" in text
+
+
+def test_sweep_figure_draws_noisy_points_hollow_with_a_legend_entry():
+    from course.plots import NOISY_LABEL
+
+    rs = _sweep()
+    rs.records[2]["noisy"] = True
+    fig = sweep_figure(rs, [], x="n")
+    hollow = [ln for ln in fig.axes[0].lines if ln.get_label() == NOISY_LABEL]
+    assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [4.0]
+    assert hollow[0].get_markerfacecolor() == "white"
+    clean = sweep_figure(_sweep(), [], x="n")
+    assert NOISY_LABEL not in _labels(clean)

@@ -98,3 +98,39 @@ def test_memory_app_reports_bytes_in_flight_and_redraws():
     before = app.image.value
     app.controls["largest"].value = 2 ** 16
     assert app.last_error is None and app.image.value != before
+
+
+def test_batch_app_marks_another_batch_without_measuring_again(monkeypatch):
+    calls = []
+    real = TW.batch_sweep
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(TW, "batch_sweep", counting)
+    app = TW.batch_app()
+    app.controls["device"].value = "cpu"
+    measured = len(calls)
+    assert app.view_only == ("highlight",) and app.last_error is None
+    for b in (1, 4, 64):
+        app.controls["highlight"].value = b
+        assert app.last_error is None
+    assert len(calls) == measured and app.cache.measured == measured
+    assert "Marked batch 64" in app.html.value and "samples/s" in app.html.value
+
+
+def test_sweep_app_changes_what_it_shows_without_measuring_again(monkeypatch):
+    calls = []
+    real = TW.throughput_sweep
+    monkeypatch.setattr(TW, "throughput_sweep", lambda *a, **k: calls.append(a) or real(*a, **k))
+    app = TW.sweep_app(lo=0, hi=6)
+    app.controls["y"].value = "gb_per_s"
+    app.controls["y"].value = "median_s"
+    assert len(calls) == 1 and app.last_error is None
+
+
+def test_precision_app_prints_each_measured_ratio_in_words():
+    app = TW.precision_app()
+    app.controls["device"].value = "cpu"
+    assert app.last_error is None and "float16 ran at" in app.html.value and "float32's rate" in app.html.value

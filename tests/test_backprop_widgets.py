@@ -1,0 +1,42 @@
+"""Lesson 01's apps keep what they measured: a view-only control and a setting seen before redraw from it."""
+
+from __future__ import annotations
+
+import pytest
+
+import course.backprop_widgets as bw
+
+pytestmark = pytest.mark.widgets
+
+
+def test_checkpoint_app_moves_k_without_timing_the_network_again(monkeypatch):
+    calls = []
+    real = bw.checkpoint_sweep
+    monkeypatch.setattr(bw, "checkpoint_sweep", lambda **kw: calls.append(kw) or real(**kw))
+    app = bw.checkpoint_app(depth=4, every=2, width=64, batch=32)
+    assert app.view_only == ("every",) and len(calls) == 1
+    for k in (1, 3, 5, 2):
+        app.controls["every"].value = k
+        assert app.last_error is None and f"k = {k}:" in app.html.value
+    assert len(calls) == 1
+    assert "Measured step time at k = 2" in app.html.value
+    app.controls["depth"].value = 5                     # a new network: measured once more
+    assert len(calls) == 2
+
+
+def test_training_app_redraws_a_setting_it_trained_before_without_training_again(monkeypatch):
+    calls = []
+    real = bw.train
+    monkeypatch.setattr(bw, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
+    app = bw.training_app(hidden=16, epochs=1)
+    app.controls["epochs"].value = 2
+    app.controls["epochs"].value = 1
+    assert len(calls) == 2 and app.last_error is None
+    assert "trained earlier with these settings" in app.html.value
+
+
+def test_step_time_app_says_how_the_measured_ratio_compares_with_the_counted_one():
+    app = bw.step_time_app(width=32, depth=1, batch=16)
+    assert app.last_error is None
+    text = app.html.value
+    assert "the counted ratio" in text and "× the forward's time" in text
