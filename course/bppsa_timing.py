@@ -27,11 +27,11 @@ import numpy as np
 
 from .bppsa import work_counts
 from .bppsa_models import TanhRNN
-from .devices import get_xp, gpu_available, normalize_device, out_of_memory_errors, synchronize
+from .devices import get_xp, gpu_available, machine_load, normalize_device, out_of_memory_errors, synchronize
 from .errors import BadInputError, GPUUnavailableError
 from .peers import time_torch, torch_available, torch_device, torch_threads
 from .results import ResultSet
-from .timing import Timing, benchmark
+from .timing import Timing, benchmark, get_threads
 
 __all__ = ["time_rnn", "interleaved_rounds", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups",
            "PAPER", "SWEEP_T", "QUICK_T"]
@@ -60,6 +60,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     import time
 
     dev = normalize_device(device)
+    load = machine_load()
     for _ in range(int(warmup)):
         for fn in fns.values():
             fn()
@@ -72,7 +73,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
         for k, fn in fns.items():
             samples[k].append(timer(fn, device=dev, warmup=0, repeat=1, name=k).samples[0])
     return {k: Timing(samples=np.asarray(v), device=dev, name=k, warmup=int(warmup), stopped_early=stopped,
-                      budget_s=budget_s) for k, v in samples.items()}
+                      budget_s=budget_s, threads=get_threads(), load=load) for k, v in samples.items()}
 
 
 def _paired_backward(full: Timing, forward: Timing) -> float:

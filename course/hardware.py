@@ -263,7 +263,8 @@ def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size:
             rate = matmul_flops(n) / t.median / 1e9
             points.append((d, rate))
             lines.append(f"<b>{d.upper()}</b>: {n}×{n} {dtype} product in {t.median * 1e3:.3g} ms "
-                         f"(IQR {t.q25 * 1e3:.3g}–{t.q75 * 1e3:.3g} ms) = <b>{rate:,.1f} GFLOP/s</b>")
+                         f"(IQR {t.q25 * 1e3:.3g}–{t.q75 * 1e3:.3g} ms) = <b>{rate:,.1f} GFLOP/s</b>"
+                         + (f" <i>{t.noise_note()}</i>" if t.noisy else ""))
         fig = sweep_figure(live, refs if "gpu" not in devs else [], x="n", y="gflops",
                            xlabel="matrix size n (n×n @ n×n)", ylabel="GFLOP/s (higher is faster)",
                            title=f"Matrix multiply, {dtype}", highlight=n, higher_is_better=True,
