@@ -30,7 +30,6 @@ imported).  :func:`chunk_plan` shows on the CPU which steps each thread touches.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 import numpy as np
@@ -59,17 +58,13 @@ def _cuda():
 
 
 def kernels_unavailable_reason() -> str | None:
-    """None when the kernels can run (a GPU answers numba, or the simulator is on); why not otherwise."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
-        return None
-    try:
-        if _cuda().is_available():
-            return None
-    except Exception as exc:  # a broken driver must not break the lesson
-        return f"numba.cuda could not start: {exc}"
-    return ("no CUDA GPU answers numba here. Run on a GPU machine (Colab: Runtime > Change "
-            "runtime type > GPU), or set NUMBA_ENABLE_CUDASIM=1 before importing numba to run "
-            "the kernels slowly on the CPU simulator (small sizes only).")
+    """None when the kernels can run (a GPU answers numba, or the simulator is on); why not otherwise.
+
+    The same answer as lesson 04's block-scan kernels give (``COURSE_DISABLE_GPU`` included).
+    """
+    from ..scan_kernels import kernels_unavailable_reason as numba_kernels_unavailable_reason
+
+    return numba_kernels_unavailable_reason()
 
 
 def kernels_available() -> bool:
