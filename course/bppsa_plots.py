@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .bppsa import work_counts
+from .bppsa_timing import PAPER
 from .errors import BadInputError
 from .plots import COLORS, add_footer, new_figure
 from .results import ResultSet
@@ -190,10 +191,12 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     if ax.lines:
         ax.legend(fontsize=6.5, loc="upper left")
     bx.axhline(1.0, color="0.4", lw=1)
-    if paper and x == "T":
-        bx.axhline(paper, color="0.55", lw=1, ls="--")
-        bx.text(bx.get_xlim()[0] if drawn else 10, paper, f" paper: up to {paper:.0f}× (RTX 2070 / 2080 Ti)",
-                fontsize=7, color="0.35", va="bottom")
+    if paper and x == "T":  # one measured point of the paper, drawn where it was measured: not a line
+        T_paper = PAPER["T_max"]
+        bx.plot([T_paper], [paper], marker="*", ms=11, color="0.35", ls="none",
+                label=f"paper: {paper:.0f}× at T = {T_paper:,} ({' / '.join(PAPER['gpus'])})")
+        bx.annotate(f"paper: {paper:.0f}× at T = {T_paper:,}", (T_paper, paper), textcoords="offset points",
+                    xytext=(-8, -3), ha="right", va="top", fontsize=7, color="0.35")
     bx.set_ylabel("backward speedup of the scan (×)")
     bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
     has_gpu = any(rs.select(device="gpu") for rs in sources)
@@ -203,9 +206,9 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 "python -m course report --record-reference", transform=bx.transAxes, ha="center",
                 va="center", fontsize=7.5, color="0.3",
                 bbox=dict(fc="white", ec="0.8", alpha=0.85))
-    if drawn:
+    if bx.get_legend_handles_labels()[0]:
         bx.legend(fontsize=6.5, loc="lower right")
-    else:
+    if not drawn:
         bx.set_ylim(0.01, 1000)
     add_footer(fig, live, list(references))
     return fig

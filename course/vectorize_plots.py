@@ -36,7 +36,9 @@ _CELLS = {  # name: (column, row, instruction streams, data streams, meaning)
 def where_things_sit() -> dict[str, list[str]]:
     """For each of Flynn's classes, the hardware of this machine (and any GPU) that belongs there."""
     c = cpu_info()
-    simd = ", ".join(e for e in c["simd_used"] if not e.startswith("X86_V")) or "its vector unit"
+    widest = next((e for e in ("AVX512F", "AVX2", "AVX", "SSE2", "SVE", "ASIMD", "NEON", "VSX", "VX", "LSX")
+                   if e in c["simd_extensions"]), None)  # the widest register, named as the CPU reports it
+    simd = f"widest: {widest}, {c['simd_width_bits']}-bit" if widest else "its vector unit"
     gpus = gpu_info()
     gname = gpus[0]["name"] if gpus else "a GPU"
     sms = f"{gpus[0]['multiprocessors']} SMs" if gpus else "dozens of SMs"
@@ -161,6 +163,13 @@ _MM_LABELS = {"loop": "triple loop", "dots": "one dot per output", "blas": "nump
               "gpu": "CuPy → cuBLAS", "torch": "PyTorch"}
 
 
+def _mm_label(r: dict) -> str:
+    """numpy has no half-precision BLAS: its float16 product is a generic loop, and says so."""
+    if r["rung"] == "blas" and r.get("dtype") == "float16":
+        return "numpy (no float16 BLAS: a generic loop)"
+    return _MM_LABELS.get(r["rung"], r["rung"])
+
+
 def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """Two panels: elements per second of each rung (speedup over the loop printed), and
     effective bandwidth with the copy limit drawn, for the ladder in ``rs``."""
@@ -271,7 +280,7 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         rows += [r | {"_ref": True} for ref in references for r in ref.select(device="gpu")
                  if r.get("n") == rs.params.get("n")]
     fig, (ax,) = new_figure(1, width=8.5, height=1.0 + 0.38 * max(len(rows), 2))
-    labels = [f"{_MM_LABELS.get(r['rung'], r['rung'])} ({r['device'].upper()}), {r['dtype']}"
+    labels = [f"{_mm_label(r)} ({r['device'].upper()}), {r['dtype']}"
               + (" (recorded)" if r.get("_ref") else "")
               for r in rows]
     vals = [r["gflops"] for r in rows]
