@@ -282,3 +282,48 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
     add_footer(fig)
     return fig
+
+
+def regime_figure(rs: ResultSet) -> Figure:
+    """The scan's speedup over the loop against the chain's width n, one line per T (measured on the CPU),
+    with the 1× line and each T's crossover marked; the right panel, the extra work the scan does."""
+    from .bppsa_regime import crossover_n, speedup_grid
+
+    grid = speedup_grid(rs)
+    fig, (ax, bx) = new_figure(2, width=10, height=3.6)
+    Ts = sorted({T for _, T in grid})
+    cross = crossover_n(rs)
+    for k, T in enumerate(Ts):
+        pts = sorted((n, s) for (n, t), s in grid.items() if t == T)
+        ns, ss = [p[0] for p in pts], [p[1] for p in pts]
+        color = f"C{k}"
+        ax.plot(ns, ss, marker="o", color=color, label=f"T = {T:,}")
+        noisy = [p for p, r in zip(pts, sorted(rs.select(method="scan", T=T), key=lambda r: r["n"]))
+                 if r.get("noisy")]
+        if noisy:
+            ax.plot([p[0] for p in noisy], [p[1] for p in noisy], marker="o", ls="none", mfc="white",
+                    color=color)
+        if cross.get(T):
+            ax.axvline(cross[T], color=color, lw=0.8, ls=":")
+    ax.axhline(1.0, color="0.4", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("chain width n (n×n Jacobians)")
+    ax.set_ylabel("sequential time / scan time")
+    ax.set_title("above 1: the scan won (dotted: the widest n where it did)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    if Ts:
+        ax.legend(fontsize=7)
+    n_all = sorted({n for n, _ in grid})
+    if n_all:
+        T0 = Ts[-1]
+        ratio = [work_counts(T0, n, 1)["flops_scan"] / work_counts(T0, n, 1)["flops_sequential"] for n in n_all]
+        bx.plot(n_all, ratio, marker="s", color="0.3")
+        bx.set_xscale("log", base=2)
+        bx.set_yscale("log")
+        bx.set_xlabel("chain width n")
+        bx.set_ylabel("scan flops / loop flops")
+        bx.set_title(f"the scan's extra arithmetic (counted, T = {T0:,}): about 2n×", fontsize=9)
+        bx.grid(True, which="both", alpha=0.25)
+    add_footer(fig, rs)
+    return fig
