@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from .devices import check_fits, gpu_available, normalize_device, synchronize, to_device
+from .devices import check_fits, normalize_device, resolve_devices, synchronize, to_device
 from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark
@@ -242,7 +242,7 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
     most ``repeat`` rounds, at least 3, no new round once ``budget_s`` seconds per
     network have passed), and each record keeps the median and quartiles.
     """
-    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    devs = resolve_devices(devices or None)
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
         raise BadInputError(f"batch must be a whole number >= 1, got {batch!r}")
     rs = ResultSet("backprop_train_step", params={"widths": list(widths), "depth": depth, "batch": batch,

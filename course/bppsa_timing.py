@@ -27,7 +27,14 @@ import numpy as np
 
 from .bppsa import work_counts
 from .bppsa_models import TanhRNN
-from .devices import get_xp, gpu_available, machine_load, normalize_device, out_of_memory_errors, synchronize
+from .devices import (
+    get_xp,
+    machine_load,
+    normalize_device,
+    out_of_memory_errors,
+    resolve_devices,
+    synchronize,
+)
 from .errors import BadInputError, GPUUnavailableError
 from .peers import time_torch, torch_available, torch_device, torch_threads
 from .results import ResultSet
@@ -196,7 +203,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
     Ts = _sizes("Ts (sequence lengths)", Ts)
     batches = _sizes("batch", batch)
     hiddens = _sizes("hidden_size", hidden_size)
-    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    devs = resolve_devices(devices or None)
     torch_ok = include_torch and torch_available()
     rs = ResultSet(experiment, params={"Ts": Ts, "hidden_sizes": hiddens, "batches": batches,
                                        "input_size": input_size, "dtype": str(dtype), "devices": devs,

@@ -54,6 +54,8 @@ __all__ = [
     "out_of_memory_errors",
     "usable_cores",
     "machine_load",
+    "cupy_module",
+    "resolve_devices",
 ]
 
 #: Devices the lessons understand.  ``"cuda"`` is accepted as a synonym of ``"gpu"``.
@@ -245,8 +247,8 @@ def cpu_info() -> dict:
 
 # --------------------------------------------------------------------------- GPU
 
-def _cupy():
-    """Import cupy, or return None: never raises."""
+def cupy_module():
+    """Import cupy, or return None (not installed, or switched off by ``COURSE_DISABLE_GPU``): never raises."""
     if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
         return None
     try:
@@ -261,7 +263,7 @@ def _probe() -> tuple[tuple[dict, ...], str]:
     """Find GPUs by real device calls.  Returns (infos, reason-if-none)."""
     if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
         return (), "the GPU is switched off by COURSE_DISABLE_GPU"
-    cp = _cupy()
+    cp = cupy_module()
     if cp is None:
         return (), "CuPy is not installed"
     try:
@@ -433,7 +435,28 @@ def get_xp(device: Any = "cpu"):
     if d == "cpu":
         return np
     require_gpu()
-    return _cupy()
+    return cupy_module()
+
+
+def resolve_devices(devices: Any = None) -> list[str]:
+    """The devices a sweep runs on: ``None`` means every device that answers (the CPU, and the GPU
+    where one does); otherwise each name normalised, duplicates dropped, and a GPU asked for where none
+    answers refused with :class:`GPUUnavailableError` saying what to do.
+
+    >>> resolve_devices(["cpu", "CPU"])
+    ['cpu']
+    """
+    if devices is None:
+        return ["cpu", "gpu"] if gpu_available() else ["cpu"]
+    if isinstance(devices, str):
+        devices = [devices]
+    devs = [normalize_device(d) for d in devices]
+    if not devs:
+        raise BadInputError("devices is empty; give at least one of 'cpu', 'gpu' (or None for all)")
+    for d in devs:
+        if d == "gpu":
+            require_gpu()
+    return list(dict.fromkeys(devs))
 
 
 def array_device(x: Any) -> str:
@@ -465,7 +488,7 @@ def synchronize(device: Any = "gpu") -> None:
     wait measures the queueing, not the work.
     """
     if normalize_device(device) == "gpu" and gpu_available():
-        _cupy().cuda.get_current_stream().synchronize()
+        cupy_module().cuda.get_current_stream().synchronize()
 
 
 @contextlib.contextmanager
@@ -524,8 +547,8 @@ def available_memory(device: Any = "cpu") -> int | None:
     d = normalize_device(device)
     if d == "gpu":
         require_gpu()
-        free, _total = _cupy().cuda.Device().mem_info
-        pool = _cupy().get_default_memory_pool()
+        free, _total = cupy_module().cuda.Device().mem_info
+        pool = cupy_module().get_default_memory_pool()
         return int(free + pool.free_bytes())
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
@@ -547,7 +570,7 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
     True
     """
     errs: list[type[BaseException]] = [DeviceMemoryError, MemoryError]
-    cp = _cupy()
+    cp = cupy_module()
     if cp is not None:
         try:
             errs.append(cp.cuda.memory.OutOfMemoryError)

@@ -29,6 +29,7 @@ from .devices import (
     gpu_available,
     gpu_info,
     normalize_device,
+    resolve_devices,
     synchronize,
 )
 from .errors import BadInputError
@@ -139,7 +140,7 @@ def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
     sizes = [int(s) for s in sizes]
     if not sizes:
         raise BadInputError("matmul_sweep needs at least one size")
-    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    devs = resolve_devices(devices or None)
     dt = check_dtype(dtype, "cpu")
     rs = ResultSet("matmul_sweep", params={"sizes": sizes, "dtype": dt.name, "devices": devs,
                                            "repeat": repeat, "budget_s": budget_s})

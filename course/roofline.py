@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .devices import check_dtype, check_fits, get_xp, synchronize
+from .devices import check_dtype, check_fits, get_xp, resolve_devices, synchronize
 from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 from .results import ResultSet
 from .throughput_batch import DEFAULT_MLP_SIZES, _mlp_class, _time_torch_matmul, torch_available
-from .throughput_ops import OPS, _devices, get_op, time_op
+from .throughput_ops import OPS, get_op, time_op
 from .timing import benchmark, sweep_within_budget
 
 __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
@@ -107,7 +107,7 @@ def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), qui
     """
     from .hardware import copy_bandwidth
 
-    (dev,) = _devices([device])
+    (dev,) = resolve_devices([device])
     rs = rs if rs is not None else ResultSet("roofline", params={"quick": quick})
     if copy_nbytes is None:
         copy_nbytes = 2 ** 26 if (quick and dev == "cpu") else 2 ** 28
@@ -182,7 +182,7 @@ def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu",
     scan length; batch size for ``"mlp step"``).  The record has ``intensity``
     (counted FLOP / counted bytes) and ``flops_per_s`` (counted FLOP / measured time).
     """
-    (dev,) = _devices([device])
+    (dev,) = resolve_devices([device])
     dt = check_dtype(dtype, dev)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise BadInputError(f"size n must be a whole number >= 1, got {n!r}")
@@ -228,7 +228,7 @@ def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str]
     dependency is missing (lesson 01 or 04 absent) is skipped with a note; when the time
     budget runs out the rest are skipped and the notes say so.
     """
-    devs = _devices(devices)
+    devs = resolve_devices(devices)
     dtypes = list(dtypes)
     if not dtypes:
         raise BadInputError("dtypes is empty: give at least one, e.g. ['float32']")

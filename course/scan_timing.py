@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import check_dtype, check_fits, get_xp, gpu_available, normalize_device
+from .devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices
 from .errors import BadInputError, DeviceMemoryError
 from .results import ResultSet
 from .scan import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan
@@ -151,7 +151,7 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
     """
     from .hardware import copy_bandwidth
 
-    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    devs = resolve_devices(devices or None)
     dt = np.dtype(dtype)
     rs = ResultSet("scan_sweep", params={"ns": [int(n) for n in ns], "op": op, "dtype": dt.name,
                                          "devices": devs, "repeat": repeat, "budget_s": budget_s})

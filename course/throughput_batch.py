@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from .devices import _cupy, check_dtype, check_fits, get_xp, synchronize
+from .devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize
 from .errors import BadInputError, UnsupportedDtypeError
 from .peers import time_torch, torch_available, torch_cuda_available
 from .results import ResultSet
-from .throughput_ops import CPU_FLOAT16_MATMUL_MAX_N, _devices, time_op
+from .throughput_ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
 from .timing import benchmark, sweep_within_budget
 
 __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "torch_available",
@@ -106,7 +106,7 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
     sizes = [int(s) for s in sizes]
     if len(sizes) < 2 or min(sizes) < 1:
         raise BadInputError(f"sizes must list at least an input and an output width, got {sizes!r}")
-    devs = _devices(devices)
+    devs = resolve_devices(devices)
     dt = check_dtype(dtype, "cpu")
     MLP = _mlp_class()
     for d in devs:
@@ -175,7 +175,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
     dtypes = list(dtypes)
     if not dtypes:
         raise BadInputError("dtypes is empty: give at least one of float32, float16, bfloat16")
-    devs = _devices(devices)
+    devs = resolve_devices(devices)
     for dtn in dtypes:
         if dtn != "bfloat16":
             for d in devs:
@@ -203,7 +203,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
             rec = time_op("matmul", n, dtn, d, repeat=repeat, budget_s=budget_s)
             lib, itemsize = ("cupy" if d == "gpu" else "numpy"), np.dtype(dtn).itemsize
         rs.add(**(rec | {"dtype": dtn, "library": lib, "matrix_bytes": n * n * itemsize}))
-    if "gpu" in devs and _cupy() is not None:
+    if "gpu" in devs and cupy_module() is not None:
         rs.notes.append("GPU float16 products go through cuBLAS, which uses tensor cores where the GPU has "
                         "them; float32 uses the ordinary FP32 units (CuPy enables TF32 only with CUPY_TF32=1).")
     return rs

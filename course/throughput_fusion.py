@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import _cupy, check_dtype, check_fits, get_xp, synchronize, to_numpy
+from .devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize, to_numpy
 from .errors import BadInputError, UnsupportedDtypeError
 from .results import ResultSet
 from .timing import benchmark
@@ -121,7 +121,7 @@ def _numba_fused(k: int):
 
 @functools.cache
 def _cupy_fused(k: int):
-    cp = _cupy()
+    cp = cupy_module()
     return cp.ElementwiseKernel("T x", "T y", fused_kernel_source(k, "gpu"), f"course_fused_chain_{k}")
 
 
@@ -167,7 +167,6 @@ def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", dev
     ``gb_per_s`` (those bytes over the time) and ``max_abs_error`` against the unfused
     result (the oracle).  ``"blocked"`` runs on the CPU only.
     """
-    from .throughput_ops import _devices
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise BadInputError(f"n must be a whole number >= 1, got {n!r}")
@@ -175,7 +174,7 @@ def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", dev
     bad = [m for m in modes if m not in ("unfused", "fused", "blocked")]
     if bad or not modes:
         raise BadInputError(f"modes must be some of 'unfused', 'blocked', 'fused'; got {list(modes)!r}")
-    devs = _devices(devices)
+    devs = resolve_devices(devices)
     rs = ResultSet("fusion", params={"n": n, "steps": k, "chain": fusion_chain(k), "dtype": str(dtype),
                                     "devices": devs, "modes": list(modes)})
     for d in devs:

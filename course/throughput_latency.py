@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import _cupy, check_dtype, check_fits, get_xp, normalize_device, require_gpu
+from .devices import check_dtype, check_fits, cupy_module, get_xp, normalize_device, require_gpu
 from .errors import BadInputError
 from .results import ResultSet
 from .timing import Timing, benchmark
@@ -88,7 +88,7 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
         _record(rs, benchmark(a.sum, name="sum 1", **kw), "numpy sum of 1 element", dev)
         return rs
 
-    cp = _cupy()
+    cp = cupy_module()
     stream = cp.cuda.get_current_stream()
     host = np.ones(1, np.float32)
 
@@ -156,7 +156,7 @@ def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: A
 
     def sync() -> None:
         if dev == "gpu":
-            _cupy().cuda.get_current_stream().synchronize()
+            cupy_module().cuda.get_current_stream().synchronize()
 
     def issue(each: bool) -> None:
         for _ in range(chain):
@@ -219,7 +219,7 @@ def transfer_bandwidth(sizes: Sequence[int] = (2 ** 12, 2 ** 16, 2 ** 20, 2 ** 2
         raise BadInputError(f"memory must name 'pageable' and/or 'pinned', got {list(memory)!r}")
     check_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
     check_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
-    cp = _cupy()
+    cp = cupy_module()
     import cupyx
 
     rs = ResultSet("transfer_bandwidth", params={"sizes": sizes, "memory": list(memory), "repeat": repeat})

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import _cupy, check_fits, get_xp, normalize_device, synchronize
+from .devices import check_fits, cupy_module, get_xp, normalize_device, resolve_devices, synchronize
 from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark
@@ -80,13 +80,13 @@ def _cpu_chase():
 
 @functools.cache
 def _gpu_chase():
-    return _cupy().RawKernel(CHASE_KERNEL, "course_chase")
+    return cupy_module().RawKernel(CHASE_KERNEL, "course_chase")
 
 
 def chase(nxt: Any, hops: int) -> int:
     """Follow ``hops`` pointers from index 0 (compiled loop on the CPU, one GPU thread on the GPU)."""
     if type(nxt).__module__.startswith("cupy"):
-        cp = _cupy()
+        cp = cupy_module()
         out = cp.zeros(1, dtype=cp.int64)
         _gpu_chase()((1,), (1,), (nxt, np.int64(hops), out))
         return int(out.get()[0])
@@ -115,12 +115,11 @@ def memory_latency_sweep(sizes: Sequence[int] = tuple(2 ** k for k in range(12, 
                          devices: Sequence[Any] | None = None, hops: int = 2 ** 18, repeat: int = 3,
                          progress: Any = None) -> ResultSet:
     """Pointer-chase latency against working-set size on each device: a ``ResultSet`` ``"memory_latency"``."""
-    from .throughput_ops import _devices
 
     sizes = [int(s) for s in sizes]
     if not sizes:
         raise BadInputError("the working-set range is empty: give at least one size in bytes, e.g. [2**20]")
-    devs = _devices(devices)
+    devs = resolve_devices(devices)
     rs = ResultSet("memory_latency", params={"sizes": sizes, "devices": devs, "hops": hops, "repeat": repeat})
     jobs = [(d, s) for d in devs for s in sizes]
     it = progress(jobs, total=len(jobs), desc="pointer chase") if progress else jobs

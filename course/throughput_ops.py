@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import check_dtype, check_fits, get_xp, gpu_available, normalize_device, synchronize
+from .devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, synchronize
 from .errors import BadInputError
 from .results import ResultSet
 from .timing import benchmark, sweep_within_budget
@@ -170,17 +170,6 @@ def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", r
     }
 
 
-def _devices(devices: Sequence[Any] | None) -> list[str]:
-    if devices is None:
-        return ["cpu", "gpu"] if gpu_available() else ["cpu"]
-    devs = [normalize_device(d) for d in devices]
-    if not devs:
-        raise BadInputError("devices is empty; give at least one of 'cpu', 'gpu' (or None for all)")
-    for d in devs:
-        get_xp(d)  # a GPU asked for without one: GPUUnavailableError with what to do
-    return list(dict.fromkeys(devs))
-
-
 def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, dtype: Any = "float32",
                      devices: Sequence[Any] | None = None, repeat: int = 5, budget_s: float | None = 0.2,
                      total_budget_s: float | None = None,
@@ -214,7 +203,7 @@ def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, d
                             "(for example [2**10, 2**20])")
     if total_budget_s is not None and not total_budget_s > 0:
         raise BadInputError(f"total_budget_s must be a positive number of seconds or None, got {total_budget_s!r}")
-    devs = _devices(devices)
+    devs = resolve_devices(devices)
     dt = check_dtype(dtype, "cpu")
     for d in devs:
         check_dtype(dt, d)

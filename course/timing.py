@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import _cupy, machine_load, normalize_device, require_gpu, usable_cores
+from .devices import cupy_module, machine_load, normalize_device, require_gpu, usable_cores
 from .errors import BadInputError
 
 __all__ = ["Timing", "benchmark", "sweep_within_budget", "set_threads", "get_threads", "thread_limit",
@@ -331,7 +331,7 @@ def _measure(fn: Callable, args: tuple, kwargs: dict, dev: str, warmup: int, rep
 
     if dev == "gpu":
         require_gpu()
-        cp = _cupy()
+        cp = cupy_module()
         stream = cp.cuda.get_current_stream()
         start_ev, end_ev = cp.cuda.Event(), cp.cuda.Event()
 

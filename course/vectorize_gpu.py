@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .devices import _cupy, array_device, quiet_numba_launches, require_gpu
+from .devices import array_device, cupy_module, quiet_numba_launches, require_gpu
 from .errors import BadInputError
 
 __all__ = ["CUDA_BODIES", "ELEMENT_FUNCTIONS", "cuda_source", "fused_elementwise", "numba_elementwise",
@@ -57,7 +57,7 @@ def cuda_source(op: str, dtype: Any = "float32") -> str:
 
 @functools.cache
 def _kernel(op: str, dtype_name: str):
-    cp = _cupy()
+    cp = cupy_module()
     return cp.ElementwiseKernel("T x, float64 a, float64 b", "T y", cuda_source(op, dtype_name),
                                 f"course_fused_{op}_{dtype_name}")
 

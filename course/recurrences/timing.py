@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..bppsa import backprop_scan, backprop_sequential
-from ..devices import check_dtype, check_fits, get_xp, gpu_available, normalize_device, to_numpy
+from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError
 from ..peers import time_torch, torch_device
 from ..results import ResultSet
@@ -144,7 +144,7 @@ def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequen
     >>> sorted(r["method"] for r in rs.records)
     ['loop', 'scan']
     """
-    devs = [normalize_device(d) for d in (devices or (["cpu", "gpu"] if gpu_available() else ["cpu"]))]
+    devs = resolve_devices(devices or None)
     dt = np.dtype(dtype)
     rs = ResultSet("recurrence_sweep", params={"Ts": [int(T) for T in Ts], "ns": [int(n) for n in ns],
                                                "kinds": list(kinds), "dtype": dt.name, "devices": devs,
