@@ -21,6 +21,8 @@ idle: a GPU with a long, thin chain.
 This module holds the two algorithms with one contract, and their costs:
 
 * :func:`backprop_sequential` and :func:`backprop_scan` (jacobians, grad) -> G;
+* :func:`inplace_scan`, the Blelloch scan done in place over the element buffer, as the
+  paper's implementation does, and :func:`scan_memory`, what that costs in bytes;
 * :func:`bppsa_operator`, the operator ``◇`` with its operand order;
 * :func:`scan_elements`, the sequence the scan runs over (the gradient embedded
   as the first column of an n×n matrix);
@@ -36,6 +38,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,7 +47,7 @@ from .devices import array_device, check_fits, get_xp
 from .errors import BadInputError
 
 __all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
-           "gradients_from_scan", "work_counts", "check_chain"]
+           "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "check_chain", "CHUNK_FRACTION"]
 
 
 # ------------------------------------------------------------------ input checks
@@ -150,7 +153,7 @@ def scan_elements(jacobians: Any, grad: Any) -> Any:
     """
     J, g, xp, T, B, n = check_chain(jacobians, grad)
     dtype = xp.result_type(J.dtype, g.dtype)
-    check_fits((T + 1) * (B or 1) * n * n * np.dtype(dtype).itemsize * 3, array_device(J),
+    check_fits(scan_memory(T, n, B or 1, np.dtype(dtype).itemsize)["peak"], array_device(J),
                what=f"the scan over {T + 1} matrices of {n}×{n}" + (f" for a batch of {B}" if B else ""))
     elems = xp.empty((T + 1,) + J.shape[1:], dtype=dtype)
     elems[0] = 0
@@ -168,20 +171,23 @@ def backprop_scan(jacobians: Any, grad: Any, trace: bool = False) -> Any:
     """Back-propagate ``grad`` with the Blelloch scan of lesson 04 (BPPSA).
 
     Same contract as :func:`backprop_sequential`; the T dependent steps become
-    about 2·log2(T+1) levels, each level one batched matrix product
-    (:func:`course.scan.blelloch_scan` with :func:`bppsa_operator`).
+    about 2·log2(T+1) levels, each level one batched matrix product.  The scan runs
+    in place over the element buffer (:func:`inplace_scan`), as the paper's
+    implementation does, so its memory is that buffer -- about the Jacobians' own
+    size -- plus a small working chunk (:func:`scan_memory` says how much).
 
     The paper runs an *exclusive* scan, whose first output is the identity and
-    whose outputs stop one short of the total; here the *inclusive* scan is used
-    (the same tree: inclusive[k] = exclusive[k+1], and the missing last one is the
-    up-sweep's total), so that ``G[0] = dL/dx_0`` comes out too.
+    whose outputs stop one short of the total; the missing last one is the
+    up-sweep's total (the root before the down-sweep clears it), kept aside so that
+    ``G[0] = dL/dx_0`` comes out too.
 
     Parameters
     ----------
     jacobians : array ``(T, n, n)`` or ``(T, B, n, n)``; ``jacobians[t] = ∂x_{t+1}/∂x_t``.
     grad : array ``(n,)`` or ``(B, n)``.
-    trace : also return the scan's :class:`course.scan.ScanTrace` (it copies the
-        whole buffer after every level: small T only).
+    trace : also return the scan's :class:`course.scan.ScanTrace`; the trace is drawn by
+        the level-by-level :func:`course.scan.blelloch_scan` (same tree, same pairs; it
+        copies the whole buffer after every level: small T only).
 
     Returns
     -------
@@ -202,10 +208,9 @@ def backprop_scan_elements(elems: Any, trace: bool = False) -> Any:
 
     A model that can write its transposed Jacobians straight into the scan's
     buffer (``TanhRNN.scan_elements``) saves forming J and copying it once more.
-    Returns G ``(T+1, [B,] n)``, or ``(G, trace)``.
+    **The buffer is overwritten** (the scan works in place); with ``trace=True`` it
+    is left alone.  Returns G ``(T+1, [B,] n)``, or ``(G, trace)``.
     """
-    from .scan import blelloch_scan
-
     xp = get_xp(array_device(elems))
     if elems.ndim not in (3, 4) or elems.shape[-1] != elems.shape[-2] or elems.shape[0] < 2:
         raise BadInputError(f"scan elements must have shape (T+1, [B,] n, n) with T >= 1, got "
@@ -214,10 +219,95 @@ def backprop_scan_elements(elems: Any, trace: bool = False) -> Any:
     identity = xp.eye(n, dtype=elems.dtype)
     if elems.ndim == 4:
         identity = xp.broadcast_to(identity, elems.shape[1:])
-    out = blelloch_scan(elems, op=bppsa_operator, identity=identity, exclusive=False, trace=trace)
-    products, tr = out if trace else (out, None)
-    G = xp.ascontiguousarray(gradients_from_scan(products))
-    return (G, tr) if trace else G
+    if trace:
+        from .scan import blelloch_scan
+
+        products, tr = blelloch_scan(elems, op=bppsa_operator, identity=identity, exclusive=False, trace=True)
+        return xp.ascontiguousarray(gradients_from_scan(products)), tr
+    total = inplace_scan(elems, bppsa_operator, identity)
+    # exclusive[k + 1] = inclusive[k] holds G[T - k] in its first column; the total holds G[0]
+    G = xp.empty((elems.shape[0],) + elems.shape[1:-1], dtype=elems.dtype)
+    G[1:] = elems[:0:-1, ..., :, 0]
+    G[0] = total[..., :, 0]
+    return G
+
+
+# ------------------------------------------------------------------ the scan, in place
+
+#: The in-place scan combines at most this fraction of the buffer at once (its working memory).
+CHUNK_FRACTION = 1 / 32
+
+
+def _chunk(buf: Any) -> int:
+    """Elements combined per call of ``op``: ``CHUNK_FRACTION`` of the buffer, at least 64."""
+    return min(int(buf.shape[0]), max(64, int(buf.shape[0] * CHUNK_FRACTION)))
+
+
+def _pairs(n: int, stride: int) -> tuple[int, int]:
+    """(pairs, pairs whose right node is complete) at the level of nodes covering ``stride`` leaves."""
+    nodes = -(-n // stride)
+    return nodes // 2, n // (2 * stride)
+
+
+def inplace_scan(buf: Any, op: Callable, identity: Any) -> Any:
+    """Exclusive Blelloch scan of ``buf`` in place (up-sweep, then down-sweep); returns the total.
+
+    The classic layout: node ``j`` of level ``d`` (covering ``2**d`` leaves) lives at the
+    position of the last leaf it covers, ``min((j + 1) * 2**d, n) - 1``, so a level's
+    pairs are two strided views of the same buffer and nothing but the buffer is kept.
+    Any length works: a node whose partner is missing moves up unchanged, and a last,
+    partial right node sits at ``n - 1``.  Each level combines its pairs a chunk at a
+    time (``CHUNK_FRACTION`` of the buffer), so ``op``'s results never need a second
+    buffer.
+
+    * up-sweep: ``right = op(left, right)`` (earlier on the left);
+    * the root's value is the total; it is replaced by ``identity``;
+    * down-sweep: ``left, right = right, op(right, left)`` -- a left child inherits its
+      parent's prefix, a right child gets the parent's prefix combined with its left sibling.
+
+    Parameters
+    ----------
+    buf : array ``(n, *elem_shape)`` (numpy or cupy), overwritten with the exclusive scan.
+    op : associative ``op(a, b)`` on stacks of elements, ``a`` earlier (lesson 04's contract).
+    identity : one element (shape ``elem_shape``).
+
+    Examples
+    --------
+    >>> from course.scan import add
+    >>> x = np.array([3, 1, 7, 0, 4, 1, 6])
+    >>> total = inplace_scan(x, add, 0)
+    >>> x.tolist(), int(total)
+    ([0, 3, 4, 11, 11, 15, 16], 22)
+    """
+    n, c = int(buf.shape[0]), _chunk(buf)
+    strides = []
+    s = 1
+    while -(-n // s) > 1:                     # levels with more than one node
+        strides.append(s)
+        s *= 2
+    for s in strides:                         # up-sweep: a reduction tree, in place
+        for left, right in _level_views(buf, n, s):
+            for k in range(0, left.shape[0], c):
+                right[k:k + c] = op(left[k:k + c], right[k:k + c])
+    total = buf[n - 1].copy()
+    buf[n - 1] = identity                     # the root's prefix: nothing comes before it
+    for s in reversed(strides):               # down-sweep: hand the prefixes down
+        for left, right in _level_views(buf, n, s):
+            for k in range(0, left.shape[0], c):
+                earlier = left[k:k + c].copy()
+                left[k:k + c] = right[k:k + c]                  # left child: the parent's prefix
+                right[k:k + c] = op(right[k:k + c], earlier)    # right child: prefix op left sibling
+    return total
+
+
+def _level_views(buf: Any, n: int, s: int) -> list[tuple[Any, Any]]:
+    """The (left, right) views of one level's pairs: the complete pairs, then a partial last one."""
+    pairs, full = _pairs(n, s)
+    views = [(buf[s - 1:s - 1 + 2 * s * full:2 * s], buf[2 * s - 1:2 * s * full:2 * s])] if full else []
+    if pairs > full:                                             # right node cut short by the end
+        lpos = (2 * full + 1) * s - 1
+        views.append((buf[lpos:lpos + 1], buf[n - 1:n]))
+    return views
 
 
 # ------------------------------------------------------------------ costs
@@ -267,3 +357,30 @@ def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
         "bytes_sequential": (T + 1) * batch * n * itemsize,
         "bytes_scan": (T + 1) * batch * n * n * itemsize,
     }
+
+
+def scan_memory(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
+    """The memory :func:`backprop_scan` needs beyond its inputs, in bytes, part by part.
+
+    * ``buffer``: the T+1 scan elements (the transposed Jacobians and the gradient):
+      about the Jacobians' own size, since the scan runs in place over it;
+    * ``working``: one chunk of the level being combined, twice (the saved left
+      siblings and ``op``'s result; :data:`CHUNK_FRACTION` of the buffer, at least 64 elements);
+    * ``gradients``: the result G, written after the scan while the buffer is still held.
+
+    ``peak = buffer + max(working, gradients)``; ``jacobians`` (T matrices) is given
+    for comparison.  :func:`scan_elements` checks that ``peak`` fits before allocating.
+
+    >>> m = scan_memory(30000, 20, 16)
+    >>> round(m["peak"] / m["jacobians"], 2)
+    1.06
+    """
+    for name, v in (("T", T), ("n", n), ("batch", batch), ("itemsize", itemsize)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise BadInputError(f"{name} must be a whole number >= 1, got {v!r}")
+    elem = int(batch) * int(n) * int(n) * int(itemsize)
+    m = int(T) + 1
+    chunk = min(m, max(64, int(m * CHUNK_FRACTION)))
+    buffer, working, grads = m * elem, 2 * chunk * elem, m * int(batch) * int(n) * int(itemsize)
+    return {"buffer": buffer, "working": working, "gradients": grads, "peak": buffer + max(working, grads),
+            "jacobians": int(T) * elem}

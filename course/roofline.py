@@ -41,7 +41,8 @@ from .throughput_ops import OPS, get_op, time_op
 from .timing import benchmark, sweep_within_budget
 
 __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
-           "measure_roofline", "peaks_of", "cached_peaks", "compare_predictions", "POINT_NAMES"]
+           "measure_roofline", "peaks_of", "cached_peaks", "compare_predictions", "POINT_NAMES", "theoretical_peak",
+           "cpu_clock_hz"]
 
 #: Operations :func:`roofline_point` can place: the lesson's ops, the scan (lesson 04), an MLP step (lesson 01).
 POINT_NAMES = (*OPS, "scan", "mlp step")
@@ -67,6 +68,70 @@ def classify(intensity: float, peak_flops: float, peak_bandwidth: float) -> str:
     if not intensity > 0:
         raise BadInputError(f"arithmetic intensity must be > 0 FLOP/byte, got {intensity!r}")
     return "memory-bound" if intensity < ridge_point(peak_flops, peak_bandwidth) else "compute-bound"
+
+
+def cpu_clock_hz() -> tuple[float | None, str]:
+    """The CPU's clock in Hz and where it was read: the highest frequency the kernel states
+    (``cpufreq/cpuinfo_max_freq``), else ``cpu MHz`` of ``/proc/cpuinfo``; ``(None, why)`` elsewhere.
+
+    >>> hz, source = cpu_clock_hz()
+    >>> hz is None or hz > 1e8
+    True
+    """
+    import re
+    from pathlib import Path
+
+    try:
+        khz = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text().strip())
+        return khz * 1e3, "read: /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq (the highest clock)"
+    except (OSError, ValueError):
+        pass
+    try:
+        found = re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        found = []
+    if found:
+        return max(float(v) for v in found) * 1e6, ("read: /proc/cpuinfo 'cpu MHz' (the clock now; turbo may run "
+                                                    "higher, wide vector code may run lower)")
+    return None, "not readable on this system"
+
+
+#: Vector FMA units per core: no operating system reports it, so it is an assumption (2 on recent x86
+#: server and desktop cores; some have 1 for their widest vectors), labelled wherever it is used.
+ASSUMED_FMA_UNITS = 2
+
+
+def theoretical_peak(dtype: str = "float32", fma_units: int | None = None) -> dict:
+    """The CPU's compute peak from its parts: cores × SIMD lanes × FMA units × 2 flops × clock.
+
+    Each factor is read from this machine where the machine says it (usable cores, the widest
+    SIMD register numpy found, the clock) and labelled an *assumption* where it does not (the
+    FMA units per core).  Returns ``{"flops_per_s", "factors": [(name, value, source), ...]}``
+    (``flops_per_s`` None when a factor is unknown).
+
+    >>> p = theoretical_peak("float32", fma_units=2)
+    >>> [f[0] for f in p["factors"]]
+    ['cores', 'SIMD lanes', 'FMA units per core', 'flops per FMA', 'clock (Hz)']
+    """
+    from .devices import cpu_info
+
+    if dtype not in ("float32", "float64"):
+        raise BadInputError(f"dtype must be float32 or float64 for a SIMD peak, got {dtype!r}")
+    info = cpu_info()
+    bits = info.get("simd_width_bits")
+    lanes = bits // (8 * np.dtype(dtype).itemsize) if bits else None
+    hz, clock_src = cpu_clock_hz()
+    units, unit_src = ((fma_units, "given") if fma_units is not None else
+                       (ASSUMED_FMA_UNITS, "ASSUMPTION: not reported by the machine"))
+    factors = [("cores", info.get("usable_cores"), "read: affinity and CPU quota (course.devices.usable_cores)"),
+               ("SIMD lanes", lanes, f"read: widest register numpy dispatches to, {bits} bits / "
+                                     f"{8 * np.dtype(dtype).itemsize}-bit {dtype}"),
+               ("FMA units per core", units, unit_src),
+               ("flops per FMA", 2, "definition: a fused multiply-add is 2 flops"),
+               ("clock (Hz)", hz, clock_src)]
+    values = [f[1] for f in factors]
+    peak = float(np.prod([float(v) for v in values])) if all(v for v in values) else None
+    return {"dtype": dtype, "flops_per_s": peak, "factors": factors}
 
 
 def peak_matmul_sizes(device: str, dtype: str, quick: bool = True) -> list[int]:

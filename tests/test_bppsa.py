@@ -203,3 +203,83 @@ def test_work_counts_match_what_the_scan_really_did(T):
     _, tr = backprop_scan(J, g, trace=True)
     c = work_counts(T, 2)
     assert tr.work == c["combines_scan"] and tr.steps == c["steps_scan"]
+
+
+# ------------------------------------------------------------------ the in-place scan and its memory
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 200), seed=st.integers(0, 2**31 - 1))
+def test_inplace_scan_equals_the_sequential_oracle_for_any_length(n, seed):
+    from course.bppsa import inplace_scan
+    from course.scan import add, sequential_scan
+
+    x = np.random.default_rng(seed).integers(-50, 50, n)
+    buf = x.copy()
+    total = inplace_scan(buf, add, 0)
+    np.testing.assert_array_equal(buf, sequential_scan(x))
+    assert total == x.sum()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 64, 65, 200])
+def test_inplace_scan_keeps_the_operand_order_of_matrix_products(n):
+    from course.bppsa import inplace_scan
+    from course.scan import matmul, sequential_scan
+
+    m = np.random.default_rng(n).normal(size=(n, 3, 3))
+    buf = m.copy()
+    total = inplace_scan(buf, matmul, np.eye(3))
+    np.testing.assert_allclose(buf, sequential_scan(m, op=matmul), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(total, sequential_scan(m, op=matmul, exclusive=False)[-1], rtol=1e-9, atol=1e-9)
+
+
+def test_inplace_scan_and_level_by_level_scan_give_the_same_gradients():
+    from course.bppsa import backprop_scan_elements
+
+    rng = np.random.default_rng(5)
+    J, g = rng.normal(size=(300, 2, 4, 4)) * 0.4, rng.normal(size=(2, 4))
+    in_place = backprop_scan(J, g)
+    traced, _ = backprop_scan_elements(scan_elements(J, g), trace=True)
+    np.testing.assert_allclose(in_place, traced, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("T,n,B", [(1000, 20, 16), (4097, 8, 4), (200, 5, 1)])
+def test_scan_memory_estimate_matches_the_measured_peak(T, n, B):
+    import tracemalloc
+
+    from course.bppsa import scan_memory
+
+    rng = np.random.default_rng(0)
+    J = (rng.standard_normal((T, B, n, n)) * 0.2).astype(np.float32)
+    g = rng.standard_normal((B, n)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        backprop_scan(J, g)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    est = scan_memory(T, n, B, 4)
+    assert abs(est["peak"] - peak) <= 0.10 * peak
+    if T >= 1000:  # a short chain pays a fixed minimum chunk of 64 elements
+        assert peak <= 1.5 * J.nbytes
+
+
+def test_scan_memory_at_the_papers_size_stays_near_the_jacobians():
+    from course.bppsa import scan_memory
+
+    m = scan_memory(30000, 20, 16, 4)
+    assert m["jacobians"] == 30000 * 16 * 20 * 20 * 4
+    assert m["peak"] <= 1.5 * m["jacobians"]
+    with pytest.raises(BadInputError, match="batch"):
+        scan_memory(10, 4, 0)
+
+
+def test_backprop_scan_elements_overwrites_its_buffer_but_not_the_jacobians():
+    from course.bppsa import backprop_scan_elements
+
+    rng = np.random.default_rng(1)
+    J, g = rng.normal(size=(9, 3, 3)), rng.normal(size=3)
+    keep = J.copy()
+    elems = scan_elements(J, g)
+    G = backprop_scan_elements(elems)
+    np.testing.assert_array_equal(J, keep)
+    np.testing.assert_allclose(G, backprop_sequential(J, g), rtol=1e-10, atol=1e-12)

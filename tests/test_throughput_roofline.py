@@ -165,3 +165,51 @@ def test_bandwidth_sweep_draws_the_copy_bandwidth_line():
     fig = P.sweep_plot(rs, y="gb_per_s", bandwidth={"cpu": 2e10})
     labels = [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
     assert any("copy bandwidth" in t and "20.0 GB/s" in t for t in labels)
+
+
+# ------------------------------------------------------------------ the theoretical peak, from the machine's parts
+
+def test_theoretical_peak_is_the_product_of_its_labelled_factors():
+    import numpy as np
+
+    from course.roofline import theoretical_peak
+
+    p = theoretical_peak("float32", fma_units=2)
+    names = [f[0] for f in p["factors"]]
+    assert names == ["cores", "SIMD lanes", "FMA units per core", "flops per FMA", "clock (Hz)"]
+    values = [f[1] for f in p["factors"]]
+    if all(values):
+        assert p["flops_per_s"] == pytest.approx(float(np.prod([float(v) for v in values])))
+    assert all(f[2] for f in p["factors"])          # every factor says where it came from
+
+
+def test_the_fma_units_are_labelled_an_assumption_unless_given():
+    from course.roofline import theoretical_peak
+
+    units = {f[0]: f for f in theoretical_peak("float64")["factors"]}["FMA units per core"]
+    assert "ASSUMPTION" in units[2]
+    given = {f[0]: f for f in theoretical_peak("float64", fma_units=1)["factors"]}["FMA units per core"]
+    assert given[1] == 1 and given[2] == "given"
+
+
+def test_float64_has_half_the_lanes_of_float32():
+    from course.roofline import theoretical_peak
+
+    lanes = [{f[0]: f[1] for f in theoretical_peak(d)["factors"]}["SIMD lanes"] for d in ("float32", "float64")]
+    if lanes[0]:
+        assert lanes[0] == 2 * lanes[1]
+
+
+def test_theoretical_peak_refuses_other_dtypes():
+    from course.roofline import theoretical_peak
+
+    with pytest.raises(BadInputError, match="float32 or float64"):
+        theoretical_peak("int8")
+
+
+def test_clock_is_read_with_its_source():
+    from course.roofline import cpu_clock_hz
+
+    hz, source = cpu_clock_hz()
+    assert isinstance(source, str) and source
+    assert hz is None or 1e8 < hz < 1e10

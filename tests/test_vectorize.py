@@ -197,3 +197,28 @@ def test_lane_trace_covers_every_element_once_in_order(n, lanes):
     covered = [i for lo, hi in trace for i in range(lo, hi)]
     assert covered == list(range(n))
     assert all(0 < hi - lo <= lanes for lo, hi in trace)
+
+
+# ------------------------------------------------------------------ the compiled ReLU (at the copy limit)
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compiled_relu_equals_numpy(dtype, threads):
+    from course.vectorize import compiled_relu
+
+    x = np.random.default_rng(3).standard_normal(10_001).astype(dtype)
+    x[:4] = [0.0, -0.0, np.inf, np.nan]
+    out = np.empty_like(x)
+    assert compiled_relu(x, out, threads=threads) is out
+    np.testing.assert_array_equal(out, np.maximum(x, 0))   # NaNs compare equal here
+
+
+def test_compiled_relu_keeps_shape_and_refuses_bad_input():
+    from course.vectorize import compiled_relu
+
+    x = np.array([[-1.0, 2.0], [3.0, -4.0]], dtype=np.float32)
+    np.testing.assert_array_equal(compiled_relu(x), [[0, 2], [3, 0]])
+    with pytest.raises(BadInputError, match="dtype"):
+        compiled_relu(np.array([1, -1]))
+    with pytest.raises(BadInputError, match="out must have"):
+        compiled_relu(x, out=np.empty(3, dtype=np.float32))
