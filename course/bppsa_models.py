@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .bppsa import backprop_scan, backprop_scan_elements, backprop_sequential
+from .bppsa import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
 from .devices import check_dtype, check_fits, get_xp, normalize_device, to_device, to_numpy
 from .errors import BadInputError
 
@@ -184,7 +184,7 @@ class TanhRNN:
         """
         hs, W = cache["hs"], self.params["W_hh"]
         T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
-        check_fits(3 * (T + 1) * B * h * h * self.dtype.itemsize, self.device,
+        check_fits(scan_memory(T, h, B, self.dtype.itemsize)["peak"], self.device,
                    what=f"the scan over {T + 1:,} × {B} matrices of {h}×{h}")
         elems = self.xp.empty((T + 1, B, h, h), dtype=self.dtype)
         elems[0] = 0
