@@ -1,0 +1,70 @@
+"""The kernel exercises' checks, collected as ``course.check.<name>`` (see ``course/check/__init__.py``).
+
+Each runs your kernel on the CUDA simulator (and on a GPU where one answers), prints precisely what
+is wrong or that it is right, and returns True/False.
+
+>>> from course.kernels import reference
+>>> check_kernel_map(reference.relu_map)
+Correct: ...
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["check_kernel_map", "check_kernel_guard", "check_kernel_zip", "check_kernel_block_sum",
+           "check_kernel_matmul_tiled", "check_kernel_hillis_steele", "check_kernel_blelloch"]
+
+
+def _check(name: str, kernel: Any) -> bool:
+    from .grading import grade, worst_counts
+    g = grade(name, kernel)
+    if not g.ok and g.problems[0].startswith("Not done yet"):
+        print(g.problems[0])
+        return False
+    if not g.ok:
+        many = len(g.problems) > 1
+        print(f"Not yet ({name}):" if many else "Not yet:", *g.problems, sep="\n  - " if many else " ")
+        return False
+    from .exercises import exercise
+    worst = worst_counts(g.trace)
+    used = ", ".join(f"{worst.get(k, (0,))[0]} {k.replace('_', ' ')}" for k in exercise(name).budget)
+    print(f"Correct: right values, no race, every index in bounds; the busiest thread made {used} "
+          f"(within the budget).", *g.notes)
+    return True
+
+
+def check_kernel_map(kernel: Any) -> bool:
+    """Check the ReLU map kernel ``kernel(out, a)`` (8 threads, one element each)."""
+    return _check("map", kernel)
+
+
+def check_kernel_guard(kernel: Any) -> bool:
+    """Check the guarded ReLU kernel ``kernel(out, a, n)`` (n = 10, 3 blocks of 4 threads)."""
+    return _check("guard", kernel)
+
+
+def check_kernel_zip(kernel: Any) -> bool:
+    """Check the fused multiply-add kernel ``kernel(out, w, x, b, n)``: out = w * x + b."""
+    return _check("zip", kernel)
+
+
+def check_kernel_block_sum(kernel: Any) -> bool:
+    """Check the shared-memory block reduction ``kernel(out, a, n)``: out[b] = sum of block b's tile."""
+    return _check("block_sum", kernel)
+
+
+def check_kernel_matmul_tiled(kernel: Any) -> bool:
+    """Check the tiled matrix product ``kernel(c, a, b, n)``: c = a @ b with shared-memory tiles."""
+    return _check("matmul_tiled", kernel)
+
+
+def check_kernel_hillis_steele(kernel: Any) -> bool:
+    """Check the Hillis-Steele inclusive block scan ``kernel(out, a)``."""
+    return _check("hillis_steele", kernel)
+
+
+def check_kernel_blelloch(kernel: Any) -> bool:
+    """Check the Blelloch exclusive block scan ``kernel(out, a)``."""
+    return _check("blelloch", kernel)

@@ -1,0 +1,104 @@
+"""The course's own answer to each kernel exercise: what :func:`course.kernels.show` draws by default,
+and what the ``gpu`` tests run with ``numba.cuda.jit``.
+
+Each is a plain Python function using the CUDA API through the global ``cuda``, so the simulator
+can swap it (:mod:`course.kernels.simulator`) and ``numba.cuda.jit`` can compile it.  The block
+sizes are module constants because shared arrays need a size fixed at compile time.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32
+
+#: Threads per block of the block reduction and the two block scans; tile side of the matrix product.
+TPB = 8
+TILE = 2
+
+
+def relu_map(out, a):
+    i = cuda.grid(1)
+    out[i] = max(a[i], 0.0)
+
+
+def relu_guard(out, a, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = max(a[i], 0.0)
+
+
+def fma_zip(out, w, x, b, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = w[i] * x[i] + b[i]
+
+
+def block_sum(out, a, n):
+    cache = cuda.shared.array(TPB, float32)
+    i = cuda.grid(1)
+    t = cuda.threadIdx.x
+    cache[t] = a[i] if i < n else 0.0
+    cuda.syncthreads()
+    stride = TPB // 2
+    while stride > 0:
+        if t < stride:
+            cache[t] = cache[t] + cache[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = cache[0]
+
+
+def hillis_steele(out, a):
+    cache = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    cache[t] = a[t]
+    cuda.syncthreads()
+    d = 1
+    while d < TPB:
+        left = cache[t - d] if t >= d else 0.0
+        cuda.syncthreads()              # everyone has read before anyone writes
+        cache[t] = cache[t] + left
+        cuda.syncthreads()
+        d *= 2
+    out[t] = cache[t]
+
+
+def blelloch(out, a):
+    cache = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    cache[t] = a[t]
+    cuda.syncthreads()
+    d = 1
+    while d < TPB:                      # up-sweep: partial sums of 2, 4, 8 ... elements
+        if (t + 1) % (2 * d) == 0:
+            cache[t] = cache[t - d] + cache[t]
+        cuda.syncthreads()
+        d *= 2
+    if t == TPB - 1:
+        cache[t] = 0.0
+    cuda.syncthreads()
+    d = TPB // 2
+    while d > 0:                        # down-sweep: hand each left child its prefix
+        if (t + 1) % (2 * d) == 0:
+            left = cache[t - d]
+            cache[t - d] = cache[t]
+            cache[t] = cache[t] + left
+        cuda.syncthreads()
+        d //= 2
+    out[t] = cache[t]
+
+
+def matmul_tiled(c, a, b, n):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    row, col = cuda.grid(2)
+    tr, tc = cuda.threadIdx.x, cuda.threadIdx.y     # this thread's row and column in the tile
+    acc = 0.0
+    for k0 in range(0, n, TILE):
+        sa[tr, tc] = a[row, k0 + tc]
+        sb[tr, tc] = b[k0 + tr, col]
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += sa[tr, k] * sb[k, tc]
+        cuda.syncthreads()
+    c[row, col] = acc
