@@ -42,7 +42,7 @@ def test_cpu_info_reports_the_simd_extensions_numpy_uses():
 
 def test_importing_course_and_listing_devices_works_in_a_fresh_process_without_a_gpu():
     code = "import course; print(course.devices()); print(course.gpu_available())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                          env={"COURSE_DISABLE_GPU": "1", "PATH": ""})
     assert out.returncode == 0, out.stderr
     assert "Device(cpu:" in out.stdout and out.stdout.strip().endswith("False")

@@ -28,10 +28,10 @@ def test_widget_callbacks_pass_under_ipywidgets_7_7_1():
         pytest.skip(msg)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SHADOW), os.environ.get("PYTHONPATH", "")]))
     version = subprocess.run([sys.executable, "-c", "import ipywidgets; print(ipywidgets.__version__)"],
-                             env=env, capture_output=True, text=True, timeout=120)
+                             env=env, capture_output=True, text=True, timeout=600)
     assert version.stdout.strip() == "7.7.1", version.stderr
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "widgets", "-p", "no:randomly",
-                          str(ROOT / "tests")], env=env, capture_output=True, text=True, timeout=900,
+                          str(ROOT / "tests")], env=env, capture_output=True, text=True, timeout=2400,
                          cwd=ROOT)
     tail = "\n".join(run.stdout.splitlines()[-25:])
     assert run.returncode == 0, f"widget tests fail under ipywidgets 7.7.1:\n{tail}\n{run.stderr[-2000:]}"

@@ -17,5 +17,5 @@ def test_ruff_finds_nothing():
     if ruff is None:
         pytest.skip("ruff is not installed (it comes with the test extra: pip install -e '.[test]')")
     out = subprocess.run([ruff, "check", "course", "tests", "benchmarks", "tools", "conftest.py"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -41,7 +41,7 @@ def test_each_lesson_notebook_is_released_from_its_solutions_notebook():
     import sys
 
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "release_notebooks.py"), "--check"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr + out.stdout
     solutions = sorted((ROOT / "notebooks" / "solutions").glob("*_solutions.ipynb"))
     lessons = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

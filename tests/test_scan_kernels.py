@@ -59,7 +59,7 @@ def _oracle(x, op, exclusive):
 def simulated():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(CASES)], env=env,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
