@@ -38,7 +38,7 @@ from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 from .results import ResultSet
 from .throughput_batch import DEFAULT_MLP_SIZES, _mlp_class, _time_torch_matmul, torch_available
 from .throughput_ops import OPS, get_op, time_op
-from .timing import benchmark, sweep_within_budget
+from .timing import benchmark, get_threads, sweep_within_budget
 
 __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
            "measure_roofline", "peaks_of", "cached_peaks", "compare_predictions", "POINT_NAMES", "theoretical_peak",
@@ -176,11 +176,14 @@ def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), qui
     rs = rs if rs is not None else ResultSet("roofline", params={"quick": quick})
     if copy_nbytes is None:
         copy_nbytes = 2 ** 26 if (quick and dev == "cpu") else 2 ** 28
-    bw = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=repeat, budget_s=max(budget_s or 1.0, 1.0))
+    # every core copies its slice at once: the FLOP/s roof below uses every core too (BLAS threads)
+    bw = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=repeat, budget_s=max(budget_s or 1.0, 1.0),
+                        threads=get_threads() if dev == "cpu" else 1)
     best_bw = 2 * bw["nbytes"] / bw["timing"].min  # the best run, as for the FLOP/s peak
     rs.add(device=dev, kind="peak_bandwidth", bytes_per_s=best_bw, median_bytes_per_s=bw["bytes_per_s"],
-           nbytes=bw["nbytes"], source="course.hardware.copy_bandwidth (a large array copy, read + write "
-           "counted; best run)")
+           nbytes=bw["nbytes"], threads=bw["threads"],
+           source=f"course.hardware.copy_bandwidth (a large array copy on {bw['threads']} thread(s), read + "
+           "write counted; best run)")
     for dtn in dtypes:
         best, tried = (0.0, 0), []
         sizes = list(peak_matmul_sizes(dev, dtn, quick))
