@@ -51,7 +51,7 @@ def test_hardware_summary_compares_lanes():
     rows = hardware.hardware_summary()
     assert rows[0]["device"] == "CPU" and rows[0]["parallel_lanes"] >= 1
     html = hardware.hardware_html(rows, measured_cpu_gbps=12.3)
-    assert "12.3 GB/s (measured copy here" in html
+    assert "12.3 GB/s (measured here: the best copy" in html
     assert "H200" in hardware.vendor_gpus_html() and "not measured" in hardware.vendor_gpus_html()
 
 
@@ -62,3 +62,10 @@ def test_gpu_matmul_matches_numpy_and_is_timed():
     np.testing.assert_allclose(course.to_numpy(cp.asarray(a) @ cp.asarray(a)), a @ a, rtol=1e-4, atol=1e-4)
     rs = hardware.matmul_sweep([64, 128], devices=["gpu"], repeat=2)
     assert len(rs.select(device="gpu")) == 2 and rs.provenance["gpus"]
+
+
+def test_a_copy_on_several_threads_reports_them_and_zero_threads_is_refused():
+    bw = hardware.copy_bandwidth("cpu", nbytes=4 * 1001, repeat=1, threads=3)
+    assert bw["threads"] == 3 and bw["nbytes"] == 4004 and bw["bytes_per_s"] > 0
+    with pytest.raises(BadInputError, match="threads"):
+        hardware.copy_bandwidth("cpu", nbytes=64, threads=0)
