@@ -86,9 +86,7 @@ def tree_app(n: int = 8, op: str = "add", algorithm: str = "blelloch") -> LiveAp
 
     app = LiveApp(update, {"n": n_slider, "op": op_menu, "algorithm": alg_menu, "step": step},
                   title="A scan, one level at a time")
-    app.widget.children = (app.widget.children[0], widgets.HBox([play, widgets.HTML(
-        "&nbsp;press play to step through the levels")]), *app.widget.children[1:])
-    app.play = play
+    app.add_player(play, "press play to step through the levels")
     return app
 
 

@@ -220,6 +220,12 @@ class LiveApp:
             self.image.layout.display = "none"
 
     # Display as the VBox in ipywidgets 7 and 8.
+    def add_player(self, play: widgets.Play, hint: str = "press play to step through") -> None:
+        """Show ``play`` (a ``Play`` widget already linked to a step slider) under the title, with a hint."""
+        self.widget.children = (self.widget.children[0], widgets.HBox([play, widgets.HTML(f"&nbsp;{hint}")]),
+                                *self.widget.children[1:])
+        self.play = play
+
     def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 

@@ -72,9 +72,7 @@ def ring_app(p: int = 4, n: int = 10, algorithm: str = "ring") -> LiveApp:
 
     app = LiveApp(update, {"p": p_slider, "n": n_slider, "algorithm": alg, "step": step},
                   title="All-reduce on p simulated workers, one step at a time")
-    app.widget.children = (app.widget.children[0], widgets.HBox([play, widgets.HTML(
-        "&nbsp;press play to step through")]), *app.widget.children[1:])
-    app.play = play
+    app.add_player(play, "press play to step through")
     return app
 
 
