@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course.backprop_bench import compare_with_torch, speed_ablation
+from course.backprop.bench import compare_with_torch, speed_ablation
 from course.devices import gpu_available
 from course.results import ResultSet
 from course.timing import set_threads

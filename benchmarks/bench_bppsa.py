@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from course.bppsa import backprop_scan, backprop_sequential, scan_memory, work_counts
-from course.bppsa_timing import PAPER, time_rnn, time_torch_rnn, torch_available
+from course.bppsa.algorithm import backprop_scan, backprop_sequential, scan_memory, work_counts
+from course.bppsa.timing import PAPER, time_rnn, time_torch_rnn, torch_available
 from course.devices import get_xp, gpu_available, gpu_unavailable_reason, synchronize
 from course.errors import GPUUnavailableError
 from course.results import ResultSet

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from course.bppsa import backprop_scan, backprop_sequential
+from course.bppsa.algorithm import backprop_scan, backprop_sequential
 from course.devices import gpu_available, gpu_unavailable_reason
 from course.peers import time_torch, torch_available, torch_cuda_available
 from course.recurrences import recurrence_loop, recurrence_scan, work_counts

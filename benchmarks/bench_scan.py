@@ -6,7 +6,7 @@ each ratio's interquartile range is under 10 %, or the budget ends and the ratio
 * peers outside the code measured: a compiled sequential loop (numba, one core: the fewest bytes and
   additions), ``numpy.cumsum`` (``out=``), and the STREAM copy on all cores (``course.stream``), whose
   bandwidth gives each algorithm's bound from the bytes it moves per element;
-* ``course.scan_blocked.blocked_scan``, scan-then-add (over whole blocks, and tiled) and
+* ``course.scan.blocked.blocked_scan``, scan-then-add (over whole blocks, and tiled) and
   reduce-then-scan on all cores: the scan real hardware runs (and on one thread, to show what the two
   chains inside a core give alone).  Target: at least 1.3x the compiled loop's speed at n = 2^24 (on 2 cores);
 * ``course.scan.blelloch_scan``, the level-by-level teaching version, at n = 2^22 (no target: it shows
@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from course.devices import gpu_available
-from course.hardware import copy_bandwidth
+from course.hardware.machine import copy_bandwidth
 from course.results import ResultSet
-from course.scan import blelloch_scan
-from course.scan_blocked import blocked_scan, bytes_per_element, scan_threads, sequential_cumsum, warm_up
-from course.scan_timing import make_input
+from course.scan.algorithms import blelloch_scan
+from course.scan.blocked import blocked_scan, bytes_per_element, scan_threads, sequential_cumsum, warm_up
+from course.scan.timing import make_input
 from course.stream import stream_bandwidth
 from course.timing import benchmark
 
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if gpu_available():
         import cupy
 
-        from course.scan_kernels import block_scan
+        from course.scan.kernels import block_scan
 
         n = 2**24 if args.quick else GPU_N
         xg = make_input(n, "add", "float32", "gpu")

@@ -1,13 +1,13 @@
 """Lesson 03 benchmark: the roofline's two measured peaks against plain peers, in one run.
 
 * **Copy bandwidth** — the figure the roofline uses (``course.hardware.copy_bandwidth``, through
-  ``course.roofline.measure_peaks``) against code that shares nothing with it: on the CPU the STREAM
+  ``course.throughput.roofline.measure_peaks``) against code that shares nothing with it: on the CPU the STREAM
   copy on all cores (``course.stream``, numba ``prange``); on a GPU the device-to-device copy and the
   vendor's data-sheet bandwidth (labelled as such).  Target: ratio course / peer >= 0.90 — the tool
   must not understate the limit it teaches.
 * **Peak FLOP/s** — the roofline's peak against the best BLAS matrix product (``numpy.matmul`` /
   cuBLAS through CuPy) over a wider range of sizes, timed here (target >= 0.90), and on the CPU against
-  the theoretical peak cores × SIMD lanes × FMA units × 2 × clock (``course.roofline.theoretical_peak``:
+  the theoretical peak cores × SIMD lanes × FMA units × 2 × clock (``course.throughput.roofline.theoretical_peak``:
   each factor printed with where it was read, the FMA units labelled an assumption; no target).
 * For information: PyTorch's float32 matrix product at the same sizes (when installed), and the
   fused / unfused ratio of lesson 03's elementwise chain.
@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from course.devices import get_xp, gpu_available, synchronize
-from course.hardware import vendor_bandwidth
+from course.hardware.machine import vendor_bandwidth
 from course.results import ResultSet
-from course.roofline import measure_peaks, peak_matmul_sizes, peaks_of, theoretical_peak
 from course.stream import stream_bandwidth
-from course.throughput_batch import torch_available
-from course.throughput_fusion import fusion_compare
+from course.throughput.batch import torch_available
+from course.throughput.fusion import fusion_compare
+from course.throughput.roofline import measure_peaks, peak_matmul_sizes, peaks_of, theoretical_peak
 from course.timing import benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers, however run

@@ -23,8 +23,8 @@ import numpy as np
 
 import course
 from course import vectorize as v
-from course import vectorize_matmul as vm
 from course.results import ResultSet
+from course.vectorize import matmul as vm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers, however run
 from _adaptive import load_line, rounds  # noqa: E402
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
               ">= 0.95" if target else "(info)", ok)
         rs.add(device="cpu", what=f"relu {r}", copy_peer=best_copy, copy_fraction=st["median"],
                rel_iqr=st["rel_iqr"], noisy=st["noisy"], gb_per_s=gbs[r], copy_gb_per_s=gbs[best_copy])
-    from course.vectorize_simd import operand_probe
+    from course.vectorize.simd import operand_probe
 
     p = operand_probe(n=2**14)
     _line("   diagnosis, in cache: maximum(x, 0) / copy", p["scalar_gb_per_s"] / p["copy_gb_per_s"], "(info)", None)

@@ -1,7 +1,7 @@
 """Widget benchmark: how long every live app takes to draw, to rerun, and to redraw a view-only control.
 
 Every app is found by convention, not by a list: each public function whose name ends in ``_app``,
-defined in a module of the ``course`` package whose name contains ``widgets`` (``course/scan_widgets.py``,
+defined in a module of the ``course`` package whose name contains ``widgets`` (``course/scan/widgets.py``,
 ``course/<lesson>/widgets.py``), plus the modules in :data:`EXTRA_MODULES`.  Each is built with its
 defaults (the first draw: it measures), then refreshed with the same values a few times (a rerun: the
 median is compared with the 1 s target), then each control it names in ``app.view_only`` is moved to

@@ -10,9 +10,12 @@ The spine every lesson uses:
 * shared plots (:mod:`course.plots`) and widgets (:mod:`course.widgets`);
 * the headless report: ``python -m course report``.
 
-One module per lesson, imported on first use (``course.backprop``, ``course.vectorize``,
-``course.throughput``, ``course.scan``, ``course.bppsa``), and the exercise checks in
-``course.check``.
+One folder per lesson, imported on first use: ``course.hardware`` (00), ``course.backprop`` (01),
+``course.vectorize`` (02), ``course.throughput`` (03), ``course.scan`` (04), ``course.bppsa`` (05),
+``course.parallel`` (06), ``course.recurrences`` (07), and the kernel exercises of lessons 02-04 in
+``course.kernels``.  Each folder has the same shape: the algorithm a learner reads first, then its
+timing, plots, widgets, exercise checks and report experiments.  ``course.check.<name>`` gathers
+every lesson's exercise checks.
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ from .timing import Timing, benchmark
 
 __version__ = "0.1.0"
 
-_LAZY = ("hardware", "backprop", "vectorize", "throughput", "scan", "bppsa", "check", "plots",
-         "widgets", "report", "experiments")
+_LAZY = ("hardware", "backprop", "vectorize", "throughput", "scan", "bppsa", "parallel", "recurrences",
+         "kernels", "check", "plots", "widgets", "report")
 
 __all__ = [
     "Device", "devices", "cpu_info", "gpu_info", "gpu_available", "gpu_unavailable_reason",
@@ -65,7 +68,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """Import a lesson module on first use: ``course.scan``, ``course.bppsa_models``, ..."""
+    """Import a lesson module on first use: ``course.scan``, ``course.bppsa``, ..."""
     if not name.startswith("_"):
         try:
             return importlib.import_module(f".{name}", __name__)

@@ -163,7 +163,7 @@ def _target(value: float | None, bound: float, kind: str, unit: str, **extra: An
 
 
 def _train_step(quick: bool) -> dict:
-    from .backprop_bench import TARGET_GPU, compare_with_torch
+    from .backprop.bench import TARGET_GPU, compare_with_torch
 
     r = compare_with_torch(device="gpu", rounds=2 if quick else 5, repeat=5 if quick else 10)
     if r["ratio"] is None:
@@ -172,7 +172,7 @@ def _train_step(quick: bool) -> dict:
 
 
 def _relu(quick: bool) -> dict:
-    from .vectorize_ladder import relu_bandwidth
+    from .vectorize.ladder import relu_bandwidth
 
     r = relu_bandwidth(n=2**26, dtype="float32", device="gpu", rounds=2 if quick else 5, repeat=5 if quick else 10,
                        budget_s=10.0)
@@ -184,8 +184,8 @@ def _block_scan(quick: bool) -> dict:
     import numpy as np
 
     from .devices import get_xp, to_numpy
-    from .scan_kernels import block_scan
-    from .scan_timing import make_input
+    from .scan.kernels import block_scan
+    from .scan.timing import make_input
     from .timing import benchmark
 
     cp = get_xp("gpu")
@@ -207,7 +207,7 @@ def _block_scan(quick: bool) -> dict:
 
 
 def _bppsa(quick: bool) -> tuple[dict, dict]:
-    from .bppsa_timing import PAPER, time_rnn, time_torch_rnn
+    from .bppsa.timing import PAPER, time_rnn, time_torch_rnn
     from .peers import torch_cuda_available
 
     seq_over_scan, torch_vs_scan, notes = None, {}, []
@@ -230,10 +230,10 @@ def _bppsa(quick: bool) -> tuple[dict, dict]:
 
 
 def _reported(quick: bool) -> dict:
-    from .hardware import VENDOR_GPUS, vendor_bandwidth
-    from .roofline import measure_peaks, peaks_of
-    from .throughput_latency import smallest_op_latency
-    from .throughput_ops import crossover, throughput_sweep
+    from .hardware.machine import VENDOR_GPUS, vendor_bandwidth
+    from .throughput.latency import smallest_op_latency
+    from .throughput.ops import crossover, throughput_sweep
+    from .throughput.roofline import measure_peaks, peaks_of
 
     g = gpu_info()[0]
     lat = smallest_op_latency("gpu", repeat=100 if quick else 300)

@@ -1,6 +1,6 @@
 """Experiments every lesson registers, and the headless report that runs them all.
 
-A lesson registers an experiment in its own module under ``course/experiments/``::
+A lesson registers an experiment in the ``experiments`` module of its folder (``course/scan/experiments.py``)::
 
     from course.report import experiment
 
@@ -14,8 +14,8 @@ A lesson registers an experiment in its own module under ``course/experiments/``
     def _(rs, references):
         return sweep_figure(rs, references, ...)
 
-``python -m course report --quick --out DIR`` then imports every module in
-``course.experiments``, runs each experiment on every available device and
+``python -m course report --quick --out DIR`` then imports every lesson's ``experiments``
+module, runs each experiment on every available device and
 writes ``DIR/index.html`` (with the PNG plots), ``DIR/results.json`` (every
 result set with its provenance) and one PNG per experiment.  On a GPU machine
 ``--record-reference`` also stores the GPU results in ``course/reference/``.
@@ -78,13 +78,8 @@ def experiment(name: str, title: str, lesson: str) -> Callable[[Callable[..., Re
 def discover() -> dict[str, Experiment]:
     """Import every module that registers experiments, so their experiments register.
 
-    Those are the modules of ``course.experiments`` and, for a lesson that lives in a folder of
-    its own (``course/parallel/``, ...), that folder's ``experiments`` module.
+    Those are the ``experiments`` modules of the lesson folders (``course/scan/experiments.py``, ...).
     """
-    from . import experiments as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
     root = Path(__file__).resolve().parent
     for mod in pkgutil.iter_modules([str(root)]):
         if mod.ispkg and (root / mod.name / "experiments.py").is_file():

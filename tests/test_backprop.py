@@ -7,19 +7,24 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from course.backprop import (
+from course.backprop.gradcheck import (
+    gradient_check,
+    gradient_errors,
+    layer_gradient_check,
+    loss_gradient_check,
+    rel_error,
+)
+from course.backprop.layers import (
     ACTIVATIONS,
     MLP,
     Linear,
     ReLU,
     Sigmoid,
     Tanh,
-    gradient_check,
     mse,
     softmax_cross_entropy,
     softmax_cross_entropy_backward,
 )
-from course.backprop_gradcheck import gradient_errors, layer_gradient_check, loss_gradient_check, rel_error
 from course.errors import BadInputError, GPUUnavailableError
 
 RNG = np.random.default_rng(1234)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course.backprop import MLP, softmax_cross_entropy
-from course.backprop_bench import compare_with_torch, torch_mlp_step
-from course.backprop_trace import random_batch
+from course.backprop.bench import compare_with_torch, torch_mlp_step
+from course.backprop.layers import MLP, softmax_cross_entropy
+from course.backprop.trace import random_batch
 from course.errors import BadInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_gpu_comparison_runs():
 
 
 def test_naive_step_does_the_same_arithmetic_as_the_course_step():
-    from course.backprop_bench import naive_train_step
+    from course.backprop.bench import naive_train_step
 
     a, b = MLP([12, 9, 4], dtype="float64", seed=1), MLP([12, 9, 4], dtype="float64", seed=1)
     x, y = random_batch(a, 5)
@@ -80,7 +80,7 @@ def test_naive_step_does_the_same_arithmetic_as_the_course_step():
 
 
 def test_speed_ablation_times_three_versions_and_draws_them():
-    from course.backprop_bench import ablation_figure, speed_ablation
+    from course.backprop.bench import ablation_figure, speed_ablation
 
     t = speed_ablation((20, 16, 4), batch=8, rounds=2, repeat=1)
     assert set(t) == {"course", "allocating", "float64 data"} and all(v > 0 for v in t.values())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import course.check as check
-from course.backprop_widgets import checkpoint_app, step_sweep_app, step_time_app, training_app
+from course.backprop.widgets import checkpoint_app, step_sweep_app, step_time_app, training_app
 
 
 def _stub(*args):
@@ -146,7 +146,7 @@ def test_checkpoint_app_moves_k_and_clamps_it():
 
 @pytest.mark.widgets
 def test_step_time_app_quotes_a_matching_reference_labelled_as_such(monkeypatch):
-    import course.backprop_widgets as bw
+    import course.backprop.widgets as bw
     from course.devices import gpu_available
     from course.results import ResultSet
 

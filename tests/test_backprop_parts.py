@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.backprop import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
-from course.backprop_trace import (
+from course.backprop.checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward, kept_pattern
+from course.backprop.data import batches, load_digits
+from course.backprop.layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
+from course.backprop.trace import (
     random_batch,
     step_time_sweep,
     time_train_step,
@@ -18,9 +20,7 @@ from course.backprop_trace import (
     trace_step,
     trace_to_results,
 )
-from course.backprop_train import accuracy, train, training_figure
-from course.checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward, kept_pattern
-from course.datasets import batches, load_digits
+from course.backprop.train import accuracy, train, training_figure
 from course.errors import BadInputError
 
 # ----------------------------------------------------------------------- data
@@ -201,7 +201,7 @@ def test_checkpoint_bad_k(every):
 # ----------------------------------------------------------------------- the report
 
 def test_lesson_experiments_are_registered_and_plot():
-    import course.experiments.backprop  # noqa: F401  (registers this lesson's experiments)
+    import course.backprop.experiments  # noqa: F401  (registers this lesson's experiments)
     from course.report import registry
 
     exps = registry()
@@ -248,7 +248,7 @@ def test_a_reference_trace_is_labelled_as_not_measured_here():
 
 
 def test_digits_figure_marks_wrong_predictions_in_red():
-    from course.datasets import digits_figure
+    from course.backprop.data import digits_figure
 
     d = load_digits()
     preds = d.y_test[:4].copy()

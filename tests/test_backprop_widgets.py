@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import course.backprop_widgets as bw
+import course.backprop.widgets as bw
 
 pytestmark = pytest.mark.widgets
 

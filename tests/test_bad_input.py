@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course.backprop import MLP, Linear, mse, softmax_cross_entropy
-from course.backprop_gradcheck import gradient_errors
-from course.bppsa_models import MLPChain, TanhRNN, finite_difference_check
-from course.bppsa_models import softmax_cross_entropy as chain_softmax_cross_entropy
+from course.backprop.gradcheck import gradient_errors
+from course.backprop.layers import MLP, Linear, mse, softmax_cross_entropy
+from course.bppsa.models import MLPChain, TanhRNN, finite_difference_check
+from course.bppsa.models import softmax_cross_entropy as chain_softmax_cross_entropy
 from course.errors import BadInputError
 
 

@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from course import BadInputError
-from course.bppsa import (
+from course.bppsa.algorithm import (
     backprop_scan,
     backprop_sequential,
     bppsa_operator,
@@ -178,7 +178,7 @@ def test_mixed_devices_are_refused():
         backprop_scan(course.to_device(np.zeros((2, 3, 3)), "gpu"), np.zeros(3))
 
 
-@pytest.mark.parametrize("module", ["bppsa", "bppsa_models", "bppsa_sparse", "bppsa_timing", "bppsa_plots"])
+@pytest.mark.parametrize("module", ["bppsa.algorithm", "bppsa.models", "bppsa.sparse", "bppsa.timing", "bppsa.plots"])
 def test_docstring_examples_still_hold(module):
     import doctest
     import importlib
@@ -189,7 +189,7 @@ def test_docstring_examples_still_hold(module):
 
 
 def test_scan_elements_of_the_wrong_shape_are_refused():
-    from course.bppsa import backprop_scan_elements
+    from course.bppsa.algorithm import backprop_scan_elements
 
     with pytest.raises(BadInputError, match=r"\(T\+1, \[B,\] n, n\)"):
         backprop_scan_elements(np.zeros((1, 3, 3)))
@@ -210,8 +210,8 @@ def test_work_counts_match_what_the_scan_really_did(T):
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 200), seed=st.integers(0, 2**31 - 1))
 def test_inplace_scan_equals_the_sequential_oracle_for_any_length(n, seed):
-    from course.bppsa import inplace_scan
-    from course.scan import add, sequential_scan
+    from course.bppsa.algorithm import inplace_scan
+    from course.scan.algorithms import add, sequential_scan
 
     x = np.random.default_rng(seed).integers(-50, 50, n)
     buf = x.copy()
@@ -222,8 +222,8 @@ def test_inplace_scan_equals_the_sequential_oracle_for_any_length(n, seed):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 64, 65, 200])
 def test_inplace_scan_keeps_the_operand_order_of_matrix_products(n):
-    from course.bppsa import inplace_scan
-    from course.scan import matmul, sequential_scan
+    from course.bppsa.algorithm import inplace_scan
+    from course.scan.algorithms import matmul, sequential_scan
 
     m = np.random.default_rng(n).normal(size=(n, 3, 3))
     buf = m.copy()
@@ -233,7 +233,7 @@ def test_inplace_scan_keeps_the_operand_order_of_matrix_products(n):
 
 
 def test_inplace_scan_and_level_by_level_scan_give_the_same_gradients():
-    from course.bppsa import backprop_scan_elements
+    from course.bppsa.algorithm import backprop_scan_elements
 
     rng = np.random.default_rng(5)
     J, g = rng.normal(size=(300, 2, 4, 4)) * 0.4, rng.normal(size=(2, 4))
@@ -246,7 +246,7 @@ def test_inplace_scan_and_level_by_level_scan_give_the_same_gradients():
 def test_scan_memory_estimate_matches_the_measured_peak(T, n, B):
     import tracemalloc
 
-    from course.bppsa import scan_memory
+    from course.bppsa.algorithm import scan_memory
 
     rng = np.random.default_rng(0)
     J = (rng.standard_normal((T, B, n, n)) * 0.2).astype(np.float32)
@@ -264,7 +264,7 @@ def test_scan_memory_estimate_matches_the_measured_peak(T, n, B):
 
 
 def test_scan_memory_at_the_papers_size_stays_near_the_jacobians():
-    from course.bppsa import scan_memory
+    from course.bppsa.algorithm import scan_memory
 
     m = scan_memory(30000, 20, 16, 4)
     assert m["jacobians"] == 30000 * 16 * 20 * 20 * 4
@@ -274,7 +274,7 @@ def test_scan_memory_at_the_papers_size_stays_near_the_jacobians():
 
 
 def test_backprop_scan_elements_overwrites_its_buffer_but_not_the_jacobians():
-    from course.bppsa import backprop_scan_elements
+    from course.bppsa.algorithm import backprop_scan_elements
 
     rng = np.random.default_rng(1)
     J, g = rng.normal(size=(9, 3, 3)), rng.normal(size=3)

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import BadInputError
-from course.bppsa_models import METHODS, MLPChain, TanhRNN, finite_difference_check, rel_error
-from course.bppsa_timing import time_rnn, torch_available
+from course.bppsa.models import METHODS, MLPChain, TanhRNN, finite_difference_check, rel_error
+from course.bppsa.timing import time_rnn, torch_available
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -123,7 +123,7 @@ def test_rnn_scan_on_gpu_matches_cpu():
 def test_interleaved_rounds_alternate_the_functions_and_respect_the_budget():
     import time
 
-    from course.bppsa_timing import interleaved_rounds
+    from course.bppsa.timing import interleaved_rounds
 
     order = []
     t = interleaved_rounds({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
@@ -135,7 +135,7 @@ def test_interleaved_rounds_alternate_the_functions_and_respect_the_budget():
 
 
 def test_rnn_writes_the_same_scan_elements_as_the_generic_builder():
-    from course.bppsa import scan_elements
+    from course.bppsa.algorithm import scan_elements
 
     rnn = TanhRNN(1, 5, seed=2, dtype="float64")
     x, y = rnn.example_data(T=9, batch=3)

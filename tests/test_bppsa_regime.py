@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course.bppsa import backprop_scan, backprop_sequential
-from course.bppsa_regime import crossover_n, random_chain, regime_sweep, speedup_grid
+from course.bppsa.algorithm import backprop_scan, backprop_sequential
+from course.bppsa.regime import crossover_n, random_chain, regime_sweep, speedup_grid
 from course.errors import BadInputError
 from course.results import ResultSet
 

@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from course import BadInputError
-from course.bppsa import backprop_sequential
-from course.bppsa_sparse import (
+from course.bppsa.algorithm import backprop_sequential
+from course.bppsa.sparse import (
     chain_fill_in,
     conv2d,
     conv2d_jacobian,

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import course
-from course import bppsa_plots, bppsa_widgets
-from course.bppsa_timing import rnn_sweep, speedups
+from course.bppsa import plots as bppsa_plots
+from course.bppsa import widgets as bppsa_widgets
+from course.bppsa.timing import rnn_sweep, speedups
 
 
 @pytest.mark.widgets
@@ -44,7 +45,7 @@ def test_timing_app_without_gpu_says_what_to_do():
 
 @pytest.mark.widgets
 def test_timing_app_refuses_a_size_that_does_not_fit(monkeypatch):
-    import course.bppsa_models as models
+    import course.bppsa.models as models
 
     def tiny(nbytes, device="cpu", what="", fraction=0.5):
         raise course.DeviceMemoryError(f"{what} need too much")

@@ -10,13 +10,7 @@ import numpy as np
 import pytest
 
 import course
-from course.errors import (
-    BadInputError,
-    CourseError,
-    DeviceMemoryError,
-    GPUUnavailableError,
-    UnsupportedDtypeError,
-)
+from course.errors import BadInputError, CourseError, DeviceMemoryError, GPUUnavailableError, UnsupportedDtypeError
 
 dv = importlib.import_module("course.devices")  # the module; course.devices is the function
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import course
-from course import scan_kernels as sk
 from course.errors import BadInputError, DeviceMemoryError, GPUUnavailableError
+from course.scan import kernels as sk
 
 dv = importlib.import_module("course.devices")   # `course.devices` the attribute is the function
 
@@ -19,7 +19,7 @@ dv = importlib.import_module("course.devices")   # `course.devices` the attribut
 # ---------------------------------------------------------------- scans: refused up front, right kernel
 
 def test_cupy_has_no_max_scan_so_that_pair_is_refused_up_front_naming_what_does_it():
-    from course.scan_timing import LIBRARY_OPS, scan_function
+    from course.scan.timing import LIBRARY_OPS, scan_function
 
     assert "max" not in LIBRARY_OPS["gpu"] and "max" in LIBRARY_OPS["cpu"]
     with pytest.raises(BadInputError, match="numba kernel"):
@@ -30,15 +30,15 @@ def test_cupy_has_no_max_scan_so_that_pair_is_refused_up_front_naming_what_does_
 @pytest.mark.parametrize("algorithm, strategy", [("numba kernel", "scan-then-add"),
                                                  ("numba reduce-then-scan", "reduce-then-scan")])
 def test_each_numba_algorithm_runs_its_own_strategy(algorithm, strategy):
-    from course.scan_timing import scan_function
+    from course.scan.timing import scan_function
 
     f = scan_function(algorithm, "add", "gpu")
     assert f.func is sk.block_scan and f.keywords["strategy"] == strategy
 
 
 def test_every_gpu_algorithm_and_operator_is_either_accepted_or_refused_by_name():
-    from course.scan import OPERATORS
-    from course.scan_timing import ALGORITHMS, scan_function
+    from course.scan.algorithms import OPERATORS
+    from course.scan.timing import ALGORITHMS, scan_function
 
     for alg in ALGORITHMS["gpu"]:
         for op in OPERATORS:
@@ -100,7 +100,7 @@ def test_numba_performance_warnings_are_kept_from_learners_but_other_warnings_ar
 # ---------------------------------------------------------------- BPPSA: a refused size is one note
 
 def test_rnn_sweep_notes_a_size_that_does_not_fit_and_goes_on(monkeypatch):
-    from course import bppsa_timing as bt
+    from course.bppsa import timing as bt
 
     real = bt.time_rnn
 
@@ -117,8 +117,8 @@ def test_rnn_sweep_notes_a_size_that_does_not_fit_and_goes_on(monkeypatch):
 
 # ---------------------------------------------------------------- PyTorch: one way to time it
 
-PEER_MODULES = ("course.backprop_bench", "course.bppsa_timing", "course.vectorize_matmul",
-                "course.throughput_batch")
+PEER_MODULES = ("course.backprop.bench", "course.bppsa.timing", "course.vectorize.matmul",
+                "course.throughput.batch")
 
 
 @pytest.mark.parametrize("name", PEER_MODULES)
@@ -157,7 +157,7 @@ def test_course_disable_torch_hides_pytorch(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_numba_elementwise_arithmetic_stays_in_the_data_type(dtype):
     numba = pytest.importorskip("numba")
-    from course.vectorize_gpu import ELEMENT_FUNCTIONS
+    from course.vectorize.gpu import ELEMENT_FUNCTIONS
 
     t = getattr(numba, dtype)
     for op, body in ELEMENT_FUNCTIONS.items():
@@ -183,14 +183,14 @@ def test_clock_rate_falls_back_to_the_device_attribute_where_cuda_13_removed_it(
                                         ("NVIDIA H100 80GB HBM3", 3350), ("NVIDIA H100 PCIe", 2000),
                                         ("NVIDIA A100-SXM4-80GB", 2039), ("Some Future GPU", None)])
 def test_vendor_bandwidth_matches_whole_names(name, gbps):
-    from course.hardware import vendor_bandwidth
+    from course.hardware.machine import vendor_bandwidth
 
     got = vendor_bandwidth(name)
     assert (got / 1e9 if got else None) == gbps
 
 
 def test_checkpointing_pool_watch_is_a_no_op_on_the_cpu():
-    from course.checkpointing import PoolPeak
+    from course.backprop.checkpointing import PoolPeak
 
     with PoolPeak(None) as w:
         pass

@@ -21,8 +21,8 @@ import pytest
 import course
 from course.errors import BadInputError
 from course.report import discover
-from course.scan import OPERATORS, sequential_scan
-from course.scan_timing import ALGORITHMS, make_input, scan_function
+from course.scan.algorithms import OPERATORS, sequential_scan
+from course.scan.timing import ALGORITHMS, make_input, scan_function
 
 EXPERIMENTS = sorted(discover())
 
@@ -81,7 +81,7 @@ def test_every_gpu_scan_runs_and_equals_the_cpu_loop_or_is_refused_up_front(algo
 @pytest.mark.gpu
 @pytest.mark.parametrize("strategy", ["scan-then-add", "reduce-then-scan"])
 def test_numba_scan_on_tiny_grids_shows_no_performance_warning(strategy):
-    from course.scan_kernels import block_scan
+    from course.scan.kernels import block_scan
 
     x = course.to_device(np.arange(100, dtype=np.float32), "gpu")
     with warnings.catch_warnings():
@@ -92,7 +92,7 @@ def test_numba_scan_on_tiny_grids_shows_no_performance_warning(strategy):
 
 @pytest.mark.gpu
 def test_largest_float64_tile_that_fits_runs_on_the_gpu():
-    from course.scan_kernels import block_scan, check_shared_memory
+    from course.scan.kernels import block_scan, check_shared_memory
 
     check_shared_memory("float64", 1024, 4)
     x = np.random.default_rng(0).random(50_000)
@@ -102,7 +102,7 @@ def test_largest_float64_tile_that_fits_runs_on_the_gpu():
 
 @pytest.mark.gpu
 def test_scan_sweep_with_max_on_the_gpu_keeps_its_records_and_notes_the_refusal():
-    from course.scan_timing import scan_sweep
+    from course.scan.timing import scan_sweep
 
     rs = scan_sweep([2**12], op="max", devices=["cpu", "gpu"], repeat=2, copy_nbytes=2**20)
     assert rs.select(device="gpu", algorithm="numba kernel") and rs.select(device="cpu", algorithm="numpy")
@@ -113,8 +113,8 @@ def test_scan_sweep_with_max_on_the_gpu_keeps_its_records_and_notes_the_refusal(
 
 def _apps():
     out = []
-    for mod in ("backprop_widgets", "bppsa_widgets", "scan_widgets", "throughput_widgets", "vectorize_widgets",
-                "hardware"):
+    for mod in ("backprop.widgets", "bppsa.widgets", "scan.widgets", "throughput.widgets", "vectorize.widgets",
+                "hardware.machine"):
         m = importlib.import_module(f"course.{mod}")
         out += [f"{mod}.{n}" for n in dir(m)
                 if n.endswith("_app") and not n.startswith("_") and callable(getattr(m, n))]
@@ -137,7 +137,7 @@ def _select_gpu(w) -> bool:
 @pytest.mark.widgets
 @pytest.mark.parametrize("app_name", _apps() if importlib.util.find_spec("ipywidgets") else [])
 def test_every_widget_app_runs_its_callback_with_the_gpu_selected(app_name):
-    mod, fn = app_name.split(".")
+    mod, fn = app_name.rsplit(".", 1)
     app = getattr(importlib.import_module(f"course.{mod}"), fn)()
     assert app.last_error is None, f"{app_name} on the CPU: {app.last_error!r}"
     switched = [k for k, w in app.controls.items() if _select_gpu(w)]
@@ -150,8 +150,8 @@ def test_every_widget_app_runs_its_callback_with_the_gpu_selected(app_name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", ["relu", "sigmoid", "affine_relu"])
 def test_numba_elementwise_on_the_gpu_keeps_float32_and_equals_numpy(op):
-    from course.vectorize import numpy_elementwise
-    from course.vectorize_gpu import numba_elementwise
+    from course.vectorize.gpu import numba_elementwise
+    from course.vectorize.rungs import numpy_elementwise
 
     x = np.random.default_rng(1).standard_normal(10_001).astype(np.float32)
     with warnings.catch_warnings():
@@ -178,9 +178,9 @@ def test_torch_events_time_torch_work_and_the_product_equals_numpy():
 
 @pytest.mark.gpu
 def test_checkpointing_gpu_peak_sees_the_backward_temporaries():
-    from course.backprop import MLP
-    from course.backprop_trace import random_batch
-    from course.checkpointing import checkpointed_backward
+    from course.backprop.checkpointing import checkpointed_backward
+    from course.backprop.layers import MLP
+    from course.backprop.trace import random_batch
 
     model = MLP((784,) + (256,) * 8 + (10,), device="gpu", seed=0)
     x, y = random_batch(model, 128)
@@ -199,7 +199,7 @@ def test_gpu_clock_is_read_on_every_cuda_version():
 
 @pytest.mark.gpu
 def test_bppsa_on_the_gpu_gives_the_cpu_gradients_and_sweeps_past_a_refused_size():
-    from course.bppsa_timing import rnn_sweep, time_rnn
+    from course.bppsa.timing import rnn_sweep, time_rnn
 
     gpu = time_rnn(200, 8, 4, device="gpu", repeat=1)
     cpu = time_rnn(200, 8, 4, device="cpu", repeat=1)

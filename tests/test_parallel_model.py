@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course.backprop import MLP
+from course.backprop.layers import MLP
 from course.errors import BadInputError
 from course.parallel import AlphaBeta, average_gradients, bubble_fraction, fit_alpha_beta, model_time
 from course.parallel.data_parallel import bucket_plan, make_batches, shard, single_process_gradients

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.backprop_gradcheck import rel_error
+from course.backprop.gradcheck import rel_error
 from course.errors import BadInputError
 from course.recurrences.selective import (
     PARAM_NAMES,

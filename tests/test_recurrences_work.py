@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course.bppsa import work_counts as bppsa_work_counts
+from course.bppsa.algorithm import work_counts as bppsa_work_counts
 from course.errors import BadInputError
 from course.recurrences.timing import (
     DENSE_SCAN_MAX_FLOPS,
@@ -17,7 +17,7 @@ from course.recurrences.timing import (
     time_recurrence,
 )
 from course.recurrences.work import combine_flops, work_counts, work_table
-from course.scan import blelloch_scan
+from course.scan.algorithms import blelloch_scan
 
 
 @pytest.mark.parametrize("T", [1, 2, 7, 64, 1000, 2**16])

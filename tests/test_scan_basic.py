@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from course.scan import add, affine, blelloch_scan, hillis_steele_scan, matmul, maximum, sequential_scan
+from course.scan.algorithms import add, affine, blelloch_scan, hillis_steele_scan, matmul, maximum, sequential_scan
 
 LENGTHS = [0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 100]
 

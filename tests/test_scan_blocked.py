@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course.errors import BadInputError
-from course.scan import blelloch_scan
-from course.scan_blocked import (
+from course.scan.algorithms import blelloch_scan
+from course.scan.blocked import (
     STRATEGIES,
     block_bounds,
     blocked_scan,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from course.errors import BadInputError
-from course.scan import (
+from course.scan.algorithms import (
     add,
     affine,
     blelloch_scan,

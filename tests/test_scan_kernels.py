@@ -35,7 +35,7 @@ CASES = [
 SCRIPT = r"""
 import json, sys
 import numpy as np
-from course.scan_kernels import block_scan, simulator_enabled, kernels_available
+from course.scan.kernels import block_scan, simulator_enabled, kernels_available
 assert simulator_enabled() and kernels_available()
 out = {}
 for name, n, dtype, op, exclusive, threads, items, cf, strategy in json.loads(sys.argv[1]):
@@ -74,7 +74,7 @@ def test_block_scan_on_simulator_equals_numpy(simulated, case):
 
 
 def test_kernels_unavailable_reason_says_what_to_do(monkeypatch):
-    from course import scan_kernels as sk
+    from course.scan import kernels as sk
 
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     reason = sk.kernels_unavailable_reason()
@@ -92,7 +92,7 @@ def test_kernels_unavailable_reason_says_what_to_do(monkeypatch):
     (dict(items=0), "at least 1"),
 ])
 def test_kernel_factory_rejects_bad_settings(kwargs, match):
-    from course.scan_kernels import block_scan_kernels
+    from course.scan.kernels import block_scan_kernels
 
     args = dict(dtype="float32", op="add", threads=32, items=2) | kwargs
     with pytest.raises(BadInputError, match=match):
@@ -100,7 +100,7 @@ def test_kernel_factory_rejects_bad_settings(kwargs, match):
 
 
 def test_unknown_strategy_is_rejected():
-    from course.scan_kernels import block_scan
+    from course.scan.kernels import block_scan
 
     with pytest.raises(BadInputError, match="strategy must be one of"):
         block_scan(np.arange(4, dtype=np.int32), strategy="single-pass")
@@ -113,7 +113,7 @@ def test_unknown_strategy_is_rejected():
 def test_block_scan_on_gpu_equals_numpy(n, conflict_free, strategy):
     import cupy
 
-    from course.scan_kernels import block_scan
+    from course.scan.kernels import block_scan
 
     x = np.random.default_rng(n).integers(-50, 50, n).astype(np.int32)
     got = block_scan(cupy.asarray(x), exclusive=False, conflict_free=conflict_free, strategy=strategy)
@@ -126,7 +126,7 @@ def test_block_scan_on_gpu_equals_numpy(n, conflict_free, strategy):
 def test_block_scan_float32_on_gpu_is_close_to_float64_running_sum():
     import cupy
 
-    from course.scan_kernels import block_scan
+    from course.scan.kernels import block_scan
 
     x = np.random.default_rng(0).random(2**22).astype(np.float32)
     got = cupy.asnumpy(block_scan(cupy.asarray(x), exclusive=False))
@@ -138,7 +138,7 @@ def test_block_scan_float32_on_gpu_is_close_to_float64_running_sum():
 def test_level_by_level_blelloch_on_cupy_equals_numpy(n):
     import cupy
 
-    from course.scan import affine, blelloch_scan, matmul
+    from course.scan.algorithms import affine, blelloch_scan, matmul
 
     rng = np.random.default_rng(n)
     x = rng.integers(-9, 9, n).astype(np.float64)
@@ -152,7 +152,7 @@ def test_level_by_level_blelloch_on_cupy_equals_numpy(n):
 
 
 def test_conflict_degree_counts_distinct_words_in_busiest_bank():
-    from course.scan_kernels import conflict_degree
+    from course.scan.kernels import conflict_degree
 
     assert conflict_degree(range(32)) == 1
     assert conflict_degree([5] * 32) == 1                     # one word: a broadcast
@@ -161,7 +161,7 @@ def test_conflict_degree_counts_distinct_words_in_busiest_bank():
 
 
 def test_padding_removes_the_bank_conflicts_of_the_per_thread_runs_and_the_tree():
-    from course.scan_kernels import kernel_bank_conflicts
+    from course.scan.kernels import kernel_bank_conflicts
 
     plain = {r["step"]: r["degree"] for r in kernel_bank_conflicts(256, 8, conflict_free=False)}
     padded = {r["step"]: r["degree"] for r in kernel_bank_conflicts(256, 8, conflict_free=True)}

@@ -7,8 +7,8 @@ import pytest
 
 from course.errors import BadInputError
 from course.results import ResultSet
-from course.scan import matmul
-from course.scan_plots import MAX_DRAWN, blelloch_frames, counts_figure, timing_figure, tree_figure
+from course.scan.algorithms import matmul
+from course.scan.plots import MAX_DRAWN, blelloch_frames, counts_figure, timing_figure, tree_figure
 
 
 @pytest.mark.parametrize("n, frames", [(1, 2), (2, 4), (5, 8), (8, 8), (9, 10), (32, 12)])
@@ -80,7 +80,7 @@ def test_timing_figure_draws_references_dashed_and_labelled():
 
 
 def test_hillis_steele_frames_end_with_the_inclusive_scan():
-    from course.scan_plots import hillis_steele_frames
+    from course.scan.plots import hillis_steele_frames
 
     fr = hillis_steele_frames(np.array([3, 1, 7, 0, 4]))
     assert len(fr) == 4

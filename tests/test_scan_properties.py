@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.scan import affine, blelloch_scan, hillis_steele_scan, matmul, maximum, sequential_scan
+from course.scan.algorithms import affine, blelloch_scan, hillis_steele_scan, matmul, maximum, sequential_scan
 
 SEEDS = st.integers(0, 2**32 - 1)
 LENGTHS = st.integers(0, 10**4)
@@ -116,7 +116,7 @@ def test_large_affine_scan_matches_sequential_oracle():
 @settings(max_examples=25, deadline=None)
 @given(n=LENGTHS, exclusive=EXCLUSIVE)
 def test_every_scan_combines_exactly_the_right_input_ranges_in_order(n, exclusive):
-    from course.scan import interval, interval_leaves
+    from course.scan.algorithms import interval, interval_leaves
 
     want = np.stack([np.zeros(n, dtype=np.int64), np.arange(n) + (not exclusive)], axis=-1)
     for scan in (blelloch_scan, hillis_steele_scan):

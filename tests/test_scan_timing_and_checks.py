@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import course.check as check
-from course.check import _scan as answers
 from course.errors import BadInputError
-from course.scan import interval
-from course.scan_timing import SEQUENTIAL_MAX_N, make_input, scan_function, scan_sweep, time_scan
+from course.scan import checks as answers
+from course.scan.algorithms import interval
+from course.scan.timing import SEQUENTIAL_MAX_N, make_input, scan_function, scan_sweep, time_scan
 
 
 @pytest.mark.parametrize("op, shape", [("add", (5,)), ("max", (5,)), ("matmul", (5, 2, 2)), ("affine", (5, 2))])
@@ -97,7 +97,7 @@ def test_checks_pass_independent_answers_and_the_course_answers(capsys):
 
 
 def test_the_course_answers_agree_with_the_loops_written_here():
-    from course.scan import add, matmul
+    from course.scan.algorithms import add, matmul
 
     rng = np.random.default_rng(0)
     for m in (1, 2, 5, 8):

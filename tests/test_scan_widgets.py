@@ -10,7 +10,7 @@ pytestmark = pytest.mark.widgets
 
 
 def test_tree_app_redraws_when_step_moves():
-    from course.scan_widgets import tree_app
+    from course.scan.widgets import tree_app
 
     app = tree_app(n=8)
     assert app.last_error is None
@@ -21,7 +21,7 @@ def test_tree_app_redraws_when_step_moves():
 
 
 def test_tree_app_resizes_the_stepper_when_n_changes():
-    from course.scan_widgets import tree_app
+    from course.scan.widgets import tree_app
 
     app = tree_app(n=8)
     app.controls["n"].value = 3            # padded to 4: input, 2 up, root, 2 down = 6 frames
@@ -34,7 +34,7 @@ def test_tree_app_resizes_the_stepper_when_n_changes():
 
 @pytest.mark.parametrize("op", ["max", "matmul", "affine"])
 def test_tree_app_scans_every_operator_correctly(op):
-    from course.scan_widgets import tree_app
+    from course.scan.widgets import tree_app
 
     app = tree_app(n=6)
     app.controls["op"].value = op
@@ -45,7 +45,7 @@ def test_tree_app_scans_every_operator_correctly(op):
 
 
 def test_counts_app_prints_counts_of_chosen_n():
-    from course.scan_widgets import counts_app
+    from course.scan.widgets import counts_app
 
     app = counts_app(n=2**10)
     assert "<td>blelloch</td><td>2,046</td><td>20</td>" in app.html.value
@@ -54,7 +54,7 @@ def test_counts_app_prints_counts_of_chosen_n():
 
 
 def test_timing_app_times_cpu_scans_and_says_what_it_skipped():
-    from course.scan_widgets import timing_app
+    from course.scan.widgets import timing_app
 
     app = timing_app(n=2**10, budget_s=0.05)
     app.controls["device"].value = "cpu"
@@ -65,8 +65,8 @@ def test_timing_app_times_cpu_scans_and_says_what_it_skipped():
 
 
 def test_timing_app_on_gpu_without_gpu_explains(monkeypatch):
-    from course import scan_widgets
-    from course.scan_widgets import timing_app
+    from course.scan import widgets as scan_widgets
+    from course.scan.widgets import timing_app
 
     monkeypatch.setattr(scan_widgets, "gpu_available", lambda: False)
     monkeypatch.setattr(scan_widgets, "load_reference", lambda name: [])
@@ -79,9 +79,9 @@ def test_timing_app_on_gpu_without_gpu_explains(monkeypatch):
 
 
 def test_timing_app_on_gpu_without_gpu_shows_labelled_references(monkeypatch):
-    from course import scan_widgets
     from course.results import ResultSet
-    from course.scan_widgets import timing_app
+    from course.scan import widgets as scan_widgets
+    from course.scan.widgets import timing_app
 
     ref = ResultSet("scan_sweep", source="reference")
     ref.provenance["gpus"] = [{"name": "NVIDIA Test GPU"}]
@@ -96,7 +96,7 @@ def test_timing_app_on_gpu_without_gpu_shows_labelled_references(monkeypatch):
 
 
 def test_tree_app_switches_to_hillis_steele_and_resizes_stepper():
-    from course.scan_widgets import tree_app
+    from course.scan.widgets import tree_app
 
     app = tree_app(n=8)
     app.controls["algorithm"].value = "hillis-steele"

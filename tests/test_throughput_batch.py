@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import course.throughput_batch as TB
+import course.throughput.batch as TB
 from course import throughput as T
 from course.errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from course import throughput as T
 from course.errors import BadInputError, DeviceMemoryError
-from course.throughput_memory import CHASE_KERNEL, LINE_BYTES, chase
+from course.throughput.memory import CHASE_KERNEL, LINE_BYTES, chase
 
 
 @settings(max_examples=25, deadline=None)
@@ -60,7 +60,7 @@ def test_memory_latency_sweep_empty_range():
 
 
 def test_memory_latency_figure_names_the_device():
-    from course import throughput_plots as P
+    from course.throughput import plots as P
 
     fig = P.memory_latency_figure(T.memory_latency_sweep([2 ** 12], hops=256, repeat=1))
     assert any("Measured live on" in t.get_text() for t in fig.texts)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from course import throughput as T
 from course.errors import BadInputError, DeviceMemoryError, GPUUnavailableError, UnsupportedDtypeError
 from course.results import ResultSet
-from course.throughput_ops import _prepare
+from course.throughput.ops import _prepare
 
 
 @pytest.mark.parametrize("op", T.op_names())

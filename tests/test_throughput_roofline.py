@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import throughput as T
-from course import throughput_plots as P
 from course.errors import BadInputError, DeviceMemoryError
 from course.results import ResultSet
+from course.throughput import plots as P
 
 
 @settings(max_examples=60, deadline=None)
@@ -149,7 +149,7 @@ def test_gpu_roofline_and_crossover():
 
 
 def test_a_faster_matmul_point_raises_the_peak_and_says_so():
-    from course.roofline import _raise_peaks_to_matmul_points
+    from course.throughput.roofline import _raise_peaks_to_matmul_points
 
     rs = ResultSet("roofline")
     rs.add(device="cpu", kind="peak_flops", dtype="float32", flops_per_s=1e9, n=512, source="sweep")
@@ -172,7 +172,7 @@ def test_bandwidth_sweep_draws_the_copy_bandwidth_line():
 def test_theoretical_peak_is_the_product_of_its_labelled_factors():
     import numpy as np
 
-    from course.roofline import theoretical_peak
+    from course.throughput.roofline import theoretical_peak
 
     p = theoretical_peak("float32", fma_units=2)
     names = [f[0] for f in p["factors"]]
@@ -184,7 +184,7 @@ def test_theoretical_peak_is_the_product_of_its_labelled_factors():
 
 
 def test_the_fma_units_are_labelled_an_assumption_unless_given():
-    from course.roofline import theoretical_peak
+    from course.throughput.roofline import theoretical_peak
 
     units = {f[0]: f for f in theoretical_peak("float64")["factors"]}["FMA units per core"]
     assert "ASSUMPTION" in units[2]
@@ -193,7 +193,7 @@ def test_the_fma_units_are_labelled_an_assumption_unless_given():
 
 
 def test_float64_has_half_the_lanes_of_float32():
-    from course.roofline import theoretical_peak
+    from course.throughput.roofline import theoretical_peak
 
     lanes = [{f[0]: f[1] for f in theoretical_peak(d)["factors"]}["SIMD lanes"] for d in ("float32", "float64")]
     if lanes[0]:
@@ -201,14 +201,14 @@ def test_float64_has_half_the_lanes_of_float32():
 
 
 def test_theoretical_peak_refuses_other_dtypes():
-    from course.roofline import theoretical_peak
+    from course.throughput.roofline import theoretical_peak
 
     with pytest.raises(BadInputError, match="float32 or float64"):
         theoretical_peak("int8")
 
 
 def test_clock_is_read_with_its_source():
-    from course.roofline import cpu_clock_hz
+    from course.throughput.roofline import cpu_clock_hz
 
     hz, source = cpu_clock_hz()
     assert isinstance(source, str) and source

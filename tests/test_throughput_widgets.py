@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from course import throughput_widgets as TW
 from course.devices import gpu_available
+from course.throughput import widgets as TW
 
 pytestmark = pytest.mark.widgets
 

@@ -144,7 +144,7 @@ def test_ladder_records_every_rung_checked_and_rated():
 
 
 def test_ladder_flags_a_rung_that_gives_a_wrong_answer(monkeypatch):
-    import course.vectorize_ladder as vl
+    import course.vectorize.ladder as vl
 
     real = vl.elementwise
 
@@ -204,7 +204,7 @@ def test_lane_trace_covers_every_element_once_in_order(n, lanes):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_compiled_relu_equals_numpy(dtype, threads):
-    from course.vectorize import compiled_relu
+    from course.vectorize.rungs import compiled_relu
 
     x = np.random.default_rng(3).standard_normal(10_001).astype(dtype)
     x[:4] = [0.0, -0.0, np.inf, np.nan]
@@ -214,7 +214,7 @@ def test_compiled_relu_equals_numpy(dtype, threads):
 
 
 def test_compiled_relu_keeps_shape_and_refuses_bad_input():
-    from course.vectorize import compiled_relu
+    from course.vectorize.rungs import compiled_relu
 
     x = np.array([[-1.0, 2.0], [3.0, -4.0]], dtype=np.float32)
     np.testing.assert_array_equal(compiled_relu(x), [[0, 2], [3, 0]])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from _nvrtc import compile_cuda
 
-from course.vectorize_gpu import CUDA_BODIES, cuda_source
+from course.vectorize.gpu import CUDA_BODIES, cuda_source
 
 FRAME = """
 template <typename T>

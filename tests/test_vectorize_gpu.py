@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from course import vectorize as v
-from course import vectorize_gpu as vg
 from course.errors import BadInputError
+from course.vectorize import gpu as vg
 
 
 def test_cuda_bodies_use_the_right_compute_type():
@@ -31,7 +31,7 @@ def test_blocks_cover_every_element():
 
 _SIM = r"""
 import json, numpy as np
-from course.vectorize_gpu import numba_elementwise
+from course.vectorize.gpu import numba_elementwise
 from course.vectorize import numpy_elementwise
 out = {}
 for op in ("relu", "sigmoid", "affine_relu"):
@@ -90,7 +90,7 @@ def test_gpu_ladder_records_gpu_rungs_that_agree():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cublas_matmul_matches_float64(dtype):
-    from course import vectorize_matmul as vm
+    from course.vectorize import matmul as vm
 
     r = vm.time_matmul_rung("gpu", 256, dtype, repeat=2, budget_s=0.2)
     assert r["agrees"], r["rel_error"]
@@ -101,7 +101,7 @@ def test_torch_bfloat16_on_the_gpu_when_torch_sees_it():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("this PyTorch build has no CUDA")
-    from course import vectorize_matmul as vm
+    from course.vectorize import matmul as vm
 
     r = vm.time_matmul_rung("torch", 256, "bfloat16", "gpu", repeat=2, budget_s=0.2)
     assert r["agrees"], r["rel_error"]

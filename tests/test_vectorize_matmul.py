@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course import vectorize_matmul as vm
 from course.errors import BadInputError, UnsupportedDtypeError
+from course.vectorize import matmul as vm
 
 
 @settings(max_examples=15, deadline=None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course import vectorize_simd as vs
 from course.errors import BadInputError
+from course.vectorize import simd as vs
 
 
 def test_dispatch_lists_every_ufunc_an_op_calls():

@@ -6,9 +6,9 @@ import pytest
 
 import course
 from course import vectorize as v
-from course import vectorize_plots as vp
-from course import vectorize_widgets as vw
 from course.errors import BadInputError
+from course.vectorize import plots as vp
+from course.vectorize import widgets as vw
 
 
 def test_flynn_figure_places_this_cpu_and_highlights_a_class():

@@ -199,7 +199,7 @@ def simulate(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> tuple[dic
 
 def gpu_kernels_available() -> bool:
     """True when a CUDA GPU answers ``numba.cuda`` here (and ``COURSE_DISABLE_GPU`` is not set)."""
-    from ..scan_kernels import kernels_unavailable_reason, simulator_enabled
+    from ..scan.kernels import kernels_unavailable_reason, simulator_enabled
     return not simulator_enabled() and kernels_unavailable_reason() is None
 
 

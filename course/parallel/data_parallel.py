@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backprop import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError
 from .allreduce import check_workers, chunk_bounds
 

@@ -35,7 +35,7 @@ from ..devices import usable_cores
 from ..errors import BadInputError, CourseError
 from .allreduce import check_workers
 
-__all__ = ["MPIError", "find_mpiexec", "mpi_unavailable_reason", "mpi_available", "max_ranks",
+__all__ = ["MPIError", "TASK_NAMES", "find_mpiexec", "mpi_unavailable_reason", "mpi_available", "max_ranks",
            "cores", "oversubscribed", "run_mpi", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install mpich mpi4py  (MPICH from the package index: no system MPI needed)"
@@ -43,6 +43,9 @@ INSTALL_HINT = "pip install mpich mpi4py  (MPICH from the package index: no syst
 
 class MPIError(CourseError, RuntimeError):
     """MPI could not start, a rank failed, or a run did not finish in time."""
+
+#: The tasks a rank can run (:data:`course.parallel.worker.TASKS` maps each to its function).
+TASK_NAMES = ("ring_check", "allreduce_timing", "data_parallel", "dp_timing", "pipeline", "nccl_ring", "sleep")
 
 
 def find_mpiexec() -> Path | None:
@@ -118,7 +121,7 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
 
     Parameters
     ----------
-    task : a name in :data:`course.parallel.worker.TASKS` (``"ring_check"``, ``"pipeline"``, ...).
+    task : a name in :data:`TASK_NAMES` (``"ring_check"``, ``"pipeline"``, ...).
     p : ranks to start (1 .. :func:`max_ranks`).
     params : JSON-ready parameters the task reads.
     timeout_s : wall-clock limit; past it every rank is killed and :class:`MPIError` says so.
@@ -135,10 +138,8 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
     >>> r["checks"][0]["identical_on_every_rank"]                       # doctest: +SKIP
     True
     """
-    from .worker import TASKS
-
-    if task not in TASKS:
-        raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASKS)}.")
+    if task not in TASK_NAMES:
+        raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASK_NAMES)}.")
     p = _check_ranks(p)
     if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
         raise BadInputError(f"timeout_s must be a positive number of seconds; got {timeout_s!r}.")

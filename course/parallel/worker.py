@@ -34,6 +34,7 @@ from .data_parallel import (
     shard,
     single_process_gradients,
 )
+from .mpi import TASK_NAMES
 from .pipeline import gpipe_step
 from .ring_mpi import ALLREDUCES, mpi_allreduce
 
@@ -102,7 +103,7 @@ def task_allreduce_timing(comm: Any, params: dict, say: Callable) -> dict:
 def task_data_parallel(comm: Any, params: dict, say: Callable) -> dict:
     """Data-parallel SGD; every rank's final weights.  ``mode``: ``"ring"`` (the course's ring after
     backward) or ``"ddp"`` (MPI's Iallreduce per bucket, overlapped with backward)."""
-    from ..backprop import MLP
+    from ..backprop.layers import MLP
 
     sizes, batch, steps, lr, seed = (params["sizes"], params["batch"], params["steps"], params["lr"],
                                      params.get("seed", 0))
@@ -124,7 +125,7 @@ def task_data_parallel(comm: Any, params: dict, say: Callable) -> dict:
 def task_dp_timing(comm: Any, params: dict, say: Callable) -> dict:
     """Per step: compute (forward + backward) vs communication (ring all-reduce of the gradients),
     then a whole step without and with DDP-style bucketed, overlapped all-reduces."""
-    from ..backprop import MLP
+    from ..backprop.layers import MLP
 
     p, r = comm.Get_size(), comm.Get_rank()
     sizes, batch, repeat = params["sizes"], params["batch"], params["repeat"]
@@ -207,6 +208,7 @@ def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
 TASKS = {"ring_check": task_ring_check, "allreduce_timing": task_allreduce_timing,
          "data_parallel": task_data_parallel, "dp_timing": task_dp_timing, "pipeline": task_pipeline,
          "nccl_ring": task_nccl_ring, "sleep": task_sleep}
+assert tuple(TASKS) == TASK_NAMES, "course.parallel.mpi.TASK_NAMES must list the tasks of TASKS"
 
 
 def main(argv: list[str]) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..scan import blelloch_scan
+from ..scan.algorithms import blelloch_scan
 from .linear import recurrence_loop, reverse_recurrence
 
 __all__ = ["check_affine_combine", "check_reverse_recurrence"]
@@ -46,9 +46,9 @@ def state_gradients(a: Any, grad_h: Any) -> Any:
 # ------------------------------------------------------------------ helpers
 
 def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any]:
-    """:func:`course.check._common.call_learner`, imported when a check runs: ``course.check`` imports
+    """:func:`course.checking.call_learner`, imported when a check runs: ``course.check`` imports
     this module while it collects the checks, so importing it here at load time would be circular."""
-    from ..check._common import call_learner as call
+    from ..checking import call_learner as call
 
     return call(fn, *args, context=context)
 

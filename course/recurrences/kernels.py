@@ -62,7 +62,7 @@ def kernels_unavailable_reason() -> str | None:
 
     The same answer as lesson 04's block-scan kernels give (``COURSE_DISABLE_GPU`` included).
     """
-    from ..scan_kernels import kernels_unavailable_reason as numba_kernels_unavailable_reason
+    from ..scan.kernels import kernels_unavailable_reason as numba_kernels_unavailable_reason
 
     return numba_kernels_unavailable_reason()
 

@@ -8,7 +8,7 @@ spaces (S5) and of Mamba's selective scan.  This module computes it
 1. :func:`recurrence_loop`: one step after the other, T dependent steps: the oracle;
 2. :func:`recurrence_scan`: the Blelloch scan of lesson 04 with the affine operator.  A step is
    the map ``h -> a·h + b``, written as the pair ``(a, b)``; doing ``(a₁, b₁)`` first and then
-   ``(a₂, b₂)`` is again such a map, ``(a₂a₁, a₂b₁ + b₂)`` (:func:`course.scan_ops.affine`),
+   ``(a₂, b₂)`` is again such a map, ``(a₂a₁, a₂b₁ + b₂)`` (:func:`course.scan.ops.affine`),
    and that composition is associative, so the tree may re-bracket it: about 2·log2 T levels;
 3. :func:`recurrence_closed_form`: unroll the loop, ``h_t = P_t · Σ_{s≤t} b_s / P_s`` with the
    running product ``P_t = a_0 ⋯ a_t``: two library calls (``cumprod``, ``cumsum``), but ``P_t``
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..devices import array_device, check_fits, get_xp
 from ..errors import BadInputError
-from ..scan import affine, blelloch_scan
+from ..scan.algorithms import affine, blelloch_scan
 
 __all__ = ["check_recurrence", "recurrence_loop", "recurrence_scan", "recurrence_closed_form",
            "recurrence_log_space", "reverse_recurrence", "recurrence_backward", "METHODS",
@@ -120,7 +120,7 @@ def recurrence_scan(a: Any, b: Any, h0: Any = None, trace: bool = False) -> Any:
     The start state folds into the first map: ``(a_0, a_0·h0 + b_0)`` maps 0 to ``h_0``.  The
     inclusive scan then holds at position t the composition of maps 0..t, whose ``b`` part is
     that composition applied to 0, i.e. ``h_t``.  Each tree level is one vectorized call of
-    :func:`course.scan_ops.affine` (earlier map first) over all its pairs and all channels.
+    :func:`course.scan.ops.affine` (earlier map first) over all its pairs and all channels.
 
     Parameters
     ----------

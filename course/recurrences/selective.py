@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backprop_gradcheck import rel_error
+from ..backprop.gradcheck import rel_error
 from ..devices import array_device, get_xp
 from ..errors import BadInputError
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
@@ -158,7 +158,7 @@ def gradient_check(params: dict, x: Any, target: Any, method: str = "scan", eps:
     """Central finite differences of the loss against :func:`backward`, for every array.
 
     Checks ``entries`` random entries of each parameter and of ``x`` (float64 needed);
-    returns ``{name: relative error}`` (:func:`course.backprop_gradcheck.rel_error`).  Values
+    returns ``{name: relative error}`` (:func:`course.backprop.gradcheck.rel_error`).  Values
     near 1e-7 or below mean the gradient is right; a wrong formula gives 1e-2 or more.
     """
     arrays = dict(params) | {"x": x}

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bppsa import backprop_scan, backprop_sequential
+from ..bppsa.algorithm import backprop_scan, backprop_sequential
 from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError
 from ..peers import time_torch, torch_device

@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from ..bppsa import work_counts as bppsa_work_counts
+from ..bppsa.algorithm import work_counts as bppsa_work_counts
 from ..errors import BadInputError
-from ..scan import operation_counts
+from ..scan.algorithms import operation_counts
 
 __all__ = ["KINDS", "work_counts", "work_table", "combine_flops"]
 

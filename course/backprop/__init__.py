@@ -1,0 +1,44 @@
+"""Lesson 01: backpropagation, step by step, for any array namespace.
+
+Read in this order:
+
+* :mod:`~course.backprop.layers`: each layer's ``forward`` and ``backward`` side by side, the
+  losses, and :class:`MLP`, whose training step allocates nothing;
+* :mod:`~course.backprop.gradcheck`: the oracle, centred finite differences;
+* :mod:`~course.backprop.validate`: the checks that give each bad input a clear message;
+* :mod:`~course.backprop.data` and :mod:`~course.backprop.train`: real data and a training loop;
+* :mod:`~course.backprop.trace`: where the time of one training step goes, layer by layer;
+* :mod:`~course.backprop.checkpointing`: memory traded for recomputation;
+* :mod:`~course.backprop.bench`: the course's training step against PyTorch's;
+* :mod:`~course.backprop.widgets`, :mod:`~course.backprop.checks` (the exercises) and
+  :mod:`~course.backprop.experiments` (``python -m course report``).
+"""
+
+from __future__ import annotations
+
+from .gradcheck import (
+    gradient_check,
+    gradient_errors,
+    layer_gradient_check,
+    loss_gradient_check,
+    rel_error,
+)
+from .layers import (
+    ACTIVATIONS,
+    MLP,
+    Linear,
+    ReLU,
+    Sigmoid,
+    Tanh,
+    mse,
+    mse_backward,
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+    xp_of,
+)
+
+__all__ = [
+    "Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
+    "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "xp_of",
+    "rel_error", "gradient_check", "gradient_errors", "layer_gradient_check", "loss_gradient_check",
+]

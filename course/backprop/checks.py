@@ -1,0 +1,168 @@
+"""Checks for lesson 01's exercises: the backward pass of a sigmoid, the weight gradient of a Linear layer.
+
+Each check calls your function on fresh random inputs, compares it with the
+course's implementation (:mod:`course.backprop`) and prints what is wrong:
+shape, a flipped sign, a constant factor, a missing factor of the chain rule,
+swapped operands, or that it is right but loops in Python where one array operation would do
+(counted in lines of Python run, not timed, so a busy machine cannot fail a right answer).
+
+>>> import numpy as np
+>>> sigmoid_backward(lambda dout, out: dout * out * (1 - out))
+sigmoid_backward: right. dx = dout · out · (1 - out) for every shape tried.
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..checking import python_lines_run
+from .layers import Linear, Sigmoid
+
+__all__ = ["sigmoid_backward", "linear_weight_grad"]
+
+_MAX_LINES = 64  # lines of Python one call may run on a large input: a loop over rows runs hundreds
+
+
+def _call(name: str, fn: Callable, *args):
+    """(result, None) or (None, message) when the learner's function raised."""
+    try:
+        return fn(*args), None
+    except NotImplementedError:
+        return None, (f"{name}: not done yet (the function still raises NotImplementedError). "
+                      "Fill it in and run this cell again.")
+    except Exception as exc:  # the learner's bug: say what it was, do not crash the notebook
+        return None, f"{name}: your function raised {type(exc).__name__}: {exc}"
+
+
+def _scale(got: np.ndarray, want: np.ndarray) -> float | None:
+    """c if got ≈ c · want for one constant c (else None)."""
+    denom = float(np.vdot(want, want))
+    if denom == 0:
+        return None
+    c = float(np.vdot(got, want)) / denom
+    return c if np.allclose(got, c * want, rtol=1e-5, atol=1e-8) else None
+
+
+def _close(a, b) -> bool:
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-8)
+
+
+def _compare(name: str, got, want: np.ndarray, shape_hint: str,
+             suspects: list[tuple[np.ndarray, str]]) -> str | None:
+    """None when right, else the message saying what is wrong."""
+    if got is None:
+        return f"{name}: your function returned None. Did you forget the `return`?"
+    try:
+        got = np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return f"{name}: returned a {type(got).__name__}, not an array of numbers"
+    if got.shape != want.shape:
+        for alt, msg in suspects:
+            if _close(got, alt):
+                return f"{name}: wrong shape {got.shape}, expected {want.shape}. {msg}"
+        return f"{name}: wrong shape {got.shape}, expected {want.shape}. {shape_hint}"
+    if _close(got, want):
+        return None
+    if not np.all(np.isfinite(got)):
+        return f"{name}: your result contains NaN or inf"
+    if _close(got, -want):
+        return (f"{name}: the sign is flipped (you return minus the gradient). Backprop passes the "
+                "gradient on; the minus sign belongs to the update p -= lr · dp.")
+    for alt, msg in suspects:
+        if _close(got, alt):
+            return f"{name}: {msg}"
+    c = _scale(got, want)
+    if c is not None:
+        return f"{name}: right direction but off by a constant factor {c:.4g} (every entry is {c:.4g} × the right one)."
+    i = np.unravel_index(np.argmax(np.abs(got - want)), want.shape)
+    return (f"{name}: wrong values. Largest error at index {tuple(int(j) for j in i)}: you gave {got[i]:.6g}, "
+            f"expected {want[i]:.6g}.")
+
+
+def _loops(name: str, fn: Callable, args) -> str | None:
+    """A message when ``fn`` runs a Python loop over rows or elements (counted, not timed)."""
+    lines = python_lines_run(fn, *args)
+    if lines > _MAX_LINES:
+        return (f"{name}: the values are right, but on a {np.shape(args[0])} input your function ran {lines:,} "
+                "lines of Python, where one array operation runs a handful. Replace Python loops by "
+                "whole-array operations: that is what lets a GPU run every element at once.")
+    return None
+
+
+def _report(msg: str | None, ok_text: str) -> bool:
+    print(ok_text if msg is None else msg)
+    return msg is None
+
+
+def sigmoid_backward(fn: Callable) -> bool:
+    """Check ``fn(dout, out) -> dx``, the backward pass of a sigmoid whose forward output is ``out``.
+
+    ``out = σ(x)`` is what the forward pass cached; ``dout`` is d loss / d out.
+    The answer is ``dx = dout · σ'(x)`` with ``σ'(x) = σ(x)(1 - σ(x))``.
+    """
+    name = "sigmoid_backward"
+    rng = np.random.default_rng(101)  # fixed: a check says the same thing every time it runs
+    for shape in [(5, 7), (3, 11)]:
+        x = rng.standard_normal(shape) * 2
+        dout = rng.standard_normal(shape)
+        layer = Sigmoid()
+        out, cache = layer.forward(x)
+        want = layer.backward(dout, cache)
+        got, err = _call(name, fn, dout.copy(), out.copy())
+        if err:
+            return _report(err, "")
+        s_out = 1 / (1 + np.exp(-out))
+        msg = _compare(name, got, want, "dx must have the shape of x (and of out and dout).", [
+            (want.T, "It is transposed: an element-wise gradient keeps the shape, no .T needed."),
+            (out * (1 - out), "you returned σ'(x) alone: multiply by dout (the chain rule: dx = dout · σ'(x))."),
+            (dout * out, "the factor (1 - out) is missing: σ'(x) = σ(x)(1 - σ(x)) = out · (1 - out)."),
+            (dout * (1 - out), "the factor out is missing: σ'(x) = out · (1 - out)."),
+            (dout * s_out * (1 - s_out), "you applied the sigmoid again: out already is σ(x), use it as it is."),
+            (dout * (1 - out * out), "that is tanh's derivative (1 - out²); the sigmoid's is out · (1 - out)."),
+            (dout * out * (1 - out) * out.shape[0], "you multiplied by the batch size: nothing to average here."),
+            (dout * out * (1 - out) / out.shape[0], "you divided by the batch size: the loss's backward already did."),
+        ])
+        if msg:
+            return _report(msg, "")
+    big = (rng.standard_normal((256, 400)), 1 / (1 + np.exp(-rng.standard_normal((256, 400)))))
+    slow = _loops(name, fn, big)
+    return _report(slow, f"{name}: right. dx = dout · out · (1 - out) for every shape tried.")
+
+
+def linear_weight_grad(fn: Callable) -> bool:
+    """Check ``fn(x, dout) -> dW`` for a Linear layer ``out = x @ W + b``.
+
+    ``x`` is ``(batch, n_in)``, ``dout`` is ``(batch, n_out)``; ``dW`` must have W's
+    shape ``(n_in, n_out)``: ``dW = xᵀ @ dout`` (each example's contribution, summed).
+    """
+    name = "linear_weight_grad"
+    rng = np.random.default_rng(102)
+    for batch, n_in, n_out in [(6, 4, 3), (5, 8, 2)]:
+        x = rng.standard_normal((batch, n_in))
+        dout = rng.standard_normal((batch, n_out))
+        layer = Linear(n_in, n_out, dtype="float64", rng=rng)
+        layer.backward(dout, (x,), need_dx=False)
+        want = layer.dW.copy()
+        got, err = _call(name, fn, x.copy(), dout.copy())
+        if err:
+            return _report(err, "")
+        msg = _compare(name, got, want, f"dW must have W's shape (n_in, n_out) = {want.shape}: x is "
+                       f"(batch, n_in) = {x.shape} and dout is (batch, n_out) = {dout.shape}, so "
+                       "contract over the batch: xᵀ @ dout.", [
+                           (want.T, f"You computed doutᵀ @ x, which is dWᵀ with shape {want.T.shape}; swap the "
+                                    "operands: dW = xᵀ @ dout has W's shape (n_in, n_out)."),
+                           (dout @ (layer.W.T), "that is dx = dout @ Wᵀ, the gradient for the layer's input; "
+                                                "the weight gradient is xᵀ @ dout."),
+                           (want / batch, f"you divided by the batch size ({batch}): the 1/batch of the mean "
+                                          "loss is already inside dout, which the loss's backward produced."),
+                           (x[:1].T @ dout[:1], "only the first example counts: dW sums every example's "
+                                                "contribution, xᵀ @ dout does that."),
+                       ])
+        if msg:
+            return _report(msg, "")
+    x, dout = rng.standard_normal((64, 100)), rng.standard_normal((64, 50))
+    slow = _loops(name, fn, (x, dout))
+    return _report(slow, f"{name}: right. dW = xᵀ @ dout has W's shape (n_in, n_out) for every shape tried.")

@@ -1,0 +1,160 @@
+"""Gradient checks: backprop's answer against centred finite differences.
+
+A gradient check is the oracle of this lesson.  Nudge one number ``p`` of the
+model (or of a layer's input) to ``p + eps`` and ``p - eps``, recompute the
+loss, and ``(L(p + eps) - L(p - eps)) / (2 eps)`` approximates ``dL/dp`` with
+an error of order ``eps²``.  Backprop must agree with it for every entry.  In
+float64 the two agree to about 1e-9; a wrong backward pass is off by order 1.
+
+* :func:`gradient_check` and :func:`gradient_errors`: a whole MLP, per parameter;
+* :func:`layer_gradient_check`: one layer alone (Linear, ReLU, Sigmoid, Tanh), with
+  the scalar loss ``sum(out * dout)`` for a random ``dout``;
+* :func:`loss_gradient_check`: the losses' own backward passes.
+
+>>> from course.backprop import Tanh
+>>> errs = layer_gradient_check(Tanh(), np.random.default_rng(0).standard_normal((4, 3)))
+>>> errs["dx"] < 1e-7
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..devices import to_numpy
+from ..errors import BadInputError
+from .layers import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
+
+__all__ = ["rel_error", "gradient_check", "gradient_errors", "layer_gradient_check", "loss_gradient_check",
+           "FULL_CHECK_LIMIT", "SAMPLE_ENTRIES"]
+
+
+def rel_error(a, b) -> float:
+    """``max|a - b| / max(max|a|, max|b|)``: the error relative to the gradient's scale (0 if both are 0)."""
+    a, b = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
+    scale = max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0))
+    return 0.0 if scale == 0 else float(np.abs(a - b).max() / scale)
+
+
+#: Models with more parameters than this are checked on a random sample of entries by default.
+FULL_CHECK_LIMIT = 20_000
+#: Entries drawn per parameter array for such models.
+SAMPLE_ENTRIES = 200
+
+
+def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None | str = "auto",
+                    seed: int = 0) -> list[dict]:
+    """Backprop against centred finite differences, one record per parameter array.
+
+    Each checked entry ``p[i]`` is nudged to ``p[i] ± eps`` and the loss is
+    recomputed: ``(L(p + eps) - L(p - eps)) / (2 eps)``.  ``max_entries``: ``None``
+    checks every entry; an integer checks that many entries per array, drawn at
+    random (with ``seed``); ``"auto"`` (the default) checks every entry of a model
+    with at most ``FULL_CHECK_LIMIT`` parameters and ``SAMPLE_ENTRIES`` per array of
+    a bigger one (two forward passes per entry would take minutes).  Use a float64
+    model: in float32 the rounding of the loss alone limits the agreement to about 1e-3.
+    """
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+        raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
+    if max_entries == "auto":
+        max_entries = None if model.n_parameters() <= FULL_CHECK_LIMIT else SAMPLE_ENTRIES
+    elif max_entries is not None and (isinstance(max_entries, bool) or not isinstance(max_entries, int)
+                                      or max_entries < 1):
+        raise BadInputError(f"max_entries must be None, 'auto' or a whole number >= 1, got {max_entries!r}")
+    x = model._check_x(x)
+    y = model._check_y(y, x.shape[0])
+    loss, cache = softmax_cross_entropy(model._forward(x), y)
+    model.backward(softmax_cross_entropy_backward(cache))
+    analytic = [to_numpy(g).copy() for g in model.gradients()]
+    rng = np.random.default_rng(seed)
+    out = []
+    for name, p, g in zip(model.parameter_names(), model.parameters(), analytic):
+        flat = p.reshape(-1)                     # a view: nudging it nudges the model
+        n = flat.size
+        idx = np.arange(n) if max_entries is None or max_entries >= n else \
+            np.sort(rng.choice(n, size=max_entries, replace=False))
+        numeric = np.empty(len(idx))
+        for k, i in enumerate(idx):
+            i = int(i)
+            old = flat[i].item()
+            flat[i] = old + eps
+            lp = float(softmax_cross_entropy(model._forward(x), y)[0])
+            flat[i] = old - eps
+            lm = float(softmax_cross_entropy(model._forward(x), y)[0])
+            flat[i] = old
+            numeric[k] = (lp - lm) / (2 * eps)
+        out.append({"parameter": name, "shape": tuple(p.shape), "checked": len(idx), "of": n,
+                    "rel_error": rel_error(g.reshape(-1)[idx], numeric)})
+    return out
+
+
+def gradient_check(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None | str = "auto",
+                   seed: int = 0) -> float:
+    """The largest relative error between backprop and finite differences over every parameter.
+
+    Each parameter entry is nudged by ``±eps`` and the loss recomputed; see
+    :func:`gradient_errors` for the method and the
+    per-parameter numbers.  Below 1e-7 in float64 means the backward pass is right.
+    By default every entry of a small model is checked and a random sample of 200
+    entries per parameter of a big one (over 20,000 parameters); ``max_entries=None``
+    checks them all, an integer that many per parameter.
+
+    >>> m = MLP([3, 4, 2], dtype="float64", seed=1)
+    >>> x = np.random.default_rng(0).standard_normal((5, 3))
+    >>> gradient_check(m, x, np.array([0, 1, 1, 0, 1])) < 1e-7
+    True
+    """
+    return max(r["rel_error"] for r in gradient_errors(model, x, y, eps, max_entries, seed))
+
+
+def _numeric(f, a: np.ndarray, eps: float) -> np.ndarray:
+    """Centred differences of the scalar ``f()`` with respect to every entry of ``a`` (nudged in place)."""
+    grad = np.empty(a.shape)
+    flat, gflat = a.reshape(-1), grad.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i].item()
+        flat[i] = old + eps
+        lp = float(f())
+        flat[i] = old - eps
+        lm = float(f())
+        flat[i] = old
+        gflat[i] = (lp - lm) / (2 * eps)
+    return grad
+
+
+def layer_gradient_check(layer, x: np.ndarray, eps: float = 1e-6, seed: int = 0) -> dict:
+    """Relative errors of one layer's backward (``dx``, and ``dW``, ``db`` for a Linear) on host float64 data.
+
+    The scalar checked is ``sum(layer.forward(x) * dout)`` for a random ``dout``,
+    whose gradient with respect to the output is exactly ``dout``.
+    """
+    x = np.array(x, dtype=np.float64)
+    dout_shape = (x.shape[0], layer.n_out) if isinstance(layer, Linear) else x.shape
+    dout = np.random.default_rng(seed).standard_normal(dout_shape)
+
+    def f():
+        return np.sum(layer.forward(x)[0] * dout)
+
+    _, cache = layer.forward(x)
+    dx = layer.backward(dout, cache)
+    out = {"dx": rel_error(dx, _numeric(f, x, eps))}
+    if isinstance(layer, Linear):
+        dW, db = layer.dW.copy(), layer.db.copy()
+        out["dW"] = rel_error(dW, _numeric(f, layer.W, eps))
+        out["db"] = rel_error(db, _numeric(f, layer.b, eps))
+    return out
+
+
+def loss_gradient_check(eps: float = 1e-6, seed: int = 0) -> dict:
+    """Relative errors of the softmax cross-entropy and MSE backward passes on random float64 data."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((6, 5)) * 3
+    labels = rng.integers(0, 5, size=6)
+    d_ce = softmax_cross_entropy_backward(softmax_cross_entropy(logits, labels)[1])
+    pred, target = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    d_mse = mse_backward(mse(pred, target)[1])
+    return {
+        "softmax_cross_entropy": rel_error(d_ce, _numeric(lambda: softmax_cross_entropy(logits, labels)[0],
+                                                          logits, eps)),
+        "mse": rel_error(d_mse, _numeric(lambda: mse(pred, target)[0], pred, eps)),
+    }

@@ -1,0 +1,345 @@
+"""Where the time of one training step goes, layer by layer, on a chosen device.
+
+:func:`trace_step` runs one training step of an :class:`~course.backprop.MLP`
+and then times every layer's forward and backward on its own (warm-up,
+repeats, median; CUDA events on a GPU), next to the shapes it works on, the
+operations it runs and their FLOPs.  Two facts show up in every trace:
+
+* the backward pass costs about **twice** the forward pass: a Linear layer's
+  forward is one matrix product, its backward two (``dW = xᵀ @ dout`` and
+  ``dx = dout @ Wᵀ``) of the same size;
+* the **matrix products dominate**: the element-wise activations and the loss
+  are a small share of the time, and every output element of a product is
+  independent of the others, which is the parallelism a GPU feeds on.
+
+:func:`step_time_sweep` times whole steps against the hidden width for the
+report and the notebook's CPU-versus-GPU plot.
+
+>>> import numpy as np
+>>> from course.backprop import MLP
+>>> m = MLP([64, 32, 10])
+>>> t = trace_step(m, np.ones((16, 64), np.float32), np.zeros(16, dtype=np.int64), repeat=2)
+>>> [r.name for r in t.layers]
+['Linear 1 (64→32)', 'ReLU 1', 'Linear 2 (32→10)', 'softmax cross-entropy']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..devices import check_fits, normalize_device, resolve_devices, synchronize, to_device
+from ..errors import BadInputError
+from ..results import ResultSet
+from ..timing import benchmark
+from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+
+__all__ = ["LayerTrace", "StepTrace", "trace_step", "time_train_step", "step_time_sweep",
+           "random_batch", "trace_figure", "trace_html", "trace_to_results", "trace_from_results"]
+
+
+@dataclass
+class LayerTrace:
+    """One layer of a traced step: what it computes, how much work, how long it took."""
+
+    name: str
+    kind: str                      # "linear", "activation" or "loss"
+    in_shape: tuple
+    out_shape: tuple
+    forward_ops: list
+    backward_ops: list
+    forward_flops: float
+    backward_flops: float
+    matmul_flops: float            # the part of forward + backward done by matrix products
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+
+
+@dataclass
+class StepTrace:
+    """A traced training step: the layers in forward order, and the whole step timed as one."""
+
+    layers: list = field(default_factory=list)
+    step_s: float = 0.0
+    device: str = "cpu"
+    model: str = ""
+    batch: int = 0
+
+    @property
+    def forward_s(self) -> float:
+        return sum(r.forward_s for r in self.layers)
+
+    @property
+    def backward_s(self) -> float:
+        return sum(r.backward_s for r in self.layers)
+
+    @property
+    def flop_ratio(self) -> float:
+        """Backward FLOPs over forward FLOPs (counted): 2 for a hidden Linear layer, 1 for the first."""
+        return sum(r.backward_flops for r in self.layers) / max(sum(r.forward_flops for r in self.layers), 1.0)
+
+    @property
+    def matmul_share(self) -> float:
+        """Share of the layer-by-layer time spent in Linear layers (their matrix products)."""
+        lin = sum(r.forward_s + r.backward_s for r in self.layers if r.kind == "linear")
+        return lin / max(self.forward_s + self.backward_s, 1e-30)
+
+
+def _mm(a: Sequence[int], b: Sequence[int]) -> str:
+    return f"({a[0]}×{a[1]}) @ ({b[0]}×{b[1]})"
+
+
+def trace_step(model: MLP, x, y, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
+    """Trace one training step of ``model`` on ``(x, y)``: per-layer ops, FLOPs and times.
+
+    The weights are left as they were (no update is applied).  Each layer is
+    timed on copies of the inputs it saw in the step, writing into scratch
+    buffers.  The timings run in rounds, each timing every operation once, so a
+    moment when the machine is busy hits one sample of every operation rather than
+    all samples of one; ``repeat`` rounds at most (at least 3), the median of each
+    operation is kept, and no new round starts after ``budget_s`` seconds.
+    """
+    dev = model.device
+    x = model._check_x(x)
+    y = model._check_y(y, x.shape[0])
+    b = int(x.shape[0])
+    jobs: list = []                              # (record, field, fn, args, kwargs), timed below
+    # One real step, keeping each layer's input and the gradient arriving at its output.
+    inputs, h = [], x
+    for layer in model.layers:
+        inputs.append(h.copy())
+        h, _ = layer.forward(h)
+    logits = h
+    loss, lcache = softmax_cross_entropy(logits, y)
+    g = softmax_cross_entropy_backward(lcache)
+    upstream = [None] * len(model.layers)
+    for i in range(len(model.layers) - 1, -1, -1):
+        upstream[i] = g.copy()
+        _, cache = model.layers[i].forward(inputs[i])
+        g = model.layers[i].backward(g, cache, need_dx=i > 0) if isinstance(model.layers[i], Linear) \
+            else model.layers[i].backward(g, cache)
+    tr = StepTrace(device=dev, model=repr(model), batch=b)
+    n_lin = n_act = 0
+    for i, layer in enumerate(model.layers):
+        xin, dout = inputs[i], upstream[i]
+        scratch = model.xp.empty_like(dout)
+        if isinstance(layer, Linear):
+            n_lin += 1
+            ni, no = layer.n_in, layer.n_out
+            mm = 2.0 * b * ni * no
+            first = i == 0
+            rec = LayerTrace(
+                name=f"Linear {n_lin} ({ni}→{no})", kind="linear", in_shape=(b, ni), out_shape=(b, no),
+                forward_ops=[f"out = x @ W: {_mm((b, ni), (ni, no))}", f"out += b: ({no},) over {b} rows"],
+                backward_ops=[f"dW = xᵀ @ dout: {_mm((ni, b), (b, no))}", f"db = dout summed over {b} rows",
+                              "dx: not needed for the first layer (x is data)" if first else
+                              f"dx = dout @ Wᵀ: {_mm((b, no), (no, ni))}"],
+                forward_flops=mm + b * no, backward_flops=mm * (1 if first else 2) + b * no,
+                matmul_flops=mm * (2 if first else 3))
+            _, cache = layer.forward(xin)
+            dx_buf = None if first else model.xp.empty_like(xin)
+            jobs += [(rec, "forward_s", layer.forward, (xin,), {"out": scratch}),
+                     (rec, "backward_s", layer.backward, (dout, cache), {"out": dx_buf, "need_dx": not first})]
+        else:
+            n_act += 1
+            nm = type(layer).__name__
+            cache_out = layer.forward(xin)[1]
+            rec = LayerTrace(
+                name=f"{nm} {n_act}", kind="activation", in_shape=tuple(xin.shape), out_shape=tuple(xin.shape),
+                forward_ops=[f"{nm.lower()}(x) element-wise on {xin.shape[0]}×{xin.shape[1]}"],
+                backward_ops=[f"dx = dout · {nm.lower()}'(x), element-wise"],
+                forward_flops=float(xin.size), backward_flops=float(2 * xin.size), matmul_flops=0.0)
+            jobs += [(rec, "forward_s", layer.forward, (xin,), {"out": scratch}),
+                     (rec, "backward_s", layer.backward, (dout, cache_out), {"out": scratch})]
+        tr.layers.append(rec)
+    c = model.sizes[-1]
+    rec = LayerTrace(name="softmax cross-entropy", kind="loss", in_shape=(b, c), out_shape=(),
+                     forward_ops=[f"softmax of ({b}×{c}) logits, mean -log p[label]"],
+                     backward_ops=["dlogits = (softmax - one_hot) / batch"],
+                     forward_flops=4.0 * b * c, backward_flops=1.0 * b * c, matmul_flops=0.0)
+    jobs += [(rec, "forward_s", softmax_cross_entropy, (logits, y), {}),
+             (rec, "backward_s", softmax_cross_entropy_backward, (lcache,), {}),
+             (tr, "step_s", model.train_step, (x, y, 1e-12), {})]
+    tr.layers.append(rec)
+    saved = [p.copy() for p in model.parameters()]
+    samples: list = [[] for _ in jobs]
+    began = time.perf_counter()
+    for r in range(max(int(repeat), 3) + 1):     # round 0 is the warm-up
+        if r > 3 and time.perf_counter() - began > budget_s:
+            break
+        for j, (_, _, fn, args, kwargs) in enumerate(jobs):
+            t = benchmark(fn, *args, device=dev, warmup=0, repeat=1, **kwargs).samples[0]
+            if r:
+                samples[j].append(t)
+    for (obj, name, *_), ts in zip(jobs, samples):
+        setattr(obj, name, float(np.median(ts)))
+    for p, s in zip(model.parameters(), saved):
+        p[...] = s                               # leave the model as it was
+    synchronize(dev)
+    return tr
+
+
+def trace_to_results(tr: StepTrace, rs: ResultSet | None = None) -> ResultSet:
+    """Store a trace as records (one per layer, plus the whole step) of a ``backprop_layer_trace`` set."""
+    rs = rs if rs is not None else ResultSet("backprop_layer_trace", params={"model": tr.model, "batch": tr.batch})
+    for i, r in enumerate(tr.layers):
+        rs.add(device=tr.device, layer=i, name=r.name, kind=r.kind, in_shape=list(r.in_shape),
+               out_shape=list(r.out_shape), forward_ops=r.forward_ops, backward_ops=r.backward_ops,
+               forward_flops=r.forward_flops, backward_flops=r.backward_flops, matmul_flops=r.matmul_flops,
+               forward_s=r.forward_s, backward_s=r.backward_s, model=tr.model, batch=tr.batch)
+    rs.add(device=tr.device, layer=-1, name="whole step", step_s=tr.step_s, model=tr.model, batch=tr.batch)
+    return rs
+
+
+def trace_from_results(rs: ResultSet, device: str = "cpu") -> StepTrace | None:
+    """Rebuild the :class:`StepTrace` of ``device`` from :func:`trace_to_results` records (None if absent)."""
+    recs = sorted((r for r in rs.select(device=device) if r.get("layer", -1) >= 0), key=lambda r: r["layer"])
+    if not recs:
+        return None
+    step = [r for r in rs.select(device=device) if r.get("layer") == -1]
+    fields = ("name", "kind", "forward_ops", "backward_ops", "forward_flops", "backward_flops",
+              "matmul_flops", "forward_s", "backward_s")
+    layers = [LayerTrace(in_shape=tuple(r["in_shape"]), out_shape=tuple(r["out_shape"]),
+                         **{k: r[k] for k in fields}) for r in recs]
+    return StepTrace(layers=layers, step_s=step[0]["step_s"] if step else float("nan"), device=device,
+                     model=recs[0]["model"], batch=recs[0]["batch"])
+
+
+def random_batch(model: MLP, batch: int, seed: int = 0):
+    """A random standard-normal batch and random labels for ``model``, on its device."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, model.sizes[0])).astype(model.dtype)
+    y = rng.integers(0, model.sizes[-1], size=batch)
+    return to_device(x, model.device), to_device(y, model.device)
+
+
+def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float32", device: Any = "cpu",
+                    activation: str = "relu", repeat: int = 5, budget_s: float | None = 1.0):
+    """Median time of one ``train_step`` of ``MLP(sizes)`` on a random batch; a :class:`Timing`."""
+    dev = normalize_device(device)
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise BadInputError(f"batch must be a whole number >= 1, got {batch!r}")
+    model = MLP(sizes, activation=activation, dtype=dtype, device=dev)
+    widest = max(sizes)
+    check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize + 3 * model.n_parameters()
+                   * model.dtype.itemsize + batch * widest), dev, what=f"an MLP {list(sizes)} step")
+    x, y = random_batch(model, batch)
+    return benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                     name=f"train step {'-'.join(map(str, sizes))} batch {batch}")
+
+
+def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: int = 2, batch: int = 256,
+                    n_in: int = 784, n_out: int = 10, dtype: Any = "float32",
+                    devices: Sequence[str] | None = None, repeat: int = 5, budget_s: float = 0.5,
+                    progress: Callable | None = None) -> ResultSet:
+    """Training-step time against hidden width (``depth`` hidden layers) on each device.
+
+    Every network is built first; then rounds time one step of each in turn (at
+    most ``repeat`` rounds, at least 3, no new round once ``budget_s`` seconds per
+    network have passed), and each record keeps the median and quartiles.
+    """
+    devs = resolve_devices(devices or None)
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise BadInputError(f"batch must be a whole number >= 1, got {batch!r}")
+    rs = ResultSet("backprop_train_step", params={"widths": list(widths), "depth": depth, "batch": batch,
+                                                  "n_in": n_in, "n_out": n_out, "dtype": str(dtype)})
+    jobs = []
+    for d in devs:
+        for w in widths:
+            sizes = [n_in] + [int(w)] * depth + [n_out]
+            model = MLP(sizes, dtype=dtype, device=d)
+            check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize
+                           + 3 * model.n_parameters() * model.dtype.itemsize), d,
+                       what=f"an MLP {sizes} step at batch {batch}")
+            x, y = random_batch(model, batch)
+            jobs.append((d, int(w), model, x, y, []))
+    began = time.perf_counter()
+    rounds = range(max(int(repeat), 3) + 1)           # round 0 warms every network up
+    for r in (progress(rounds, desc="train-step sweep") if progress else rounds):
+        if r > 3 and budget_s is not None and time.perf_counter() - began > budget_s * len(jobs):
+            rs.notes.append(f"timing stopped after {r - 1} rounds by the time budget")
+            break
+        for d, _, model, x, y, samples in jobs:
+            t = benchmark(model.train_step, x, y, 1e-3, device=d, warmup=0, repeat=1).samples[0]
+            if r:
+                samples.append(t)
+    for d, w, model, _, _, samples in jobs:
+        flops = model.flops_per_step(batch)
+        med = float(np.median(samples))
+        rs.add(device=d, width=w, depth=depth, batch=batch, dtype=str(dtype), median_s=med,
+               q25_s=float(np.percentile(samples, 25)), q75_s=float(np.percentile(samples, 75)),
+               min_s=float(np.min(samples)), repeat=len(samples), flops=flops, gflops=flops / med / 1e9)
+    return rs
+
+
+def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None):
+    """Per-layer forward and backward times (bars), and how the step splits up.
+
+    ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
+    another machine; the footer then says so instead of "measured live".
+    """
+    from ..plots import COLORS, add_footer, new_figure
+
+    fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
+    names = [r.name for r in tr.layers]
+    fw = np.array([r.forward_s for r in tr.layers]) * 1e3
+    bw = np.array([r.backward_s for r in tr.layers]) * 1e3
+    yy = np.arange(len(names))
+    ax.barh(yy - 0.2, fw, 0.4, color=COLORS[tr.device], alpha=0.55, label="forward")
+    ax.barh(yy + 0.2, bw, 0.4, color=COLORS[tr.device], label="backward")
+    for i in range(len(names)):
+        ax.text(max(fw[i], bw[i]), i, f"  ×{bw[i] / fw[i]:.1f}" if fw[i] > 0 else "", va="center", fontsize=7.5)
+    ax.set_yticks(yy, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms, median)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("each layer alone (label: backward ÷ forward)", fontsize=9)
+    ax.margins(x=0.15)
+    parts = [("forward: Linear (products)", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
+             ("forward: activations + loss", sum(f for f, r in zip(fw, tr.layers) if r.kind != "linear")),
+             ("backward: Linear (products)", sum(v for v, r in zip(bw, tr.layers) if r.kind == "linear")),
+             ("backward: activations + loss", sum(v for v, r in zip(bw, tr.layers) if r.kind != "linear"))]
+    ax2.barh(range(4), [p[1] for p in parts], color=[COLORS[tr.device]] * 4,
+             alpha=1.0)
+    for i, (_, v) in enumerate(parts):
+        ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=8)
+    ax2.barh([4.2], [tr.step_s * 1e3], color="0.4")
+    ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=8)
+    ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step\n(with the SGD update)"],
+                   fontsize=8)
+    ax2.invert_yaxis()
+    ax2.margins(x=0.25)
+    ax2.set_xlabel("time (ms)")
+    ax2.set_title(f"backward ÷ forward: time {tr.backward_s / max(tr.forward_s, 1e-30):.2f}, "
+                  f"FLOPs {tr.flop_ratio:.2f}; "
+                  f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
+    fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
+    how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
+    if reference is not None and reference.source == "reference":
+        fig.text(0.01, 0.0, f"Reference results {reference.label}: NOT measured on this machine. {how}",
+                 fontsize=7.5, color="#a40", ha="left", va="top", transform=fig.transFigure)
+    else:
+        add_footer(fig, extra=how)
+    return fig
+
+
+def trace_html(tr: StepTrace) -> str:
+    """The trace as an HTML table: shapes, the operations of each pass, FLOPs, times."""
+    import html
+
+    rows = []
+    for r in tr.layers:
+        fops = "<br>".join(html.escape(o) for o in r.forward_ops)
+        bops = "<br>".join(html.escape(o) for o in r.backward_ops)
+        rows.append(f"<tr><td>{html.escape(r.name)}</td><td>{r.in_shape}→{r.out_shape}</td>"
+                    f"<td>{fops}</td><td>{r.forward_flops / 1e6:,.2f}</td><td>{r.forward_s * 1e3:.3f}</td>"
+                    f"<td>{bops}</td><td>{r.backward_flops / 1e6:,.2f}</td><td>{r.backward_s * 1e3:.3f}</td></tr>")
+    head = ("<tr><th>layer</th><th>shape</th><th>forward</th><th>MFLOP</th><th>ms</th>"
+            "<th>backward</th><th>MFLOP</th><th>ms</th></tr>")
+    return (f"<table style='font-size:12px'>{head}{''.join(rows)}</table>"
+            f"<p>Sum of the layers: forward {tr.forward_s * 1e3:.3f} ms, backward {tr.backward_s * 1e3:.3f} ms; "
+            f"the whole step timed as one: {tr.step_s * 1e3:.3f} ms on the {tr.device.upper()}.</p>")

@@ -1,0 +1,134 @@
+"""Training an :class:`~course.backprop.MLP` on real data, with a history to plot.
+
+:func:`train` runs minibatch SGD for some epochs and records, after each epoch,
+the training loss, the test loss and both accuracies, and the seconds spent.
+A ``callback(history)`` runs after each epoch (the notebook redraws its live
+curve there), and a time budget stops it early, saying so.
+
+>>> from course.backprop import MLP
+>>> from course.backprop.data import load_digits
+>>> d = load_digits()
+>>> h = train(MLP([64, 64, 10]), d, epochs=3)
+>>> h.test_acc[-1] > 0.85
+True
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..devices import synchronize, to_device
+from ..errors import BadInputError
+from .data import Dataset, batches
+from .layers import MLP, softmax_cross_entropy
+
+__all__ = ["History", "train", "accuracy", "evaluate", "training_figure"]
+
+
+@dataclass
+class History:
+    """Per-epoch measurements of one training run."""
+
+    epoch: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    test_loss: list = field(default_factory=list)
+    train_acc: list = field(default_factory=list)
+    test_acc: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)       # wall time of the epoch's steps
+    steps: int = 0
+    stopped_early: bool = False
+    description: str = ""
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("epoch", "train_loss", "test_loss", "train_acc",
+                                              "test_acc", "seconds", "steps", "stopped_early")}
+
+
+def evaluate(model: MLP, x, y) -> tuple[float, float]:
+    """``(mean cross-entropy, accuracy)`` of ``model`` on ``(x, y)``, one forward pass."""
+    logits = model.forward(x)
+    loss, _ = softmax_cross_entropy(logits, model._check_y(y, x.shape[0]))
+    acc = (logits.argmax(axis=1) == y).mean()
+    return float(loss), float(acc)
+
+
+def accuracy(model: MLP, x, y) -> float:
+    """Share of rows of ``x`` whose largest logit is the true label."""
+    return evaluate(model, x, y)[1]
+
+
+def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr: float = 0.05,
+          seed: int = 0, callback: Callable[[History], Any] | None = None,
+          budget_s: float | None = None) -> History:
+    """Minibatch SGD on ``data`` for ``epochs`` epochs; returns the :class:`History`.
+
+    The batches are shuffled with ``seed``, so a run is a function of the model's
+    seed and this one.  ``budget_s`` stops after the first epoch that ends past it.
+    """
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise BadInputError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    if data.device != model.device:
+        raise BadInputError(f"the data is on the {data.device.upper()} but the model is on the "
+                            f"{model.device.upper()}: load it with load_digits(device={model.device!r})")
+    if data.n_features != model.sizes[0] or data.n_classes != model.sizes[-1]:
+        raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
+                            f"{data.n_features} inputs and {data.n_classes} outputs")
+    rng = np.random.default_rng(seed)
+    h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD")
+    began = time.perf_counter()
+    n = data.x_train.shape[0]
+    for ep in range(1, int(epochs) + 1):
+        t0 = time.perf_counter()
+        losses = []
+        for idx in batches(n, batch_size, rng):
+            idx = to_device(idx, model.device)   # the shuffled indices go to the device once
+            losses.append(model.train_step(data.x_train[idx], data.y_train[idx], lr))
+            h.steps += 1
+        synchronize(model.device)
+        h.seconds.append(time.perf_counter() - t0)
+        _, ta = evaluate(model, data.x_train, data.y_train)
+        vl, va = evaluate(model, data.x_test, data.y_test)
+        h.epoch.append(ep)
+        h.train_loss.append(float(np.mean(losses)))
+        h.train_acc.append(ta)
+        h.test_loss.append(vl)
+        h.test_acc.append(va)
+        if callback is not None:
+            callback(h)
+        if budget_s is not None and time.perf_counter() - began > budget_s and ep < epochs:
+            h.stopped_early = True
+            break
+    return h
+
+
+def training_figure(h: History, title: str = ""):
+    """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
+    from ..plots import add_footer, new_figure
+
+    fig, (ax1, ax2) = new_figure(2, height=3.2)
+    ax1.plot(h.epoch, h.train_loss, "o-", ms=3, label="train (mean over the epoch's steps)")
+    ax1.plot(h.epoch, h.test_loss, "s--", ms=3, label="test")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("epoch")
+    ax1.set_ylabel("cross-entropy loss")
+    ax1.legend(fontsize=8)
+    ax1.grid(True, alpha=0.3)
+    ax2.plot(h.epoch, np.asarray(h.train_acc) * 100, "o-", ms=3, label="train")
+    ax2.plot(h.epoch, np.asarray(h.test_acc) * 100, "s--", ms=3, label="test")
+    ax2.axhline(95, color="0.6", lw=0.8, ls=":")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("accuracy (%)")
+    ax2.set_ylim(min(80.0, 100 * min(h.test_acc + h.train_acc, default=0.8) - 2), 100.5)
+    ax2.legend(fontsize=8, loc="lower right")
+    ax2.grid(True, alpha=0.3)
+    if h.epoch:
+        ax2.set_title(f"test accuracy {100 * h.test_acc[-1]:.1f} % after {h.epoch[-1]} epochs "
+                      f"({sum(h.seconds):.2f} s of training)", fontsize=9)
+    fig.suptitle(title or h.description, fontsize=10)
+    add_footer(fig)
+    return fig

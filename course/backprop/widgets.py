@@ -1,0 +1,281 @@
+"""Lesson 01's live widgets: training on the digits, the cost of a step, checkpointing.
+
+Each builder returns a :class:`course.widgets.LiveApp`; display it as the last
+expression of a cell.  Tests drive them by setting ``app.controls[...].value``.
+Every app keeps its measurements in a :class:`course.widgets.MeasurementCache` keyed by
+the controls that change them, so coming back to a setting, or moving a control that
+only changes the view, redraws without measuring again.
+
+* :func:`training_app` trains an MLP on the 8×8 digits and redraws the loss and
+  accuracy curves after every epoch;
+* :func:`step_time_app` times one training step for a hidden width, depth, batch
+  size, dtype and device and shows where the time goes, layer by layer;
+* :func:`step_sweep_app` plots step time against width on the CPU and the GPU (or
+  the GPU's reference results, labelled, where no GPU answers);
+* :func:`checkpoint_app` moves k in gradient checkpointing and shows memory
+  against recomputation.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import time
+
+import ipywidgets as widgets
+
+from ..devices import gpu_available, gpu_unavailable_reason
+from ..plots import figure_to_png, sweep_figure
+from ..results import load_reference
+from ..widgets import (
+    LiveApp,
+    MeasurementCache,
+    device_buttons,
+    dtype_dropdown,
+    log2_slider,
+    noise_html,
+    progress,
+    size_slider,
+)
+from .checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward
+from .data import load_digits
+from .layers import MLP
+from .trace import random_batch, step_time_sweep, trace_figure, trace_step
+from .train import train, training_figure
+
+__all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note"]
+
+_NO_REF = ("No reference GPU results have been recorded for this experiment yet. On a GPU machine, "
+           "<code>python -m course report --record-reference</code> records them.")
+
+
+@functools.lru_cache(maxsize=4)
+def _digits(device: str, dtype: str):
+    return load_digits(device=device, dtype=dtype)
+
+
+def reference_note(experiment: str) -> str:
+    """One HTML line naming the reference results for ``experiment``, or saying there are none."""
+    refs = load_reference(experiment)
+    if not refs:
+        return f"<p><i>{_NO_REF}</i></p>"
+    return "<p><i>" + "; ".join(f"Reference results {html.escape(r.label)}" for r in refs) + ".</i></p>"
+
+
+def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider:
+    return widgets.IntSlider(value=value, min=lo, max=hi, description=description, continuous_update=False,
+                             style={"description_width": "initial"})
+
+
+def _iqr_noisy(rec: dict) -> bool:
+    """True when a record's quartiles spread more than a quarter of its median (or it says it is noisy)."""
+    if rec.get("noisy"):
+        return True
+    med, q25, q75 = rec.get("median_s"), rec.get("q25_s"), rec.get("q75_s")
+    return bool(med and q25 is not None and q75 is not None and (q75 - q25) > 0.25 * med)
+
+
+def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float = 0.05) -> LiveApp:
+    """Train ``MLP([64, hidden, 10])`` on the digits; the curves redraw after each epoch.
+
+    The device buttons offer the GPU even without one: choosing it then shows why not.
+    A training run is kept by its settings (training from the same seed gives the same
+    curves), so coming back to a setting redraws it without training again.
+    """
+    controls = {
+        "hidden": size_slider([16, 32, 64, 128, 256], hidden, "hidden units"),
+        "epochs": _slider("epochs", 1, 40, epochs),
+        "batch": size_slider([8, 16, 32, 64, 128, 256], batch, "batch size"),
+        "lr": widgets.FloatLogSlider(value=lr, base=10, min=-3, max=1.5, step=0.25, description="learning rate",
+                                     continuous_update=False, style={"description_width": "initial"}),
+        "activation": widgets.Dropdown(options=["relu", "tanh", "sigmoid"], value="relu",
+                                       description="activation", layout=widgets.Layout(width="200px")),
+        "device": device_buttons("cpu"),
+    }
+    holder: dict = {}
+    runs = MeasurementCache(maxsize=32)
+
+    def run(hidden, epochs, batch, lr, activation, device):
+        data = _digits(device, "float32")        # on a GPU: copied there once, explicitly
+        model = MLP([data.n_features, hidden, data.n_classes], activation=activation, device=device, seed=0)
+        app = holder.get("app")
+        last = [time.perf_counter()]
+
+        def redraw(h):  # the live curve: at most one redraw a second, so drawing never dominates
+            if app is not None and time.perf_counter() - last[0] > 1.0 and h.epoch[-1] < epochs:
+                app.image.value = figure_to_png(training_figure(h))
+                app.image.layout.display = None
+                last[0] = time.perf_counter()
+
+        h = train(model, data, epochs=epochs, batch_size=batch, lr=lr, callback=redraw, budget_s=20)
+        return h, repr(model), model.n_parameters(), int(data.y_test.shape[0])
+
+    def update(hidden, epochs, batch, lr, activation, device):
+        key = (hidden, epochs, batch, lr, activation, device)
+        kept = key in runs
+        h, name, n_params, n_test = runs.get(key, lambda: run(*key))
+        steps_s = sum(h.seconds) / max(h.steps, 1)
+        note = " (stopped early by its 20 s budget)" if h.stopped_early else ""
+        again = " (trained earlier with these settings; the same seed gives the same curves)" if kept else ""
+        text = (f"<p>{name}: {n_params:,} parameters, {h.steps} SGD steps of batch {batch} "
+                f"in {sum(h.seconds):.2f} s ({steps_s * 1e3:.2f} ms per step){note}{again}. "
+                f"Test accuracy <b>{100 * h.test_acc[-1]:.1f} %</b> on {n_test} images "
+                f"it never trained on.</p>")
+        return training_figure(h), text
+
+    app = LiveApp(update, controls, title="Train an MLP on the 8×8 digits", run_now=False)
+    app.cache = runs
+    holder["app"] = app
+    app.refresh()
+    return app
+
+
+def _gpu_fallback_html(width: int, depth: int, batch: int, dtype: str) -> str:
+    """Why the CPU ran instead, and what the reference GPU results say for this network (if recorded)."""
+    out = (f"<p style='color:#a40'><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}), so "
+           "the breakdown below is the CPU's. On Colab choose Runtime > Change runtime type > GPU.</p>")
+    refs = load_reference("backprop_train_step")
+    if not refs:
+        return out + f"<p><i>{_NO_REF}</i></p>"
+    for ref in refs:
+        recs = [r for r in ref.select(device="gpu", width=width, depth=depth, batch=batch, dtype=dtype)]
+        cpu = [r for r in ref.select(device="cpu", width=width, depth=depth, batch=batch, dtype=dtype)]
+        if recs:
+            line = (f"Reference, {html.escape(ref.label)}: one step of this network took "
+                    f"{recs[0]['median_s'] * 1e3:.3g} ms on the GPU")
+            if cpu:
+                line += f" against {cpu[0]['median_s'] * 1e3:.3g} ms on that machine's CPU"
+            out += f"<p><i>{line} (not measured here).</i></p>"
+        else:
+            p = ref.params
+            out += (f"<p><i>Reference results {html.escape(ref.label)} exist, but not for this network: "
+                    f"they cover widths {p.get('widths')}, {p.get('depth')} hidden layers, batch "
+                    f"{p.get('batch')}, {p.get('dtype')}.</i></p>")
+    return out
+
+
+def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp:
+    """One training step of a 784-width×depth-10 MLP: time per step and the per-layer breakdown."""
+    controls = {
+        "width": size_slider([32, 64, 128, 256, 512, 1024, 2048], width, "hidden width"),
+        "depth": _slider("hidden layers", 1, 6, depth),
+        "batch": log2_slider(4, 11, batch, "batch size"),
+        "dtype": dtype_dropdown(("float32", "float64")),
+        "device": device_buttons(),
+    }
+
+    traces = MeasurementCache()
+
+    def measure(width, depth, batch, dtype, device):
+        model = MLP([784] + [width] * depth + [10], dtype=dtype, device=device)
+        x, y = random_batch(model, batch)
+        return trace_step(model, x, y, repeat=3, budget_s=0.6), repr(model), model.flops_per_step(batch)
+
+    def update(width, depth, batch, dtype, device):
+        note = ""
+        if device == "gpu" and not gpu_available():
+            device, note = "cpu", _gpu_fallback_html(width, depth, batch, dtype)
+        key = (width, depth, batch, dtype, device)
+        tr, name, flops = traces.get(key, lambda: measure(*key))
+        t_ratio = tr.backward_s / max(tr.forward_s, 1e-30)
+        closer = ("above the counted ratio: the backward's products "
+                  "ran at a lower rate (FLOP/s) than the forward's" if t_ratio > 1.1 * tr.flop_ratio else
+                  "below the counted ratio: the backward's products ran at a higher rate than the forward's"
+                  if t_ratio < tr.flop_ratio / 1.1 else "within 10 % of the counted ratio")
+        text = (f"<p>{name}, batch {batch}: one training step takes <b>{tr.step_s * 1e3:.3g} ms</b> on the "
+                f"{tr.device.upper()}: {flops / 1e9:.3g} GFLOP, so {flops / tr.step_s / 1e9:.3g} GFLOP/s. "
+                f"Here the backward pass took {t_ratio:.2f}× the forward's time for {tr.flop_ratio:.2f}× its "
+                f"FLOPs ({closer}); the Linear layers took {100 * tr.matmul_share:.1f} % of the layer-by-layer "
+                "time. Each layer is timed alone, a few runs each: on a busy machine, run it again and see "
+                "which numbers hold.</p>")
+        return trace_figure(tr), note + text
+
+    app = LiveApp(update, controls, title="Where the time of one training step goes")
+    app.cache = traces
+    return app
+
+
+_SWEEP_WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
+
+
+def step_sweep_app(depth: int = 2, batch: int = 128, largest: int = 256) -> LiveApp:
+    """Step time against hidden width (32 … ``largest``) on each device here, plus reference GPU results.
+
+    Each sweep is measured once per (depth, batch, dtype, largest width) and kept.
+    """
+    controls = {
+        "depth": _slider("hidden layers", 1, 4, depth),
+        "batch": log2_slider(5, 10, batch, "batch size"),
+        "dtype": dtype_dropdown(("float32", "float64")),
+        "largest": size_slider(_SWEEP_WIDTHS[2:], largest, "largest width"),
+    }
+    sweeps = MeasurementCache()
+
+    def update(depth, batch, dtype, largest):
+        widths = tuple(wd for wd in _SWEEP_WIDTHS if wd <= largest)
+        rs = sweeps.get((depth, batch, dtype, widths), lambda: step_time_sweep(
+            widths=widths, depth=depth, batch=batch, dtype=dtype, repeat=3, budget_s=0.1, progress=progress))
+        refs = [r for r in load_reference("backprop_train_step")
+                if r.params.get("depth") == depth and r.params.get("batch") == batch]
+        fig = sweep_figure(rs, refs, x="width", y="median_s", xlabel="hidden width",
+                           ylabel="time per training step (s)", where={"dtype": dtype},
+                           title=f"784-width×{depth}-10 MLP, batch {batch}, {dtype}")
+        text = "" if gpu_available() else reference_note("backprop_train_step")
+        return fig, text + noise_html(rs.records)
+
+    app = LiveApp(update, controls, title="Training-step time against width: CPU and GPU")
+    app.cache = sweeps
+    return app
+
+
+def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int = 64) -> LiveApp:
+    """Gradient checkpointing: k moves the vertical line and the kept/recomputed strip."""
+    controls = {
+        "depth": _slider("hidden layers", 2, 32, depth),
+        "every": _slider("k (keep every k-th)", 1, 33, every),
+        "width": size_slider([64, 128, 256, 512], width, "width"),
+        "batch": log2_slider(5, 9, batch, "batch size"),
+    }
+    sweeps = MeasurementCache(maxsize=4)
+    runs = MeasurementCache(maxsize=64)
+
+    def counted(depth, width, batch, every):   # memory and work are counted, not timed
+        model = MLP([784] + [width] * depth + [10])
+        return checkpointed_backward(model, *random_batch(model, batch), every)
+
+    def update(depth, every, width, batch):
+        rs = sweeps.get((depth, width, batch), lambda: checkpoint_sweep(
+            depth=depth, width=width, batch=batch, repeat=5, budget_s=0.4, progress=progress))
+        L = depth + 1
+        clamp = ""
+        if every > L:
+            clamp = (f"<p><i>k = {every} is more than this network's {L} blocks: showing k = {L} "
+                     "(everything kept).</i></p>")
+            every = L
+        rec = min(rs.records, key=lambda r: abs(r["every"] - every))
+        base = min(rs.records, key=lambda r: r["every"])
+        run = runs.get((depth, width, batch, every), lambda: counted(depth, width, batch, every))
+        plural = "" if run.checkpoints == 1 else "s"
+        extra_t = rec["median_s"] / base["median_s"] - 1
+        noisy = [r for r in (rec, base) if _iqr_noisy(r)]
+        timed = (f"Measured step time at k = {rec['every']}: {rec['median_s'] * 1e3:.3g} ms, "
+                 f"{100 * extra_t:+.0f} % against k = {base['every']}")
+        if noisy:
+            timed += (" (noisy: the runs of " + " and ".join(f"k = {r['every']}" for r in noisy)
+                      + " spread more than 25 % around their median, so this difference may be noise; "
+                      "the counted work is the reliable number)")
+        elif extra_t < 0 < run.extra_compute:
+            timed += (" (faster despite the extra work: a difference this small is within what a shared "
+                      "machine varies between runs)")
+        text = (f"<p>k = {every}: {run.checkpoints} checkpoint{plural} kept through the forward pass, "
+                f"{run.recomputed_blocks} block forwards recomputed ({100 * run.extra_compute:.0f} % more "
+                f"matrix-product work than plain backprop), peak activation memory "
+                f"<b>{run.peak_activation_bytes / 2**20:.2f} MiB</b> against "
+                f"{base['peak_activation_bytes'] / 2**20:.2f} MiB with everything kept "
+                f"(k = 1). {timed}.</p>")
+        return checkpoint_figure(rs, highlight=every, pattern=True), clamp + text
+
+    app = LiveApp(update, controls, title="Gradient checkpointing: memory against recomputation",
+                  view_only=("every",))
+    app.cache = sweeps
+    return app

@@ -1,0 +1,40 @@
+"""Lesson 05's experiments: backward time of the tanh RNN, sequential backprop vs BPPSA."""
+
+from __future__ import annotations
+
+from ..report import experiment
+from .plots import speedup_figure
+from .timing import PAPER, QUICK_T, SWEEP_T, rnn_sweep
+
+
+@experiment("bppsa_rnn", title="BPPSA: backward pass of a tanh RNN against T, Blelloch scan vs sequential",
+            lesson="05")
+def run(devices, quick, progress):
+    """The paper's workload (input 1, hidden 20, batch 16, float32): backward time = full step − forward
+    for sequential backprop, the scan, and PyTorch's nn.RNN when installed, at T = 10 … 1,000 (quick)
+    or 10 … 30,000 (full).  The paper reports up to 108× for the scan (RTX 2070 / 2080 Ti, T up to 30,000)."""
+    return rnn_sweep(QUICK_T if quick else SWEEP_T, hidden_size=PAPER["hidden_size"], batch=PAPER["batch"],
+                     devices=devices, repeat=3 if quick else 5, budget_s=20.0 if quick else 600.0,
+                     progress=progress)
+
+
+@run.plot
+def plot(rs, references):
+    return speedup_figure(rs, references)
+
+
+@experiment("bppsa_rnn_batch", title="BPPSA: backward pass of a tanh RNN against batch size", lesson="05")
+def run_batch(devices, quick, progress):
+    """The same RNN (hidden 20) at a fixed length, T = 300 (quick) or 3,000 (full), for batch sizes
+    1 … 256: a larger batch gives the sequential loop more parallel work per step, and the scan more
+    work per level."""
+    T = 300 if quick else 3000
+    batches = (1, 16, 64) if quick else (1, 4, 16, 64, 256)
+    return rnn_sweep((T,), hidden_size=PAPER["hidden_size"], batch=batches, devices=devices,
+                     repeat=3 if quick else 5, budget_s=10.0 if quick else 300.0, progress=progress,
+                     experiment="bppsa_rnn_batch")
+
+
+@run_batch.plot
+def plot_batch(rs, references):
+    return speedup_figure(rs, references, x="batch")

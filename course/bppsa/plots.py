@@ -1,0 +1,329 @@
+"""Pictures for lesson 05: the scan tree with Jacobians at its leaves, speedups, work, memory.
+
+* :func:`tree_figure` runs lesson 04's real ``blelloch_scan`` on *symbols* (each
+  element is the range of the chain it covers) and draws every level: the
+  leaves are ``∇x_T`` and the transposed Jacobians, the up-sweep builds products
+  of Jacobians, the down-sweep hands out the gradients ``G_t``.
+* :func:`speedup_figure` is the paper's figure: backward-pass speedup of the scan
+  over sequential back-propagation against T, log scale, live and reference.
+* :func:`work_figure`: dependent steps and flops of both, against T.
+* :func:`memory_figure`: a Jacobian stored dense vs CSR (the VGG-11 example).
+* :func:`timing_bars`: forward and backward times at one T, from :func:`course.bppsa.timing.time_rnn`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..errors import BadInputError
+from ..plots import COLORS, add_footer, new_figure
+from ..results import ResultSet
+from .algorithm import work_counts
+from .timing import PAPER
+
+__all__ = ["symbolic_scan", "tree_figure", "speedup_figure", "work_figure", "memory_figure",
+           "timing_bars", "METHOD_STYLE"]
+
+_SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
+
+METHOD_STYLE = {"sequential": ("#1f77b4", "sequential backprop (T steps)"),
+                "jacobian": ("#7570b3", "sequential over formed Jacobians"),
+                "scan": ("#d95f02", "BPPSA: Blelloch scan (2·log2 T levels)"),
+                "torch": ("#1b9e77", "PyTorch nn.RNN backward")}
+
+
+class _Span:
+    """A symbol for the product of the chain's elements lo..hi (None: the identity)."""
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo: int | None, hi: int | None):
+        self.lo, self.hi = lo, hi
+
+    def label(self, T: int) -> str:
+        if self.lo is None:
+            return "I"
+        if self.lo == 0:                       # includes the gradient: it IS a gradient
+            return f"G{T - self.hi}".translate(_SUB)
+        a, b = T - self.hi, T - self.lo        # element p is J_{T-p}ᵀ
+        return f"J{a}ᵀ".translate(_SUB) if a == b else f"J{a}ᵀ⋯J{b}ᵀ".translate(_SUB)
+
+
+def _combine(a: _Span, b: _Span) -> _Span:
+    if a.lo is None:
+        return b
+    if b.lo is None:
+        return a
+    return _Span(a.lo, b.hi)
+
+
+def symbolic_scan(T: int):
+    """Run ``course.scan.blelloch_scan`` (inclusive, with the BPPSA order) on symbols.
+
+    Returns ``(labels_out, trace)``: ``labels_out[k]`` names what the scan left at
+    position k (``G_T, G_{T-1}, ..., G_0``), and the trace holds every level of the
+    in-place picture, as symbols (use ``_Span.label``).
+    """
+    from ..scan.algorithms import blelloch_scan
+
+    if not isinstance(T, (int, np.integer)) or T < 1 or T > 63:
+        raise BadInputError(f"the tree is drawn for 1 <= T <= 63 (a readable picture); got T = {T!r}")
+    x = np.empty(T + 1, dtype=object)
+    for p in range(T + 1):
+        x[p] = _Span(p, p)
+    op = np.frompyfunc(_combine, 2, 1)
+    out, tr = blelloch_scan(x, op=op, identity=_Span(None, None), exclusive=False, trace=True)
+    return [s.label(T) for s in out], tr
+
+
+def tree_figure(T: int = 7) -> Figure:
+    """The Blelloch tree of backprop through T steps, with Jacobians at the leaves."""
+    labels, tr = symbolic_scan(T)
+    N = tr.padded_n
+    rows = [("leaves", tr.initial, None)] + [(f"{lv.phase}-sweep, level {lv.depth}", lv.state, lv)
+                                            for lv in tr.levels]
+    rows.append(("result (inclusive)", np.array(labels + [""] * (N - len(labels)), dtype=object), None))
+    height = 0.9 + 0.55 * len(rows)
+    fig, (ax,) = new_figure(1, width=max(8.0, 1.1 * N + 2.5), height=height)
+    fs = 9 if N <= 8 else 7 if N <= 16 else 5
+    for r, (name, state, lv) in enumerate(rows):
+        y = -r
+        ax.text(-0.8, y, name, ha="right", va="center", fontsize=7.5, color="0.3")
+        changed = set()
+        if lv is not None:
+            changed = set(lv.right.tolist()) | (set(lv.left.tolist()) if lv.phase == "down" else set())
+            color = "#1f77b4" if lv.phase == "up" else "#d95f02"
+            for a, b in zip(lv.left.tolist(), lv.right.tolist()):
+                if lv.phase == "up":           # right = left ◇ right
+                    ax.annotate("", (b, y + 0.2), (a, y + 0.8), arrowprops=dict(arrowstyle="->", color=color, lw=0.9))
+                    ax.annotate("", (b, y + 0.2), (b, y + 0.8), arrowprops=dict(arrowstyle="->", color=color, lw=0.9))
+                else:                          # left <- prefix; right <- prefix ◇ left
+                    ax.annotate("", (a, y + 0.2), (b, y + 0.8), arrowprops=dict(arrowstyle="->", color=color, lw=0.9))
+                    ax.annotate("", (b, y + 0.2), (a, y + 0.8), arrowprops=dict(arrowstyle="->", color=color,
+                                                                                lw=0.9, ls="--"))
+                    ax.annotate("", (b, y + 0.2), (b, y + 0.8), arrowprops=dict(arrowstyle="->", color=color, lw=0.9))
+        for p in range(N):
+            s = state[p]
+            text = s.label(T) if isinstance(s, _Span) else str(s)
+            if not text:
+                continue
+            pad = p >= T + 1 and name != "result (inclusive)"
+            hot = p in changed
+            face = ("#fde0c5" if lv is not None and lv.phase == "down" else "#cfe3f5") if hot else "white"
+            if name.startswith("result"):
+                face = "#d9f0d3"
+            ax.text(p, y, text, ha="center", va="center", fontsize=fs, color="0.6" if pad else "k",
+                    bbox=dict(boxstyle="round,pad=0.25", fc=face, ec="0.6" if pad else "0.3", lw=0.6))
+    ax.set_xlim(-0.8 - 0.12 * 30 / max(N, 4) * 4, N - 0.4)
+    ax.set_ylim(-len(rows) + 0.4, 0.8)
+    ax.axis("off")
+    levels = sum(1 for lv in tr.levels if lv.work)
+    ax.set_title(f"Backprop through T = {T} steps as a Blelloch scan over [G_T = ∇x_T, J_(T-1)ᵀ, …, J_0ᵀ] "
+                 f"with a ◇ b = b·a:\n{levels} levels of combines ({tr.work} products) instead of {T} "
+                 "dependent steps. Blue: up-sweep (products of Jacobians); orange: down-sweep "
+                 "(prefixes handed down); grey: padding.", fontsize=8.5)
+    return fig
+
+
+# ------------------------------------------------------------------ timing pictures
+
+def _sources(live: ResultSet | None, references: Sequence[ResultSet]) -> list[ResultSet]:
+    return ([live] if live is not None and live.records else []) + list(references)
+
+
+def _backward(rs: ResultSet, device: str, method: str, x: str = "T",
+              where: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    recs = sorted(rs.select(device=device, method=method, **(where or {})), key=lambda r: r[x])
+    return (np.array([r[x] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float))
+
+
+def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
+                   highlight: float | None = None, paper: float | None = 108.0, x: str = "T",
+                   where: dict | None = None) -> Figure:
+    """Left: backward time against T (or batch, or hidden size) per method and device.  Right: the speedup.
+
+    Speedup = backward time of the sequential method (or PyTorch) / backward time
+    of the scan, measured in the same run on the same device; log y, like the paper.
+    ``x``: ``"T"``, ``"batch"`` or ``"hidden_size"``; ``where`` filters the records (``{"batch": 16}``).
+    """
+    from .timing import speedups
+
+    xlabels = {"T": "sequence length T", "batch": "batch size", "hidden_size": "hidden size n"}
+    if x not in xlabels:
+        raise BadInputError(f"x must be one of {sorted(xlabels)}, got {x!r}")
+    xlabel = xlabels[x]
+    fig, (ax, bx) = new_figure(2, width=11, height=4.2)
+    sources = _sources(live, references)
+    drawn = False
+    for rs in sources:
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            who = (rs.gpu_name or "GPU") if dev == "gpu" else rs.cpu_name
+            tag = f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")
+            for m, (color, label) in METHOD_STYLE.items():
+                X, b = _backward(rs, dev, m, x, where)
+                keep = b > 0
+                if keep.any():
+                    ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=3.5, color=color,
+                            ls="--" if ref else ("-" if dev == "gpu" else "-."), alpha=0.7 if ref else 1.0,
+                            label=f"{label}, {tag}")
+            for over, ls in (("sequential", "-"), ("torch", ":")):
+                px, py = speedups(rs, dev, over=over, x=x, **(where or {}))
+                if len(px):
+                    bx.plot(px, py, marker="o" if dev == "cpu" else "s", ms=4, ls="--" if ref else ls,
+                            color=COLORS[dev], alpha=0.7 if ref else 1.0,
+                            label=f"scan vs {'sequential' if over == 'sequential' else 'PyTorch'}, "
+                                  f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else ""))
+                    drawn = True
+    for a in (ax, bx):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel(xlabel)
+        a.grid(True, which="both", alpha=0.25)
+        if highlight is not None:
+            a.axvline(highlight, color="0.3", lw=1, ls=":")
+    ax.set_ylabel("backward time = full step − forward (s)")
+    ax.set_title("backward pass of the tanh RNN" + "".join(f", {k} = {v}" for k, v in (where or {}).items()),
+                 fontsize=10)
+    if ax.lines:
+        ax.legend(fontsize=6.5, loc="upper left")
+    bx.axhline(1.0, color="0.4", lw=1)
+    if paper and x == "T":  # one measured point of the paper, drawn where it was measured: not a line
+        T_paper = PAPER["T_max"]
+        bx.plot([T_paper], [paper], marker="*", ms=11, color="0.35", ls="none",
+                label=f"paper: {paper:.0f}× at T = {T_paper:,} ({' / '.join(PAPER['gpus'])})")
+        bx.annotate(f"paper: {paper:.0f}× at T = {T_paper:,}", (T_paper, paper), textcoords="offset points",
+                    xytext=(-8, -3), ha="right", va="top", fontsize=7, color="0.35")
+    bx.set_ylabel("backward speedup of the scan (×)")
+    bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
+    has_gpu = any(rs.select(device="gpu") for rs in sources)
+    if not has_gpu:
+        bx.text(0.5, 0.78, "No GPU here and no reference GPU results recorded yet:\nthe GPU curve, "
+                "where the scan should win, cannot be shown.\nRun on Colab (GPU) or record references with\n"
+                "python -m course report --record-reference", transform=bx.transAxes, ha="center",
+                va="center", fontsize=7.5, color="0.3",
+                bbox=dict(fc="white", ec="0.8", alpha=0.85))
+    if bx.get_legend_handles_labels()[0]:
+        bx.legend(fontsize=6.5, loc="lower right")
+    if not drawn:
+        bx.set_ylim(0.01, 1000)
+    add_footer(fig, live, list(references))
+    return fig
+
+
+def work_figure(T_max: int = 30000, n: int = 20, batch: int = 16, highlight: float | None = None) -> Figure:
+    """Dependent steps (left) and flops (right) of sequential backprop vs the scan, against T."""
+    if not isinstance(T_max, (int, np.integer)) or T_max < 2:
+        raise BadInputError(f"T_max must be a whole number >= 2, got {T_max!r}")
+    Ts = np.unique(np.round(np.logspace(0, np.log10(T_max), 40)).astype(int))
+    c = [work_counts(int(t), n, batch) for t in Ts]
+    fig, (ax, bx) = new_figure(2, width=10, height=3.6)
+    ax.plot(Ts, [r["steps_sequential"] for r in c], color=METHOD_STYLE["sequential"][0], label="sequential: T")
+    ax.plot(Ts, [r["steps_scan"] for r in c], color=METHOD_STYLE["scan"][0], label="scan: 2·⌈log2(T+1)⌉")
+    ax.set_ylabel("dependent steps (levels)")
+    ax.set_title("the critical path: what parallel hardware waits on", fontsize=9.5)
+    bx.plot(Ts, [r["flops_sequential"] for r in c], color=METHOD_STYLE["sequential"][0],
+            label="sequential: 2n²·T·B  (matrix × vector)")
+    bx.plot(Ts, [r["flops_scan"] for r in c], color=METHOD_STYLE["scan"][0],
+            label=f"scan: 2n³·2T·B  (matrix × matrix): {c[-1]['work_ratio']:.0f}× more")
+    bx.set_ylabel("floating-point operations")
+    bx.set_title(f"the work: hidden size n = {n}, batch B = {batch}", fontsize=9.5)
+    for a in (ax, bx):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel("sequence length T")
+        a.minorticks_off()                     # ten decades of minor ticks cost a second to draw
+        a.grid(True, alpha=0.25)
+        a.legend(fontsize=7.5)
+        if highlight is not None:
+            a.axvline(highlight, color="0.3", lw=1, ls=":")
+    return fig
+
+
+def memory_figure(claim: dict) -> Figure:
+    """Bars: the VGG-11 first-conv Jacobian dense vs CSR vs the kernel's weights (log scale)."""
+    items = [("dense Jacobian", claim["dense_bytes"]), ("CSR Jacobian", claim["csr_bytes"]),
+             ("the weights it is made of", claim.get("weights_bytes", 0))]
+    items = [i for i in items if i[1]]
+    fig, (ax,) = new_figure(1, width=8, height=2.4)
+    ax.barh(range(len(items)), [i[1] for i in items], color=["#bbbbbb", "#d95f02", "#1b9e77"][:len(items)])
+    ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=8.5)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    for k, (_, v) in enumerate(items):
+        ax.text(v, k, f"  {v / 2**20:,.2f} MiB" if v > 2**20 else f"  {v:,} bytes", va="center", fontsize=8)
+    ax.set_xlabel("bytes (log scale)")
+    ax.set_xlim(1e3, claim["dense_bytes"] * 20)
+    ax.set_title(f"Jacobian of VGG-11's first convolution on one 32×32×3 image "
+                 f"({claim['shape'][0]:,} × {claim['shape'][1]:,}, {100 * claim['density']:.2f}% non-zero)",
+                 fontsize=9)
+    return fig
+
+
+def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = None) -> Figure:
+    """Forward and backward times at one T (from ``time_rnn``), plus the PyTorch peer if given."""
+    items = [("forward (shared)", result["forward"].median, "0.6")]
+    for m, b in result["backward_s"].items():
+        items.append((f"backward: {METHOD_STYLE[m][1]}", b, METHOD_STYLE[m][0]))
+    if torch_result is not None:
+        items.append(("backward: PyTorch nn.RNN", torch_result["backward_s"], METHOD_STYLE["torch"][0]))
+    fig, (ax,) = new_figure(1, width=8.5, height=0.8 + 0.42 * len(items))
+    vals = np.array([max(i[1], 0.0) for i in items])
+    ax.barh(range(len(items)), vals, color=[i[2] for i in items])
+    ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=8)
+    ax.invert_yaxis()
+    for k, (_, v, _) in enumerate(items):
+        ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=8)
+    ax.margins(x=0.25)
+    ax.set_xlabel("seconds (medians; backward = full step − forward, round by round)")
+    ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
+    add_footer(fig)
+    return fig
+
+
+def regime_figure(rs: ResultSet) -> Figure:
+    """The scan's speedup over the loop against the chain's width n, one line per T (measured on the CPU),
+    with the 1× line and each T's crossover marked; the right panel, the extra work the scan does."""
+    from .regime import crossover_n, speedup_grid
+
+    grid = speedup_grid(rs)
+    fig, (ax, bx) = new_figure(2, width=10, height=3.6)
+    Ts = sorted({T for _, T in grid})
+    cross = crossover_n(rs)
+    for k, T in enumerate(Ts):
+        pts = sorted((n, s) for (n, t), s in grid.items() if t == T)
+        ns, ss = [p[0] for p in pts], [p[1] for p in pts]
+        color = f"C{k}"
+        ax.plot(ns, ss, marker="o", color=color, label=f"T = {T:,}")
+        noisy = [p for p, r in zip(pts, sorted(rs.select(method="scan", T=T), key=lambda r: r["n"]))
+                 if r.get("noisy")]
+        if noisy:
+            ax.plot([p[0] for p in noisy], [p[1] for p in noisy], marker="o", ls="none", mfc="white",
+                    color=color)
+        if cross.get(T):
+            ax.axvline(cross[T], color=color, lw=0.8, ls=":")
+    ax.axhline(1.0, color="0.4", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("chain width n (n×n Jacobians)")
+    ax.set_ylabel("sequential time / scan time")
+    ax.set_title("above 1: the scan won (dotted: the widest n where it did)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    if Ts:
+        ax.legend(fontsize=7)
+    n_all = sorted({n for n, _ in grid})
+    if n_all:
+        T0 = Ts[-1]
+        ratio = [work_counts(T0, n, 1)["flops_scan"] / work_counts(T0, n, 1)["flops_sequential"] for n in n_all]
+        bx.plot(n_all, ratio, marker="s", color="0.3")
+        bx.set_xscale("log", base=2)
+        bx.set_yscale("log")
+        bx.set_xlabel("chain width n")
+        bx.set_ylabel("scan flops / loop flops")
+        bx.set_title(f"the scan's extra arithmetic (counted, T = {T0:,}): about 2n×", fontsize=9)
+        bx.grid(True, which="both", alpha=0.25)
+    add_footer(fig, rs)
+    return fig

@@ -1,0 +1,277 @@
+"""Timing BPPSA against sequential back-propagation, the way the paper does.
+
+The paper times a whole training step (forward + backward) and the forward pass
+alone, and calls the difference the backward time.  Here the forward pass and
+the full steps run in alternating rounds on the same inputs, and
+
+    backward = median over rounds of (full step - forward),
+
+so that a slow drift of a busy machine hits both terms of the difference alike.
+
+Here both methods run the same :class:`~course.bppsa.models.TanhRNN` forward pass
+and differ only in how the hidden-state gradients are found (the classic loop or
+the scan).  PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
+PyTorch is installed (on the GPU, that is its cuDNN kernel).
+
+>>> r = time_rnn(T=20, hidden_size=4, batch=2, repeat=3)
+>>> sorted(r["backward_s"])
+['scan', 'sequential']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..devices import get_xp, machine_load, normalize_device, out_of_memory_errors, resolve_devices, synchronize
+from ..errors import BadInputError, GPUUnavailableError
+from ..peers import time_torch, torch_available, torch_device, torch_threads
+from ..results import ResultSet
+from ..timing import Timing, benchmark, get_threads
+from .algorithm import work_counts
+from .models import TanhRNN
+
+__all__ = ["time_rnn", "interleaved_rounds", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups",
+           "PAPER", "SWEEP_T", "QUICK_T"]
+
+#: The paper's RNN workload (Wang, Bai, Pekhimenko, MLSys 2020, section 5).
+PAPER = {"input_size": 1, "hidden_size": 20, "batch": 16, "n_classes": 10,
+         "T_max": 30000, "backward_speedup": 108.0, "gpus": ("RTX 2070", "RTX 2080 Ti")}
+
+SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
+QUICK_T = (10, 100, 1000)
+
+
+def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", warmup: int = 1,
+                       repeat: int = 5, budget_s: float | None = None,
+                       timer: Callable[..., Timing] = benchmark) -> dict[str, Timing]:
+    """Time several functions in alternating rounds: f1, f2, f3, f1, f2, f3, ...
+
+    Slow drifts of a shared machine (another process starting, clocks changing)
+    then hit every function alike instead of whichever happened to run during
+    them.  Each round times each function once (``course.timing.benchmark``, so
+    CUDA events on a GPU); ``budget_s`` stops after the round that spends it (one
+    round always runs).  Returns one :class:`~course.timing.Timing` per name, with
+    ``samples[i]`` from round i.  ``timer`` takes one sample: ``benchmark`` for the
+    course's code, :func:`course.peers.time_torch` for PyTorch's.
+    """
+    import time
+
+    dev = normalize_device(device)
+    load = machine_load()
+    for _ in range(int(warmup)):
+        for fn in fns.values():
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    began, stopped = time.perf_counter(), False
+    for i in range(int(repeat)):
+        if i and budget_s is not None and time.perf_counter() - began > budget_s:
+            stopped = True
+            break
+        for k, fn in fns.items():
+            samples[k].append(timer(fn, device=dev, warmup=0, repeat=1, name=k).samples[0])
+    return {k: Timing(samples=np.asarray(v), device=dev, name=k, warmup=int(warmup), stopped_early=stopped,
+                      budget_s=budget_s, threads=get_threads(), load=load) for k, v in samples.items()}
+
+
+def _paired_backward(full: Timing, forward: Timing) -> float:
+    """Median over rounds of (full step − forward): the paper's backward time, paired by round."""
+    return float(np.median(full.samples - forward.samples))
+
+
+def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
+             methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 5,
+             budget_s: float | None = None, seed: int = 0, warmup: int = 1) -> dict:
+    """Time the forward pass and a full step (forward + backward) of the tanh RNN, per method.
+
+    The forward pass and each method's full step run in alternating rounds
+    (:func:`interleaved_rounds`).  Returns ``{"forward": Timing, "full": {method: Timing},
+    "backward_s": {method: s}, "max_grad_diff": float}``.  ``backward_s`` is the
+    paper's definition, full step − forward, taken round by round and then the
+    median; it can come out near zero or negative when the backward is lost in the
+    noise of a tiny T.  ``max_grad_diff`` is the largest difference between the
+    methods' ``W_hh`` gradients: they must compute the same thing for the times to mean anything.
+    """
+    dev = normalize_device(device)
+    for m in methods:
+        if m not in ("sequential", "jacobian", "scan"):
+            raise BadInputError(f"method {m!r} is not one of 'sequential', 'jacobian', 'scan'")
+    rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
+    x, y = rnn.example_data(T, batch, seed=seed + 1)
+    grads: dict[str, Any] = {}
+
+    def full_step(m):
+        def step():
+            _, cache = rnn.forward(x, y)
+            grads[m] = rnn.backward(cache, m)["W_hh"]
+        return step
+
+    fns = {"forward": lambda: rnn.forward(x, y)} | {m: full_step(m) for m in methods}
+    t = interleaved_rounds(fns, dev, warmup=warmup, repeat=repeat, budget_s=budget_s)
+    if not grads:                      # warmup=0 and no round ran a full step: run one to compare
+        for m in methods:
+            full_step(m)()
+    full = {m: t[m] for m in methods}
+    back = {m: _paired_backward(t[m], t["forward"]) for m in methods}
+    diff = 0.0
+    if len(grads) > 1:
+        ref = grads[methods[0]]
+        diff = max(float(rnn.xp.abs(g - ref).max()) for g in grads.values())
+    return {"forward": t["forward"], "full": full, "backward_s": back, "max_grad_diff": diff}
+
+
+# ------------------------------------------------------------------ the PyTorch peer
+
+def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
+                   device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
+                   seed: int = 0, threads: int | None = 1) -> dict:
+    """Forward and full-step times of PyTorch's ``nn.RNN`` (tanh) + readout + cross-entropy.
+
+    On the GPU this is cuDNN's RNN.  Returns ``{"forward": Timing, "full": Timing,
+    "backward_s": float}`` like :func:`time_rnn`.  Raises :class:`BadInputError` when
+    PyTorch is missing and :class:`GPUUnavailableError` when PyTorch sees no GPU.
+
+    ``threads``: CPU threads PyTorch may use while timed (restored afterwards).  One by
+    default, like the NumPy code it is compared with: for 20-wide matrices extra
+    threads only add synchronisation, and on a busy machine they can make each step
+    many times slower.  ``None`` leaves PyTorch's own setting.
+    """
+    dev = normalize_device(device)
+    tdev = torch_device(dev)        # a clear error without PyTorch, or without its CUDA build
+    import torch
+
+    torch.manual_seed(seed)
+    rnn = torch.nn.RNN(input_size, hidden_size, nonlinearity="tanh").to(tdev)
+    head = torch.nn.Linear(hidden_size, 10).to(tdev)
+    x = torch.randn(T, batch, input_size, device=tdev)
+    y = torch.randint(0, 10, (batch,), device=tdev)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def forward():
+        out, h = rnn(x)
+        return loss_fn(head(h[-1]), y)
+
+    def full():
+        rnn.zero_grad(set_to_none=True)
+        head.zero_grad(set_to_none=True)
+        forward().backward()
+
+    # PyTorch is timed as every PyTorch peer is (course.peers.time_torch: its own CUDA events on
+    # a GPU), in the same alternating rounds as time_rnn.
+    with torch_threads(threads):
+        t = interleaved_rounds({"forward": forward, "full": full}, dev, warmup=1, repeat=repeat,
+                               budget_s=budget_s, timer=time_torch)
+    f, s = t["forward"], t["full"]
+    return {"forward": f, "full": s, "backward_s": _paired_backward(s, f)}
+
+
+# ------------------------------------------------------------------ the sweep
+
+def _sizes(name: str, v: Any) -> list[int]:
+    vals = [v] if isinstance(v, (int, np.integer)) else list(v)
+    if not vals or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in vals):
+        raise BadInputError(f"{name} must be whole numbers >= 1, got {v!r}")
+    return sorted({int(x) for x in vals})
+
+
+def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20, batch: int | Sequence[int] = 16,
+              input_size: int = 1, devices: Sequence[str] | None = None,
+              methods: Sequence[str] = ("sequential", "scan"), include_torch: bool = True,
+              dtype: Any = "float32", repeat: int = 3, budget_s: float | None = 30.0,
+              progress: Callable | None = None, experiment: str = "bppsa_rnn") -> ResultSet:
+    """Backward time of each method against sequence length T (batch size, hidden size), on each device.
+
+    One record per (device, T, batch, hidden size, method) with ``forward_s``,
+    ``full_s`` (and its quartiles), ``backward_s`` and the work counts;
+    ``method="torch"`` for the PyTorch peer when ``include_torch`` and it is
+    installed.  ``batch`` and ``hidden_size`` may each be one size or several.
+    ``budget_s`` bounds the whole sweep: settings not reached are listed in the notes.
+    A setting that does not fit in the device's memory (the scan keeps its whole tree:
+    about 3 GB at the paper's T = 30,000) is listed in the notes too, and the sweep goes on.
+    """
+    import time
+
+    Ts = _sizes("Ts (sequence lengths)", Ts)
+    batches = _sizes("batch", batch)
+    hiddens = _sizes("hidden_size", hidden_size)
+    devs = resolve_devices(devices or None)
+    torch_ok = include_torch and torch_available()
+    rs = ResultSet(experiment, params={"Ts": Ts, "hidden_sizes": hiddens, "batches": batches,
+                                       "input_size": input_size, "dtype": str(dtype), "devices": devs,
+                                       "methods": list(methods) + (["torch"] if torch_ok else []),
+                                       "repeat": repeat, "budget_s": budget_s, "torch_threads": 1,
+                                       "backward": "median over interleaved rounds of (full step - forward)"})
+    began = time.perf_counter()
+    jobs = [(d, T, B, h) for d in devs for T in Ts for B in batches for h in hiddens]
+    it = progress(jobs, total=len(jobs), desc="BPPSA sweep") if progress else jobs
+    skipped: list[str] = []
+    refused: list[str] = []
+    for d, T, B, h in it:
+        if budget_s is not None and time.perf_counter() - began > budget_s:
+            skipped.append(f"{d} T={T} batch={B} hidden={h}")
+            continue
+        try:
+            r = time_rnn(T, h, B, input_size, d, methods, dtype, repeat)
+        except out_of_memory_errors() as exc:     # one refused size must not end the sweep
+            refused.append(f"{d} T={T} batch={B} hidden={h} ({type(exc).__name__}: {exc})")
+            _release_pool(d)
+            continue
+        counts = work_counts(T, h, B)
+        for m in methods:
+            full = r["full"][m]
+            rs.add(device=d, T=T, method=m, hidden_size=h, batch=B,
+                   forward_s=r["forward"].median, full_s=full.median, full_q25_s=full.q25,
+                   full_q75_s=full.q75, backward_s=r["backward_s"][m],
+                   steps=counts["steps_sequential"] if m != "scan" else counts["steps_scan"],
+                   flops=counts["flops_sequential"] if m != "scan" else counts["flops_scan"],
+                   max_grad_diff=r["max_grad_diff"])
+        if torch_ok:
+            try:
+                tr = time_torch_rnn(T, h, B, input_size, d, repeat)
+            except GPUUnavailableError as exc:
+                if f"PyTorch peer not timed on {d}: {exc}" not in rs.notes:
+                    rs.notes.append(f"PyTorch peer not timed on {d}: {exc}")
+            except Exception as exc:
+                if type(exc).__name__ != "OutOfMemoryError" and not isinstance(exc, MemoryError):
+                    raise
+                refused.append(f"{d} T={T} batch={B} hidden={h} with PyTorch ({type(exc).__name__})")
+            else:
+                rs.add(device=d, T=T, method="torch", hidden_size=h, batch=B,
+                       forward_s=tr["forward"].median, full_s=tr["full"].median,
+                       full_q25_s=tr["full"].q25, full_q75_s=tr["full"].q75,
+                       backward_s=tr["backward_s"])
+        synchronize(d)
+    if skipped:
+        rs.notes.append(f"stopped by the {budget_s:.0f} s budget before: {', '.join(skipped)}")
+    if refused:
+        rs.notes.append(f"did not fit in memory, so not timed: {'; '.join(refused)}")
+    return rs
+
+
+def _release_pool(device: str) -> None:
+    """After a refused size, hand CuPy's cached blocks back so that the next size starts clean."""
+    if device == "gpu":
+        try:
+            get_xp("gpu").get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
+
+
+def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str = "scan",
+             x: str = "T", **where: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(x values, backward time of ``over`` / backward time of ``method``) for one device.
+
+    ``x`` is ``"T"``, ``"batch"`` or ``"hidden_size"``; ``where`` filters records
+    (``batch=16``).  Points where either backward time is not positive (lost in
+    noise) are left out.
+    """
+    out = []
+    for r in rs.select(device=device, method=method, **where):
+        base = rs.select(device=device, method=over, T=r["T"], batch=r.get("batch"),
+                         hidden_size=r.get("hidden_size"))
+        if base and r["backward_s"] > 0 and base[0]["backward_s"] > 0:
+            out.append((r[x], base[0]["backward_s"] / r["backward_s"]))
+    out.sort()
+    return np.array([o[0] for o in out], dtype=float), np.array([o[1] for o in out], dtype=float)

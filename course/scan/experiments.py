@@ -1,0 +1,120 @@
+"""Lesson 04's experiments for ``python -m course report``: the scans against n on each device,
+the hand-written kernel's variants (bank conflicts, tile shape), and every operator at one size."""
+
+from __future__ import annotations
+
+from ..errors import BadInputError
+from ..plots import add_footer, bar_figure, new_figure
+from ..report import experiment
+from ..results import ResultSet
+from ..timing import benchmark
+from .plots import timing_figure
+from .timing import ALGORITHMS, LIBRARY_OPS, make_input, scan_sweep, time_scan
+
+
+@experiment("scan_sweep", title="Scans against n: library, level-by-level Blelloch, Hillis-Steele, "
+                                "hand-written kernel", lesson="04")
+def scan_sweep_experiment(devices, quick, progress):
+    """Inclusive float32 addition scans from cache-sized to memory-sized arrays on each device:
+    numpy.cumsum / cupy.cumsum (the library), blelloch_scan one vectorized call per level,
+    Hillis-Steele, a Python loop (small n) and, on a GPU, the numba block-scan kernel; effective
+    bandwidth (2 n itemsize bytes per scan) against the copy limit measured in the same run."""
+    rs = ResultSet("scan_sweep", params={"quick": quick})
+    for dev in devices:
+        top = (20 if quick else 24) if dev == "cpu" else (22 if quick else 26)
+        ns = [2**k for k in range(10, top + 1, 2)]
+        part = scan_sweep(ns, devices=[dev], repeat=3 if quick else 7, budget_s=0.1 if quick else 1.0,
+                          copy_nbytes=2**24 if quick else 2**27, progress=progress)
+        rs.extend(part)
+        rs.params.setdefault("ns", {})[dev] = ns
+    return rs
+
+
+@scan_sweep_experiment.plot
+def _(rs, references):
+    return timing_figure(rs, references)
+
+
+@experiment("scan_kernel_variants", title="The numba block scan: strategy, bank conflicts, tile shape",
+            lesson="04")
+def scan_kernel_variants(devices, quick, progress):
+    """GPU only: the block-scan kernel (scan-then-add and reduce-then-scan) with and without the
+    shared-memory padding against bank conflicts, for several threads x items tile shapes, next to
+    cupy.cumsum at the same n."""
+    rs = ResultSet("scan_kernel_variants", params={"quick": quick})
+    if "gpu" not in devices:
+        rs.notes.append("no GPU here: the kernel variants are measured only on a GPU")
+        return rs
+    import cupy
+
+    from .kernels import block_scan
+
+    n = 2**22 if quick else 2**26
+    x = make_input(n, "add", "float32", "gpu")
+    lib = benchmark(cupy.cumsum, x, device="gpu", repeat=5 if quick else 20, name="cupy.cumsum")
+    rs.add_timing(lib, variant="cupy.cumsum", n=n, gb_per_s=8 * n / lib.median / 1e9)
+    shapes = [(256, 8), (128, 16)] if quick else [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)]
+    jobs = [(t, i, cf, st) for t, i in shapes for cf in (True, False)
+            for st in ("scan-then-add", "reduce-then-scan")]
+    for t, i, cf, st in (progress(jobs, total=len(jobs), desc="kernel variants") if progress else jobs):
+        tm = benchmark(block_scan, x, exclusive=False, threads=t, items=i, conflict_free=cf,
+                       strategy=st, device="gpu", repeat=5 if quick else 20,
+                       name=f"{st} {t}x{i} {'padded' if cf else 'plain'}")
+        rs.add_timing(tm, variant=tm.name, threads=t, items=i, conflict_free=cf, strategy=st, n=n,
+                      gb_per_s=8 * n / tm.median / 1e9, of_library=lib.median / tm.median)
+    return rs
+
+
+@scan_kernel_variants.plot
+def _(rs, references):
+    sources = [rs] + [r for r in references if r.records]
+    src = next((s for s in sources if s.select(device="gpu")), None)
+    if src is None:
+        fig, (ax,) = new_figure(1, height=2.2)
+        ax.text(0.5, 0.5, "No GPU here and no reference GPU results recorded yet for the kernel "
+                "variants.\nOn a GPU machine: python -m course report --record-reference",
+                ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.3")
+        ax.axis("off")
+        add_footer(fig, rs)
+        return fig
+    items = [(r["variant"] + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu")
+             for r in src.select(device="gpu")]
+    return bar_figure(items, title=f"Block scan variants at n = {src.records[0]['n']:,} "
+                      f"({src.label})", unit="GB/s", live=rs if src is rs else None,
+                      references=[] if src is rs else [src])
+
+
+@experiment("scan_operators", title="Every operator at one size: Blelloch against the sequential loop",
+            lesson="04")
+def scan_operators(devices, quick, progress):
+    """Inclusive scans of n elements with add, max, 2x2 matrix products and affine maps: the
+    level-by-level Blelloch scan against a Python loop (and the library where it has a scan)."""
+    n = 2**12 if quick else 2**15
+    rs = ResultSet("scan_operators", params={"n": n, "quick": quick})
+    jobs = [(d, op, a) for d in devices for op in ("add", "max", "matmul", "affine")
+            for a in ALGORITHMS[d] if a in ("numpy", "cupy", "blelloch", "sequential")]
+    for dev, op, alg in (progress(jobs, total=len(jobs), desc="operators") if progress else jobs):
+        if alg in ("numpy", "cupy") and op not in LIBRARY_OPS[dev]:
+            if op in LIBRARY_OPS["cpu"]:          # CuPy's missing running maximum: say so
+                rs.notes.append(f"{dev.upper()}: {alg} has no library scan for {op!r}")
+            continue
+        try:
+            t = time_scan(alg, n, op, "float64", dev, repeat=3 if quick else 7, budget_s=0.2 if quick else 2.0)
+        except BadInputError as exc:      # refused up front: noted, the other records kept
+            rs.notes.append(f"{dev.upper()} {alg} {op}: skipped ({exc})")
+            continue
+        rs.add_timing(t, algorithm=alg, op=op, n=n)
+    return rs
+
+
+@scan_operators.plot
+def _(rs, references):
+    recs = sorted(rs.records, key=lambda r: (r["device"], r["op"], r["algorithm"]))
+    items = [(f"{r['device'].upper()} {r['op']}: {r['algorithm']}", r["median_s"] * 1e3, r["device"])
+             for r in recs]
+    fig = bar_figure(items, title=f"Inclusive scans of n = {rs.params.get('n', 0):,} float64 elements",
+                     unit="ms", live=rs)
+    vals = [i[1] for i in items]
+    if vals and max(vals) > 100 * min(vals):      # the Python loop dwarfs the rest
+        fig.axes[0].set_xscale("log")
+    return fig

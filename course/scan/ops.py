@@ -1,0 +1,188 @@
+"""The operators a scan combines with, their identities, and an associativity check.
+
+Every operator takes two *stacks* of elements, ``a`` and ``b`` of shape
+``(m, *elem_shape)``, and combines them pairwise in one vectorized call; ``a`` holds
+the EARLIER elements and ``b`` the LATER ones.  They are re-exported by
+:mod:`course.scan`.
+
+>>> import numpy as np
+>>> matmul(np.eye(2)[None], np.ones((1, 2, 2)))[0]
+array([[1., 1.],
+       [1., 1.]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..devices import array_device, get_xp
+from ..errors import BadInputError
+
+__all__ = ["add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves",
+           "identity_for", "OPERATORS", "check_associative", "Op"]
+
+Op = Callable[[Any, Any], Any]
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else get_xp(array_device(a))
+
+
+def add(a, b):
+    """Elementwise sum of two stacks; identity 0."""
+    return a + b
+
+
+def maximum(a, b):
+    """Elementwise maximum of two stacks; identity -inf (or the dtype's minimum for integers)."""
+    return _xp(a).maximum(a, b)
+
+
+def matmul(a, b):
+    """Matrix product of two stacks of k x k matrices, ``a[i] @ b[i]`` (earlier on the left).
+
+    The inclusive scan of ``M0, M1, M2`` is ``M0, M0 @ M1, M0 @ M1 @ M2``; identity ``eye(k)``.
+    """
+    return a @ b
+
+
+def affine(a, b):
+    """Compose two stacks of affine maps: first ``a`` (earlier), then ``b`` (later).
+
+    An element is a pair ``(m, c)`` stored in the last axis (shape ``(..., 2)``) and
+    stands for the map ``h -> m * h + c`` (elementwise over any leading element axes).
+    Applying ``a`` then ``b`` gives ``h -> b_m * (a_m * h + a_c) + b_c``, i.e. the pair
+    ``(a_m * b_m, b_m * a_c + b_c)``; identity ``(1, 0)``.  So the inclusive scan of
+    the maps ``(m_t, c_t)`` solves the linear recurrence ``h_t = m_t * h_{t-1} + c_t``
+    (with ``h_{-1} = 0`` it is the ``c`` part); see :func:`affine_apply`.
+    """
+    am, ac = a[..., 0], a[..., 1]
+    bm, bc = b[..., 0], b[..., 1]
+    return _xp(a).stack([am * bm, bm * ac + bc], axis=-1)
+
+
+def affine_apply(maps, h):
+    """Apply affine maps ``(m, c)`` (last axis of size 2) to values ``h``: ``m * h + c``."""
+    return maps[..., 0] * h + maps[..., 1]
+
+
+def interval(a, b):
+    """Concatenate index ranges: a bookkeeping operator that shows what a scan combined.
+
+    An element is a half-open range ``(lo, hi)`` of positions of the input (last axis
+    of size 2, integers); leaf ``i`` is ``(i, i + 1)`` (see :func:`interval_leaves`).
+    An empty range (``lo == hi``) is the identity.  ``op(a, b)`` is ``(a.lo, b.hi)``
+    when ``a`` ends where ``b`` starts, and the marker ``(-1, -2)`` ("combined out of
+    order") otherwise, which then sticks.  So the exclusive scan of the leaves must be
+    ``(0, i)`` at position ``i``: anything else names the operand-order bug.
+
+    >>> import numpy as np
+    >>> interval(np.array([[0, 2], [2, 3]]), np.array([[2, 5], [0, 2]]))
+    array([[ 0,  5],
+           [-1, -2]])
+    """
+    xp = _xp(a)
+    a_empty = (a[..., 0] == a[..., 1])[..., None]
+    b_empty = (b[..., 0] == b[..., 1])[..., None]
+    joined = xp.stack([a[..., 0], b[..., 1]], axis=-1)
+    ok = (a[..., 1] == b[..., 0]) & (a[..., 0] <= a[..., 1]) & (b[..., 0] <= b[..., 1])
+    bad = xp.full_like(joined, -1)
+    bad[..., 1] = -2
+    out = xp.where(ok[..., None], joined, bad)
+    return xp.where(a_empty, b, xp.where(b_empty, a, out))
+
+
+def interval_leaves(n: int, xp: Any = np):
+    """The leaves ``(i, i + 1)`` of :func:`interval`, shape ``(n, 2)``."""
+    i = xp.arange(n, dtype=np.int64)
+    return xp.stack([i, i + 1], axis=-1)
+
+
+def _min_value(dtype: np.dtype):
+    if dtype.kind == "f" or dtype.kind == "c":
+        return -np.inf
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min
+    if dtype.kind == "b":
+        return False
+    raise BadInputError(f"maximum has no identity for dtype {dtype}; pass identity=... explicitly.")
+
+
+def identity_for(op: Op | None, elem_shape: tuple = (), dtype: Any = np.float64, xp: Any = np):
+    """The identity element of a ready operator, as an array of shape ``elem_shape``.
+
+    Parameters
+    ----------
+    op : one of :data:`OPERATORS` (``None`` means :func:`add`).
+    elem_shape : shape of one element (``x.shape[1:]`` for a stack ``x``).
+    dtype, xp : dtype and array namespace (numpy or cupy) of the result.
+
+    Examples
+    --------
+    >>> identity_for(matmul, (2, 2))
+    array([[1., 0.],
+           [0., 1.]])
+    >>> identity_for(affine, (2,))
+    array([1., 0.])
+    """
+    dtype = np.dtype(dtype)
+    elem_shape = tuple(elem_shape)
+    if op is None or op is add:
+        return xp.zeros(elem_shape, dtype=dtype)
+    if op is maximum:
+        return xp.full(elem_shape, _min_value(dtype), dtype=dtype)
+    if op is matmul:
+        if len(elem_shape) != 2 or elem_shape[0] != elem_shape[1]:
+            raise BadInputError(f"matmul scans stacks of square k x k matrices; got elements of "
+                                f"shape {elem_shape}. Pass x with shape (n, k, k).")
+        return xp.eye(elem_shape[0], dtype=dtype)
+    if op is interval:
+        return xp.zeros(elem_shape, dtype=dtype)
+    if op is affine:
+        if len(elem_shape) == 0 or elem_shape[-1] != 2:
+            raise BadInputError(f"affine elements are (m, c) pairs in the last axis; got elements "
+                                f"of shape {elem_shape}. Pass x with shape (n, ..., 2).")
+        ident = xp.zeros(elem_shape, dtype=dtype)
+        ident[..., 0] = 1
+        return ident
+    name = getattr(op, "__name__", repr(op))
+    raise BadInputError(f"no identity is known for the operator {name!r}; pass identity=... "
+                        f"(one element of shape {elem_shape}, or a scalar).")
+
+
+#: The ready operators by name (the notebook's dropdown uses these names).
+OPERATORS: dict[str, Op] = {"add": add, "max": maximum, "matmul": matmul, "affine": affine,
+                            "interval": interval}
+
+
+def check_associative(op: Op, samples, *, rtol: float = 1e-6, atol: float = 1e-9,
+                      verbose: bool = True) -> bool:
+    """Test ``op(op(a, b), c) == op(a, op(b, c))`` on sampled triples.
+
+    ``samples`` is a stack of elements (shape ``(m, *elem_shape)``, m >= 3); triples are
+    taken as consecutive rolls of it.  Returns True when every triple agrees within the
+    tolerances; prints the first failing triple otherwise.  Passing is evidence, not proof.
+
+    >>> check_associative(lambda a, b: a - b, np.arange(5.0), verbose=False)
+    False
+    """
+    xp = get_xp(array_device(samples))
+    s = xp.asarray(samples)
+    if s.ndim == 0 or s.shape[0] < 3:
+        raise BadInputError(f"check_associative needs at least 3 sample elements; got shape "
+                            f"{getattr(s, 'shape', ())}.")
+    a, b, c = s, xp.roll(s, -1, axis=0), xp.roll(s, -2, axis=0)
+    lhs, rhs = op(op(a, b), c), op(a, op(b, c))
+    diff = xp.abs(lhs - rhs) > atol + rtol * xp.abs(rhs)
+    bad = diff.reshape(diff.shape[0], -1).any(axis=1)
+    if bool(bad.any()):
+        i = int(xp.argmax(bad))
+        if verbose:
+            print(f"not associative: for sample {i}, op(op(a, b), c) = {lhs[i].tolist()} but "
+                  f"op(a, op(b, c)) = {rhs[i].tolist()}. A tree scan would disagree with the "
+                  f"sequential scan.")
+        return False
+    return True

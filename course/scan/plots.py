@@ -1,0 +1,312 @@
+"""Pictures of lesson 04: the Blelloch tree level by level, work and steps, timings.
+
+* :func:`blelloch_frames` runs a traced Blelloch scan (and the same scan of index
+  ranges, so every box can say which inputs it combines) and returns one frame per
+  step: the input, each up-sweep level, the root set to the identity, each
+  down-sweep level.
+* :func:`tree_figure` draws the frames up to a step: one row of boxes per step (the
+  classic in-place array, padded to a power of two), lines from the boxes a level
+  reads to the boxes it writes.
+* :func:`counts_figure`: work and steps of the three scans against n, n log2 n, log2 n.
+* :func:`timing_figure`: time and effective bandwidth of the scans per device, with
+  the copy limit and the reference GPU results, when there are any.
+
+>>> fig = tree_figure(np.arange(1, 9), step=3)
+>>> len(blelloch_frames(np.arange(1, 9)))
+8
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullLocator
+
+from ..errors import BadInputError
+from ..plots import COLORS, add_footer, log2_x, mark_noisy, new_figure, noisy_flags
+from ..results import ResultSet
+from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
+
+__all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_figure", "counts_figure",
+           "timing_figure", "MAX_DRAWN"]
+
+#: The largest n :func:`tree_figure` draws (the boxes must stay readable).
+MAX_DRAWN = 32
+
+_UP, _DOWN, _ROOT, _STEP = "#4c72b0", "#dd8452", "#8c8c8c", "#55a868"
+
+
+@dataclass
+class Frame:
+    """One step of the Blelloch scan as drawn: the in-place array after the step."""
+
+    title: str
+    phase: str            # "input", "up", "root", "down"
+    values: np.ndarray    # padded in-place array (elements of x)
+    ranges: np.ndarray    # the same array as index ranges (lo, hi), shape (padded, 2)
+    left: np.ndarray      # pairs combined at this step (positions)
+    right: np.ndarray
+    work: int
+    written: np.ndarray   # positions this step wrote (pairs, and odd nodes moved up or down)
+
+
+def blelloch_frames(x, op=None, identity=None) -> list[Frame]:
+    """The Blelloch scan of ``x`` step by step (exclusive), as :class:`Frame` objects."""
+    x = np.asarray(x)
+    n = x.shape[0] if x.ndim else 0
+    if n == 0:
+        raise BadInputError("there is no tree to draw for an empty input; give at least one element.")
+    _, _, _, ident = prepare_scan(x, op, identity)
+    _, tr = blelloch_scan(x, op=op, identity=identity, trace=True)
+    _, tr_r = blelloch_scan(interval_leaves(n), op=interval, trace=True)
+    empty = np.array([], dtype=int)
+    frames = [Frame("input (padded with identities)" if tr.padded_n > n else "input", "input",
+                    tr.initial, tr_r.initial, empty, empty, 0, empty)]
+    ups = [lv for lv in tr.levels if lv.phase == "up"]
+    for lv, lr in zip(tr.levels, tr_r.levels):
+        if lv.phase == "down" and frames[-1].phase == "up":
+            vals, rng = frames[-1].values.copy(), frames[-1].ranges.copy()
+            vals[-1], rng[-1] = ident, (0, 0)
+            root = np.array([tr.padded_n - 1])
+            frames.append(Frame("root := identity (nothing comes before the whole array)", "root",
+                                vals, rng, root, empty, 0, root))
+        name = (f"up-sweep level {lv.depth}: right := left op right (stride {lv.stride})"
+                if lv.phase == "up" else
+                f"down-sweep level {lv.depth}: left := parent, right := parent op left")
+        d = lv.depth + (lv.phase == "up")                  # the level whose nodes were written
+        nodes = -(-n // 2 ** d)
+        written = (np.arange(nodes) + 1) * 2 ** d - 1
+        frames.append(Frame(name, lv.phase, lv.state, lr.state, lv.left, lv.right, lv.work, written))
+    if len(ups) == 0:   # n == 1: no levels; the exclusive scan is just the identity
+        vals = frames[0].values.copy()
+        vals[0] = ident
+        frames.append(Frame("root := identity", "root", vals, np.zeros_like(frames[0].ranges),
+                            np.array([0]), empty, 0, np.array([0])))
+    return frames
+
+
+def hillis_steele_frames(x, op=None, identity=None) -> list[Frame]:
+    """The Hillis-Steele scan of ``x`` step by step (inclusive), as :class:`Frame` objects."""
+    x = np.asarray(x)
+    n = x.shape[0] if x.ndim else 0
+    if n == 0:
+        raise BadInputError("there is nothing to draw for an empty input; give at least one element.")
+    _, tr = hillis_steele_scan(x, op=op, identity=identity, trace=True)
+    _, tr_r = hillis_steele_scan(interval_leaves(n), op=interval, trace=True)
+    empty = np.array([], dtype=int)
+    frames = [Frame("input", "input", tr.initial, tr_r.initial, empty, empty, 0, empty)]
+    for lv, lr in zip(tr.levels, tr_r.levels):
+        frames.append(Frame(f"step {lv.depth}: x[i] := x[i - {lv.stride}] op x[i] for i >= {lv.stride}",
+                            "step", lv.state, lr.state, lv.left, lv.right, lv.work, lv.right))
+    return frames
+
+
+FRAMES = {"blelloch": blelloch_frames, "hillis-steele": hillis_steele_frames}
+
+
+def _range_text(lo: int, hi: int) -> str:
+    if lo > hi:
+        return "order!"
+    if lo == hi:
+        return "∅"
+    return f"{lo}" if hi == lo + 1 else f"{lo}..{hi - 1}"
+
+
+def _value_text(v) -> str | None:
+    v = np.asarray(v)
+    if v.ndim:
+        return None
+    if v.dtype.kind in "iub":
+        return str(int(v))
+    return f"{float(v):.3g}"
+
+
+def tree_figure(x, op=None, identity=None, step: int | None = None,
+                algorithm: str = "blelloch") -> Figure:
+    """Draw a scan of ``x`` (at most :data:`MAX_DRAWN` elements) up to ``step``.
+
+    Each row is the array after one step; a box shows its value (for scalar elements)
+    and the input positions it combines (``2..5`` means x[2] op ... op x[5], ``∅`` the
+    identity).  Lines show what the current step read and wrote: blue for Blelloch's
+    up-sweep, orange for its down-sweep, green for Hillis-Steele's steps.
+    ``step=None`` draws every step; ``algorithm`` is ``"blelloch"`` (exclusive) or
+    ``"hillis-steele"`` (inclusive).
+    """
+    if algorithm not in FRAMES:
+        raise BadInputError(f"tree_figure draws {sorted(FRAMES)}; got {algorithm!r}.")
+    x = np.asarray(x)
+    if x.ndim == 0 or x.shape[0] > MAX_DRAWN:
+        raise BadInputError(f"tree_figure draws 1 to {MAX_DRAWN} elements; got "
+                            f"{x.shape[0] if x.ndim else 'a 0-d value'}. Use a smaller n here; "
+                            f"the counts and timing plots take large n.")
+    frames = FRAMES[algorithm](x, op, identity)
+    last = len(frames) - 1
+    step = last if step is None else int(step)
+    if not 0 <= step <= last:
+        raise BadInputError(f"step must be between 0 and {last} for n = {x.shape[0]}; got {step}.")
+    n, padded = x.shape[0], frames[0].values.shape[0]
+    shown = frames[:step + 1]
+    fig = Figure(figsize=(max(6.5, 0.62 * padded + 3.2), 0.62 * len(shown) + 1.1))
+    ax = fig.add_axes((0.01, 0.04, 0.98, 0.86))
+    w, h = 0.84, 0.62
+    for r, fr in enumerate(shown):
+        y = -r
+        current = r == step
+        color = {"up": _UP, "down": _DOWN, "root": _ROOT, "step": _STEP}.get(fr.phase, "0.5")
+        written = set(fr.written.tolist())
+        for i in range(padded):
+            fill = "white"
+            if i in written and not (fr.phase == "down" and i >= n):
+                fill = color if current else "0.88"
+            elif i >= n:
+                fill = "0.95"
+            ax.add_patch(Rectangle((i - w / 2, y - h / 2), w, h, facecolor=fill,
+                                   edgecolor="0.3" if current else "0.7", lw=0.8,
+                                   alpha=0.55 if (i in written and current) else 1.0))
+            if fr.phase == "down" and i >= n:       # padding: no longer needed, not computed
+                ax.text(i, y, "–", ha="center", va="center", fontsize=8, color="0.6")
+                continue
+            val = _value_text(fr.values[i])
+            rng = _range_text(*fr.ranges[i])
+            tc = "k" if current else "0.45"
+            if val is not None:
+                ax.text(i, y + 0.1, val, ha="center", va="center", fontsize=8.5, color=tc,
+                        fontweight="bold" if current else "normal")
+                if current or padded <= 16:      # earlier rows of big trees: values only
+                    ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=6, color=tc)
+            elif current or padded <= 16:
+                ax.text(i, y, rng, ha="center", va="center", fontsize=7.5, color=tc)
+        ax.text(-0.7, y, fr.title.split(":")[0].replace(" (nothing comes before the whole array)", ""),
+                ha="right", va="center", fontsize=8 if current else 7,
+                color="k" if current else "0.45", fontweight="bold" if current else "normal")
+        if r and current:
+            for a, b in zip(fr.left.tolist(), fr.right.tolist()):
+                yt, yb = y + 1 - h / 2, y + h / 2
+                ax.annotate("", (b, yb), (a, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1))
+                ax.annotate("", (b, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1))
+                if fr.phase == "down":
+                    ax.annotate("", (a, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color,
+                                                                       lw=1.1, ls="--"))
+    for i in range(padded):
+        ax.text(i, 0.55, str(i), ha="center", va="bottom", fontsize=7, color="0.4")
+    ax.set_xlim(-3.6, padded - 0.4)
+    ax.set_ylim(-len(shown) + 0.4, 1.0)
+    ax.axis("off")
+    cur = frames[step]
+    done = sum(f.work for f in frames[:step + 1])
+    total = sum(f.work for f in frames)
+    name = "Blelloch" if algorithm == "blelloch" else "Hillis-Steele"
+    ax.set_title(f"{name} scan of n = {n}" + (f" (padded to {padded})" if padded > n else "")
+                 + f": step {step} of {last}, operator applications so far {done} of {total}\n"
+                 + f"this step: {cur.title}", fontsize=9.5)
+    note = ("pale: padding up to a power of two (not needed once the down-sweep starts: drawn as –)."
+            if algorithm == "blelloch" else "each step reads the previous row only (double buffering).")
+    fig.text(0.01, 0.0, "Each box: its value (when elements are numbers) and, small, which inputs "
+             "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
+             f"this step; light grey: written earlier; {note}",
+             fontsize=7.5, color="0.35", va="top")
+    if step == last and step > 0:
+        done_text = ("leaves now hold the exclusive scan" if algorithm == "blelloch"
+                     else "every position now holds the inclusive scan")
+        ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=8, color=color)
+    return fig
+
+
+def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
+    """Work (operator applications) and steps (levels) of the three scans against n."""
+    ns = np.unique(np.round(np.logspace(0, np.log2(n_max), 60, base=2)).astype(int))
+    ns = ns[ns >= 2]
+    fig, (aw, ast) = new_figure(2, height=3.6)
+    styles = {"sequential": ("0.3", "-"), "hillis-steele": ("#55a868", "-"),
+              "blelloch": (_UP, "-")}
+    for alg, (c, ls) in styles.items():
+        counts = [operation_counts(alg, int(n)) for n in ns]
+        aw.plot(ns, [k["work"] for k in counts], color=c, ls=ls, label=alg, lw=1.8)
+        ast.plot(ns, [k["steps"] for k in counts], color=c, ls=ls, label=alg, lw=1.8)
+    lg = np.log2(ns)
+    aw.plot(ns, ns * lg, color="0.6", ls=":", label="n log2 n")
+    aw.plot(ns, ns, color="0.6", ls="--", label="n")
+    ast.plot(ns, lg, color="0.6", ls=":", label="log2 n")
+    for ax, what in ((aw, "work: operator applications"), (ast, "steps: dependent levels")):
+        log2_x(ax)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (elements)")
+        ax.set_ylabel(what)
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.grid(True, which="major", alpha=0.25)
+        if highlight:
+            ax.axvline(highlight, color="0.3", lw=1, ls=":")
+    aw.set_title("Work: Blelloch stays linear (about 2n),\nHillis-Steele pays n log2 n", fontsize=9)
+    ast.set_title("Steps: the tree scans need about log2 n levels\n(Blelloch 2 log2 n), the loop n",
+                  fontsize=9)
+    aw.legend(fontsize=7.5)
+    ast.legend(fontsize=7.5)
+    fig.text(0.01, 0.0, "Counted by the scans' own level loops (course.scan.operation_counts), "
+             "not measured times.", fontsize=7.5, color="0.35", va="top")
+    return fig
+
+
+def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
+                  highlight: int | None = None, title: str = "") -> Figure:
+    """Time per scan and effective bandwidth (2 n itemsize bytes moved / time) per device.
+
+    Records need ``device``, ``algorithm``, ``n``, ``median_s`` and optionally
+    ``gb_per_s``; the copy limit comes from records with ``algorithm == "copy"``.
+    """
+    fig, (at, ab) = new_figure(2, height=3.8)
+    sources = ([live] if live is not None else []) + list(references)
+    palette = ["#4c72b0", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
+    algs: list[str] = []
+    for rs in sources:
+        for r in rs.records:
+            if r.get("algorithm") not in algs and r.get("algorithm") != "copy":
+                algs.append(r.get("algorithm"))
+    for rs in sources:
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            for k, alg in enumerate(algs):
+                recs = sorted(rs.select(device=dev, algorithm=alg), key=lambda r: r["n"])
+                if not recs:
+                    continue
+                n = np.array([r["n"] for r in recs], float)
+                t = np.array([r["median_s"] for r in recs], float)
+                lab = f"{dev.upper()} {alg}" + (f" ({rs.label})" if ref else "")
+                kw = dict(color=palette[k % len(palette)], marker="o" if dev == "cpu" else "s",
+                          ms=3.5 if dev == "cpu" else 4.5, ls="--" if ref else "-",
+                          alpha=0.7 if ref else 1.0, lw=1.3)
+                at.plot(n, t, label=lab, **kw)
+                gb = np.array([r.get("gb_per_s", np.nan) for r in recs], float)
+                ab.plot(n, gb, label=lab, **kw)
+                if not ref:
+                    mark_noisy(at, n, t, noisy_flags(recs), kw["color"])
+                    mark_noisy(ab, n, gb, noisy_flags(recs), kw["color"])
+            copy = rs.select(device=dev, algorithm="copy")
+            if copy:
+                ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1.2, ls=":" if not ref else "-.")
+                ab.text(1.0, copy[0]["gb_per_s"], f" {dev.upper()} copy limit "
+                        f"{copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
+                        transform=ab.get_yaxis_transform(), fontsize=7, va="bottom", ha="right",
+                        color=COLORS[dev])
+    for ax in (at, ab):
+        log2_x(ax)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (elements)")
+        ax.grid(True, which="both", alpha=0.25)
+        if highlight:
+            ax.axvline(highlight, color="0.3", lw=1, ls=":")
+    at.set_ylabel("time per scan (s)")
+    ab.set_ylabel("effective bandwidth (GB/s)")
+    at.set_title(title or "Scan time (colour: algorithm; circles: CPU, squares: GPU)", fontsize=9.5)
+    ab.set_title("2 n itemsize bytes / time; dotted: the copy limit", fontsize=9)
+    if at.lines:
+        at.legend(fontsize=6.5, loc="upper left")
+    has_gpu = any(rs.select(device="gpu") for rs in sources)
+    extra = "" if has_gpu else ("No GPU here and no reference GPU results recorded yet: "
+                                "GPU curves appear once `python -m course report --record-reference` "
+                                "has run on a GPU machine.")
+    add_footer(fig, live, [r for r in references], extra=extra)
+    return fig

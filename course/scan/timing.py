@@ -1,0 +1,182 @@
+"""Timing the scans of lesson 04 on the CPU and the GPU, against the library and the copy limit.
+
+Every algorithm is timed as an *inclusive* scan of ``n`` elements of one dtype with
+one operator, by :func:`course.timing.benchmark` (warm-up, repeats, median; CUDA
+events on a GPU).  The effective bandwidth counts ``2 * n * itemsize`` bytes per
+scan (read the input once, write the output once: the least any scan must move),
+the same convention as :func:`course.hardware.copy_bandwidth`, so it can be drawn
+against the copy limit.
+
+Algorithms by device:
+
+* CPU: ``numpy`` (``numpy.cumsum`` / ``numpy.maximum.accumulate``, one compiled
+  sequential loop), ``blelloch`` (:func:`course.scan.blelloch_scan`, one numpy call
+  per level), ``hillis-steele``, and ``sequential`` (a Python loop, small n only);
+* GPU: ``cupy`` (``cupy.cumsum``: CUB's single-pass scan), ``blelloch`` (the same
+  level-by-level code on CuPy arrays: a few kernel launches per level), ``numba
+  kernel`` (:func:`course.scan.kernels.block_scan`, the hand-written block scan:
+  scan tiles, scan their totals, uniform add) and ``numba reduce-then-scan`` (the same
+  kernels with ``strategy="reduce-then-scan"``: sum the tiles first, moving less data).
+  CuPy has no library scan for ``max`` (see :data:`LIBRARY_OPS`): that pair is refused
+  up front, with the algorithms that do it named.
+
+>>> rs = scan_sweep([2**10], algorithms=["numpy", "blelloch"], repeat=2)
+>>> sorted(r["algorithm"] for r in rs.records if r["algorithm"] != "copy")
+['blelloch', 'numpy']
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices
+from ..errors import BadInputError, DeviceMemoryError
+from ..results import ResultSet
+from ..timing import Timing, benchmark
+from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan
+
+__all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
+           "scan_sweep", "library_scan"]
+
+#: Algorithms per device, in the order the plots list them.
+ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
+              "gpu": ("cupy", "blelloch", "numba kernel", "numba reduce-then-scan")}
+#: The Python loop is timed only up to this n (it takes about a microsecond per element).
+SEQUENTIAL_MAX_N = 2**15
+
+
+def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "cpu", seed: int = 0):
+    """A random input for ``op``: numbers, 2x2 matrices (``matmul``) or affine maps."""
+    dev = normalize_device(device)
+    if op not in OPERATORS:
+        raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise BadInputError(f"n must be a whole number >= 0; got {n!r}.")
+    dt = check_dtype(dtype, dev)
+    shape = {"matmul": (n, 2, 2), "affine": (n, 2), "interval": (n, 2)}.get(op, (n,))
+    check_fits(3 * int(np.prod(shape)) * dt.itemsize, dev, what=f"a scan of {n:,} elements")
+    rng = np.random.default_rng(seed)
+    if op == "matmul":     # rotations: long products stay bounded
+        t = rng.uniform(-np.pi, np.pi, n)
+        x = np.stack([np.cos(t), -np.sin(t), np.sin(t), np.cos(t)], -1).reshape(n, 2, 2)
+    elif op == "affine":
+        x = np.stack([rng.uniform(-1, 1, n), rng.normal(size=n)], axis=-1)
+    elif op == "interval":
+        x = np.stack([np.arange(n), np.arange(1, n + 1)], axis=-1)
+    else:
+        x = rng.integers(-9, 10, n) if dt.kind in "iu" else rng.normal(size=n)
+    return get_xp(dev).asarray(x.astype(dt))
+
+
+#: The operators each array library has its own scan for.  CuPy's ufuncs have no working
+#: ``accumulate`` (``cupy.maximum.accumulate`` raises NotImplementedError), so on the GPU only
+#: ``cumsum`` is a library scan; a running maximum there is the numba kernel's job.
+LIBRARY_OPS = {"cpu": ("add", "max"), "gpu": ("add",)}
+
+
+def library_scan(x, op: str = "add"):
+    """The array library's own inclusive scan: ``cumsum``, or on the CPU ``numpy.maximum.accumulate``.
+
+    >>> library_scan(np.array([3, 1, 4, 1, 5]), "max").tolist()
+    [3, 3, 4, 4, 5]
+    """
+    dev = "gpu" if type(x).__module__.startswith("cupy") else "cpu"
+    if op not in LIBRARY_OPS[dev]:
+        lib = "CuPy" if dev == "gpu" else "NumPy"
+        raise BadInputError(f"{lib} has no scan for {op!r}; it has one for {list(LIBRARY_OPS[dev])}."
+                            + (" For a running maximum on the GPU use the 'numba kernel'." if dev == "gpu"
+                               and op == "max" else ""))
+    xp = get_xp(dev)
+    if op == "add":
+        return xp.cumsum(x, axis=0)
+    return xp.maximum.accumulate(x, axis=0)
+
+
+def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Callable:
+    """``f(x) -> inclusive scan`` for one algorithm name of :data:`ALGORITHMS`."""
+    dev = normalize_device(device)
+    if algorithm not in ALGORITHMS[dev]:
+        raise BadInputError(f"unknown {dev.upper()} scan {algorithm!r}; choose one of "
+                            f"{list(ALGORITHMS[dev])}.")
+    if op not in OPERATORS:
+        raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
+    fn = OPERATORS[op]
+    if algorithm in ("numpy", "cupy"):
+        if op not in LIBRARY_OPS[dev]:
+            other = "'numba kernel' or 'blelloch'" if dev == "gpu" and op == "max" else "'blelloch' or 'sequential'"
+            raise BadInputError(f"{algorithm} has no built-in scan for {op!r} (it has one for "
+                                f"{list(LIBRARY_OPS[dev])}); compare with {other} instead.")
+        return lambda x: library_scan(x, op)
+    if algorithm == "blelloch":
+        return lambda x: blelloch_scan(x, op=fn, exclusive=False)
+    if algorithm == "hillis-steele":
+        return lambda x: hillis_steele_scan(x, op=fn, exclusive=False)
+    if algorithm == "sequential":
+        return lambda x: sequential_scan(x, op=fn, exclusive=False)
+    from . import kernels as scan_kernels  # "numba kernel" and "numba reduce-then-scan"
+
+    if op not in scan_kernels.KERNEL_OPS:
+        raise BadInputError(f"the numba kernel is written for {list(scan_kernels.KERNEL_OPS)}; got {op!r}. "
+                            "Compare with 'blelloch' instead.")
+    strategy = "reduce-then-scan" if algorithm == "numba reduce-then-scan" else "scan-then-add"
+    return functools.partial(scan_kernels.block_scan, exclusive=False, op=op, strategy=strategy)
+
+
+def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
+              device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5) -> Timing:
+    """Time one algorithm at one size; raises a clear error for impossible combinations."""
+    dev = normalize_device(device)
+    if algorithm == "sequential" and n > SEQUENTIAL_MAX_N:
+        raise BadInputError(f"the Python loop is timed only up to n = {SEQUENTIAL_MAX_N:,} "
+                            f"(about a microsecond per element); got n = {n:,}.")
+    f = scan_function(algorithm, op, dev)
+    x = make_input(n, op, dtype, dev)
+    return benchmark(f, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s,
+                     name=f"{algorithm} scan n={n}")
+
+
+def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: str = "add",
+               dtype: Any = "float32", devices: Sequence[str] | None = None, repeat: int = 5,
+               budget_s: float | None = 0.3, copy_nbytes: int = 2**26,
+               progress: Callable | None = None) -> ResultSet:
+    """Time the scans at each ``n`` on each device; add each device's copy limit.
+
+    Algorithms that cannot run (no library scan for the operator, a Python loop past
+    :data:`SEQUENTIAL_MAX_N`, the numba kernel without a GPU) are skipped and listed
+    in ``notes``.
+    """
+    from ..hardware.machine import copy_bandwidth
+
+    devs = resolve_devices(devices or None)
+    dt = np.dtype(dtype)
+    rs = ResultSet("scan_sweep", params={"ns": [int(n) for n in ns], "op": op, "dtype": dt.name,
+                                         "devices": devs, "repeat": repeat, "budget_s": budget_s})
+    jobs = [(d, a, int(n)) for d in devs for a in (algorithms or ALGORITHMS[d])
+            if a in ALGORITHMS[d] for n in ns]
+    it = progress(jobs, total=len(jobs), desc="scan sweep") if progress else jobs
+    for dev, alg, n in it:
+        try:
+            t = time_scan(alg, n, op, dt, dev, repeat=repeat, budget_s=budget_s)
+        except (BadInputError, DeviceMemoryError) as exc:   # refused up front, with the reason
+            note = f"{dev} {alg} n={n}: skipped ({exc})"
+            if note not in rs.notes:
+                rs.notes.append(note)
+            continue
+        elem = int(np.prod(make_input(1, op, dt, "cpu").shape[1:]))
+        nbytes = 2 * n * elem * dt.itemsize
+        rs.add_timing(t, algorithm=alg, n=n, op=op, dtype=dt.name, gb_per_s=nbytes / t.median / 1e9)
+    for dev in devs:
+        c = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=3, budget_s=1.0)
+        rs.add(device=dev, algorithm="copy", n=copy_nbytes // 4, gb_per_s=c["gb_per_s"],
+               median_s=c["timing"].median)
+    return rs
+
+
+def identity_of(op: str, dtype: Any = "float32"):
+    """The identity element of a named operator (for the widgets' text)."""
+    shape = {"matmul": (2, 2), "affine": (2,), "interval": (2,)}.get(op, ())
+    return identity_for(OPERATORS[op], shape, dtype)

@@ -1,0 +1,180 @@
+"""The interactive apps of lesson 04 (ipywidgets 7.7 and 8).
+
+* :func:`tree_app`: n, operator, algorithm (Blelloch or Hillis-Steele) and a level stepper
+  (slider + play button), with the result checked against the sequential scan;
+* :func:`counts_app`: work and steps of the three scans against n;
+* :func:`timing_app`: n, operator, device: every scan timed live, against the
+  library's own scan and the copy limit (or the reference GPU results, labelled).
+
+>>> app = tree_app()
+>>> app.last_error is None and app.image.value[:4] == b"\\x89PNG"
+True
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..devices import gpu_available, gpu_unavailable_reason
+from ..errors import BadInputError, GPUUnavailableError
+from ..plots import add_footer, new_figure
+from ..results import ResultSet, load_reference
+from ..widgets import LiveApp, MeasurementCache, device_buttons, escape, log2_slider, noise_html
+from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, operation_counts, sequential_scan
+from .plots import FRAMES, MAX_DRAWN, counts_figure, timing_figure, tree_figure
+from .timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, time_scan
+
+__all__ = ["OPERATOR_CHOICES", "tree_input", "tree_app", "counts_app", "timing_app"]
+
+#: Dropdown label -> operator name in :data:`course.scan.OPERATORS`.
+OPERATOR_CHOICES = [("add (+)", "add"), ("max", "max"), ("2×2 matrix product", "matmul"),
+                    ("affine map h → m·h + c", "affine")]
+
+
+def tree_input(n: int, op: str, seed: int = 0):
+    """A small, readable input for the tree picture: digits, or random matrices / maps."""
+    rng = np.random.default_rng(seed)
+    if op in ("add", "max"):
+        return rng.integers(0, 10, n)
+    return make_input(n, op, "float64", "cpu", seed)
+
+
+def _steps(n: int, algorithm: str = "blelloch") -> int:
+    return len(FRAMES[algorithm](np.zeros(max(n, 1)))) - 1
+
+
+def tree_app(n: int = 8, op: str = "add", algorithm: str = "blelloch") -> LiveApp:
+    """Step through a scan of ``n`` elements, level by level (Blelloch or Hillis-Steele)."""
+    n_slider = widgets.IntSlider(value=n, min=1, max=MAX_DRAWN, description="n",
+                                 continuous_update=False)
+    op_menu = widgets.Dropdown(options=OPERATOR_CHOICES, value=op, description="operator")
+    alg_menu = widgets.Dropdown(options=[("Blelloch (exclusive)", "blelloch"),
+                                         ("Hillis-Steele (inclusive)", "hillis-steele")],
+                                value=algorithm, description="algorithm")
+    last = _steps(n, algorithm)
+    step = widgets.IntSlider(value=last, min=0, max=last, description="step",
+                             continuous_update=False)
+    play = widgets.Play(value=last, min=0, max=last, interval=900, description="play")
+    widgets.jslink((play, "value"), (step, "value"))
+
+    def resize(_change):       # registered before the app's own observers, so it runs first
+        top = _steps(n_slider.value, alg_menu.value)
+        step.max = play.max = top
+        step.value = top
+
+    n_slider.observe(resize, names="value")
+    alg_menu.observe(resize, names="value")
+
+    def update(n: int, op: str, algorithm: str, step: int):
+        x = tree_input(n, op)
+        fn = OPERATORS[op]
+        top = _steps(n, algorithm)
+        fig = tree_figure(x, op=fn, step=min(step, top), algorithm=algorithm)
+        exclusive = algorithm == "blelloch"
+        scan = blelloch_scan if exclusive else hillis_steele_scan
+        ok = np.allclose(scan(x, op=fn, exclusive=exclusive), sequential_scan(x, op=fn, exclusive=exclusive))
+        counts = operation_counts(algorithm, n)
+        text = (f"n = {n}: {counts['steps']} levels with operator applications "
+                f"(sequential loop: {n}), {counts['work']} applications in all "
+                f"(sequential loop: {n}). Result equals the sequential scan: "
+                f"<b>{'yes' if ok else 'NO'}</b>.")
+        if op in ("matmul", "affine"):
+            text += (" Elements are matrices / maps, so the boxes show only which inputs each "
+                     "one combines; the order inside every box is the order of the sequence.")
+        return fig, text
+
+    app = LiveApp(update, {"n": n_slider, "op": op_menu, "algorithm": alg_menu, "step": step},
+                  title="A scan, one level at a time")
+    app.add_player(play, "press play to step through the levels")
+    return app
+
+
+def counts_app(n: int = 2**10) -> LiveApp:
+    """Work and steps of the three scans; the slider marks one n and prints its counts."""
+    slider = log2_slider(1, 24, n, "n")
+
+    def update(n: int):
+        rows = "".join(
+            f"<tr><td>{alg}</td><td>{c['work']:,}</td><td>{c['steps']:,}</td></tr>"
+            for alg in ("sequential", "hillis-steele", "blelloch")
+            for c in [operation_counts(alg, n)])
+        html = ("<table><tr><th>scan</th><th>work (operator applications)</th>"
+                f"<th>steps (levels)</th></tr>{rows}</table>")
+        return counts_figure(2**24, highlight=n), html
+
+    return LiveApp(update, {"n": slider}, title="Work and steps against n")
+
+
+def _reference_note(refs) -> str:
+    if refs:
+        return "Dashed: " + "; ".join(escape(r.label) for r in refs) + "."
+    return ("No reference GPU results recorded yet for this experiment: they appear here once "
+            "<code>python -m course report --record-reference</code> has run on a GPU machine.")
+
+
+def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveApp:
+    """Time every scan at one n, on the CPU or the GPU; bars of time and effective bandwidth."""
+    controls = {"n": log2_slider(6, 24, n, "n"),
+                "op": widgets.Dropdown(options=OPERATOR_CHOICES, value=op, description="operator"),
+                "device": device_buttons()}
+
+    cache = MeasurementCache()
+
+    def update(n: int, op: str, device: str):
+        refs = load_reference("scan_sweep")
+        if device == "gpu" and not gpu_available():
+            if not refs:
+                raise GPUUnavailableError(
+                    f"No GPU here ({gpu_unavailable_reason()}), and no reference GPU results "
+                    f"recorded yet for the scans. Choose CPU, or run this notebook on a GPU "
+                    f"(Colab: Runtime > Change runtime type > GPU).")
+            return timing_figure(None, refs, highlight=n), ("No GPU here: " + _reference_note(refs))
+        rs, skipped = cache.get((n, op, device), lambda: _time_all(n, op, device, budget_s))
+        fig = _bars(rs, device, n, op)
+        html = ""
+        if skipped:
+            html = "Not timed: " + "; ".join(escape(s) for s in skipped) + "."
+        return fig, html + noise_html(rs.records)
+
+    app = LiveApp(update, controls, title="How long does a scan take? (float32, inclusive)")
+    app.cache = cache
+    return app
+
+
+def _time_all(n: int, op: str, device: str, budget_s: float) -> tuple[ResultSet, list[str]]:
+    """Every scan of :data:`ALGORITHMS` timed once at ``n``; the ones left out, with why."""
+    rs = ResultSet("scan_timing_app", params={"n": n, "op": op})
+    skipped = []
+    for alg in ALGORITHMS[device]:
+        if alg == "sequential" and n > SEQUENTIAL_MAX_N:
+            skipped.append(f"sequential (a Python loop: timed only up to n = {SEQUENTIAL_MAX_N:,})")
+            continue
+        try:
+            t = time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s)
+        except BadInputError as exc:
+            skipped.append(f"{alg} ({exc})")
+            continue
+        rs.add_timing(t, algorithm=alg, n=n, op=op)
+    return rs, skipped
+
+
+def _bars(rs: ResultSet, device: str, n: int, op: str):
+    fig, (ax,) = new_figure(1, height=0.9 + 0.5 * max(len(rs.records), 1))
+    recs = rs.records
+    labels = [r["algorithm"] for r in recs]
+    t = np.array([r["median_s"] for r in recs], float)
+    ax.barh(range(len(recs)), t, color=["#4c72b0" if device == "cpu" else "#d95f02"] * len(recs))
+    ax.set_yticks(range(len(recs)), labels)
+    ax.invert_yaxis()
+    lib = {r["algorithm"]: r["median_s"] for r in recs}.get("numpy" if device == "cpu" else "cupy")
+    for i, r in enumerate(recs):
+        note = f" {r['median_s'] * 1e3:.3g} ms"
+        if lib:
+            note += f"  ({r['median_s'] / lib:.1f}× the library)"
+        ax.text(r["median_s"], i, note, va="center", fontsize=8)
+    ax.set_xlabel("time per inclusive scan (s), median")
+    ax.set_title(f"{device.upper()}: scans of n = {n:,} with {op}", fontsize=10)
+    ax.margins(x=0.45)
+    add_footer(fig, rs)
+    return fig

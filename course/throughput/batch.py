@@ -1,0 +1,205 @@
+"""Lesson 03, part 3: batching (Little's law) and mixed precision.
+
+**Batching.**  One training step of an MLP (lesson 01) on a batch of ``B``
+samples costs a fixed overhead (one call per layer, a kernel launch per op on a
+GPU) plus work proportional to ``B``.  Larger batches spread the overhead: the
+*throughput* (samples per second) rises until the device is busy, while the
+*latency* (seconds per batch) grows.  **Little's law** ties the two: the number
+of samples in flight ``L`` equals the throughput ``λ`` times the time each spends
+in the system ``W``.  :func:`batch_sweep` measures ``λ`` from a continuous run of
+steps and ``W`` from single steps, independently, and reports ``L = λ·W`` next to
+the batch size.
+
+**Mixed precision.**  :func:`precision_sweep` times matrix products in float32,
+float16 and bfloat16.  Half-precision numbers take half the memory and, on
+hardware with units for them (GPU tensor cores), run several times faster.  A
+CPU without float16 arithmetic has numpy *emulate* it (convert every element to
+float32 and back, with no BLAS), so there it is much slower: measured, not assumed.
+bfloat16 has no numpy type; it is timed through PyTorch when that is installed.
+
+>>> rs = precision_sweep([32], dtypes=("float32", "float16"), repeat=2)
+>>> sorted(r["dtype"] for r in rs.records)
+['float16', 'float32']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backprop import MLP
+from ..devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize
+from ..errors import BadInputError, UnsupportedDtypeError
+from ..peers import time_torch, torch_available, torch_cuda_available
+from ..results import ResultSet
+from ..timing import benchmark, sweep_within_budget
+from .ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
+
+__all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "time_torch_matmul",
+           "torch_available", "DEFAULT_MLP_SIZES"]
+
+DEFAULT_MLP_SIZES = (256, 256, 256, 10)
+
+
+def littles_law(throughput_per_s: float, latency_s: float) -> float:
+    """Items in flight ``L = λ · W`` (Little's law).
+
+    >>> littles_law(1000.0, 0.064)  # 1000 samples/s, 64 ms each: 64 in flight
+    64.0
+    """
+    if throughput_per_s < 0 or latency_s < 0:
+        raise BadInputError(f"throughput and latency must be >= 0, got {throughput_per_s!r}, {latency_s!r}")
+    return float(throughput_per_s) * float(latency_s)
+
+
+def batch_for_fraction(batch_sizes: Sequence[float], samples_per_s: Sequence[float],
+                       fraction: float = 0.9) -> int:
+    """The smallest batch size whose throughput reaches ``fraction`` of the best measured.
+
+    >>> batch_for_fraction([1, 2, 4, 8], [10, 50, 95, 100])
+    4
+    """
+    b = np.asarray(batch_sizes, float)
+    s = np.asarray(samples_per_s, float)
+    if b.shape != s.shape or b.ndim != 1 or not len(b):
+        raise BadInputError(f"need two equally long, non-empty lists, got {len(b)} batch sizes and "
+                            f"{len(s)} throughputs")
+    if not 0 < fraction <= 1:
+        raise BadInputError(f"fraction must be in (0, 1], got {fraction!r}")
+    order = np.argsort(b)
+    b, s = b[order], s[order]
+    return int(b[np.nonzero(s >= fraction * s.max())[0][0]])
+
+
+
+
+def _run_steps(model: Any, x: Any, y: Any, steps: int, device: str) -> None:
+    """``steps`` training steps back to back, one synchronize at the end (a continuous stream)."""
+    for _ in range(steps):
+        model.train_step(x, y, 1e-3)
+    synchronize(device)
+
+
+def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequence[int] = DEFAULT_MLP_SIZES,
+                devices: Sequence[Any] | None = None, dtype: Any = "float32", repeat: int = 5,
+                budget_s: float | None = 0.3, stream_steps: int = 5, total_budget_s: float | None = None,
+                progress: Callable | None = None) -> ResultSet:
+    """Forward + backward + update of an MLP across batch sizes: a ``ResultSet`` ``"batching"``.
+
+    Per record (one per device and batch size): ``median_s`` (latency of one step),
+    ``samples_per_s`` (``batch / median_s``), ``stream_samples_per_s`` (samples per second
+    over ``stream_steps`` consecutive steps timed as one run; median of up to 3 runs), ``in_flight`` (Little's law:
+    ``stream_samples_per_s × median_s``, to compare with ``batch``) and ``gflops``.
+    """
+    bs = [int(b) for b in batch_sizes]
+    if not bs:
+        raise BadInputError("the batch-size range is empty: give at least one batch size, e.g. [1, 64]")
+    if min(bs) < 1:
+        raise BadInputError(f"batch sizes must be >= 1, got {min(bs)}")
+    sizes = [int(s) for s in sizes]
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise BadInputError(f"sizes must list at least an input and an output width, got {sizes!r}")
+    devs = resolve_devices(devices)
+    dt = check_dtype(dtype, "cpu")
+    for d in devs:
+        check_dtype(dt, d)
+        check_fits(4 * max(bs) * sum(sizes) * dt.itemsize + 3 * sum(a * b for a, b in zip(sizes, sizes[1:]))
+                   * dt.itemsize, d, what=f"an MLP {sizes} at batch {max(bs):,}")
+    rs = ResultSet("batching", params={"batch_sizes": bs, "sizes": sizes, "devices": devs, "dtype": dt.name,
+                                      "repeat": repeat, "stream_steps": stream_steps,
+                                      "total_budget_s": total_budget_s, "stopped_early": False})
+    jobs = [(d, b) for d in devs for b in bs]
+    rng = np.random.default_rng(0)
+    models: dict[str, Any] = {}
+    for d, b in sweep_within_budget(jobs, rs, total_budget_s, progress, "batch sizes"):
+        model = models.get(d) or models.setdefault(d, MLP(sizes, dtype=dt.name, device=d, seed=0))
+        xp = get_xp(d)
+        x = xp.asarray(rng.standard_normal((b, sizes[0])).astype(dt))
+        y = xp.asarray(rng.integers(0, sizes[-1], size=b))
+        t = benchmark(model.train_step, x, y, 1e-3, device=d, warmup=1, repeat=repeat, budget_s=budget_s,
+                      name=f"train_step B={b}")
+        steps = benchmark(_run_steps, model, x, y, stream_steps, d, device="cpu", warmup=0,
+                          repeat=max(1, min(repeat, 3)), budget_s=budget_s, name=f"{stream_steps} steps")
+        stream = stream_steps * b / steps.median
+        flops = float(model.flops_per_step(b))
+        rs.add_timing(t, batch=b, dtype=dt.name, samples_per_s=b / t.median, stream_samples_per_s=stream,
+                      in_flight=littles_law(stream, t.median), flops=flops, gflops=flops / t.median / 1e9)
+    return rs
+
+
+# ----------------------------------------------------------------- mixed precision
+
+def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: float | None) -> dict:
+    """One n×n matrix product in ``dtype`` (bfloat16, ...) timed through PyTorch: a record with its GFLOP/s."""
+    import torch
+
+    tdev = "cuda" if device == "gpu" else "cpu"
+    if tdev == "cuda" and not torch_cuda_available():
+        raise UnsupportedDtypeError("bfloat16 on the GPU is timed through PyTorch, whose CUDA build is not "
+                                    "installed here; install a CUDA build of torch or choose float16")
+    tdt = getattr(torch, dtype)
+    a = torch.full((n, n), 0.5, dtype=tdt, device=tdev)
+    b = torch.full((n, n), 0.25, dtype=tdt, device=tdev)
+    c = torch.empty((n, n), dtype=tdt, device=tdev)
+
+    def mm() -> None:
+        torch.matmul(a, b, out=c)
+
+    t = time_torch(mm, device=device, warmup=2, repeat=repeat, budget_s=budget_s, name=f"torch matmul {n}")
+    flops = 2.0 * n ** 3
+    return t.as_record() | {"device": device, "n": n, "gflops": flops / t.median / 1e9, "flops": flops}
+
+
+def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str] = ("float32", "float16", "bfloat16"),
+                    devices: Sequence[Any] | None = None, repeat: int = 3, budget_s: float | None = 0.3,
+                    total_budget_s: float | None = None, progress: Callable | None = None) -> ResultSet:
+    """Matrix-product GFLOP/s and memory per dtype: a ``ResultSet`` ``"mixed_precision"``.
+
+    float32 and float16 use numpy (CPU) / CuPy (GPU: cuBLAS, whose float16 path uses
+    tensor cores where the GPU has them); bfloat16 uses PyTorch, and is skipped with a
+    note when PyTorch is not installed.  Each record has ``dtype``, ``library``, ``n``,
+    ``gflops``, ``median_s`` and ``matrix_bytes`` (one n×n matrix).
+    """
+    sizes = [int(s) for s in sizes]
+    if not sizes:
+        raise BadInputError("the size range is empty: give at least one matrix size, e.g. [256]")
+    if min(sizes) < 1:
+        raise BadInputError(f"matrix sizes must be >= 1, got {min(sizes)}")
+    dtypes = list(dtypes)
+    if not dtypes:
+        raise BadInputError("dtypes is empty: give at least one of float32, float16, bfloat16")
+    devs = resolve_devices(devices)
+    for dtn in dtypes:
+        if dtn != "bfloat16":
+            for d in devs:
+                check_dtype(dtn, d)
+    rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devs,
+                                             "repeat": repeat, "stopped_early": False})
+    if "bfloat16" in dtypes and not torch_available():
+        rs.notes.append("bfloat16 was not timed: numpy and CuPy have no bfloat16 type and PyTorch is not "
+                        "installed (pip install torch to add it).")
+        dtypes = [d for d in dtypes if d != "bfloat16"]
+    jobs = [(d, dtn, n) for d in devs for dtn in dtypes for n in sizes]
+    for d, dtn, n in sweep_within_budget(jobs, rs, total_budget_s, progress, "precisions"):
+        if dtn == "bfloat16":
+            try:
+                rec, lib, itemsize = time_torch_matmul(n, dtn, d, repeat, budget_s), "torch", 2
+            except UnsupportedDtypeError as exc:  # e.g. a CPU-only PyTorch on a GPU machine
+                if str(exc) not in rs.notes:
+                    rs.notes.append(str(exc))
+                continue
+        elif d == "cpu" and dtn == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
+            rs.notes.append(f"CPU float16 at n={n:,} skipped: numpy emulates float16 without BLAS, so one "
+                            "product would take minutes.")
+            continue
+        else:
+            rec = time_op("matmul", n, dtn, d, repeat=repeat, budget_s=budget_s)
+            lib, itemsize = ("cupy" if d == "gpu" else "numpy"), np.dtype(dtn).itemsize
+        rs.add(**(rec | {"dtype": dtn, "library": lib, "matrix_bytes": n * n * itemsize}))
+    if "gpu" in devs and cupy_module() is not None:
+        rs.notes.append("GPU float16 products go through cuBLAS, which uses tensor cores where the GPU has "
+                        "them; float32 uses the ordinary FP32 units (CuPy enables TF32 only with CUPY_TF32=1).")
+    return rs
+

@@ -1,0 +1,143 @@
+"""Checks for lesson 03's exercises.
+
+* :func:`check_matmul_intensity` — ``your_fn(n, itemsize)``: the arithmetic intensity of an
+  n×n matrix product (FLOP per byte of compulsory traffic).
+* :func:`check_roofline_bound` — ``your_fn(flops, nbytes, peak_flops, peak_bandwidth)``:
+  ``"memory-bound"`` or ``"compute-bound"``, predicted from the roofline.
+* :func:`check_batch_for_fraction` — ``your_fn(batch_sizes, samples_per_s, fraction)``: the
+  smallest batch whose throughput reaches ``fraction`` of the best.
+
+Each runs your function on fresh inputs, compares with the course's answer, prints
+what is wrong (scale, direction, order...) or that it is right, and returns a bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..checking import call_learner
+from .batch import batch_for_fraction
+from .roofline import classify
+
+__all__ = ["check_matmul_intensity", "check_roofline_bound", "check_batch_for_fraction"]
+
+
+def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
+    return call_learner(fn, *args, context=f"arguments {args!r}")
+
+
+def check_matmul_intensity(fn: Callable) -> bool:
+    """Check ``fn(n, itemsize)`` = 2n³ / (3n² · itemsize) FLOP/byte.
+
+    >>> check_matmul_intensity(lambda n, s: 2 * n ** 3 / (3 * n * n * s))
+    Correct: the intensity grows like n/(1.5·itemsize): big matrix products are compute-bound.
+    True
+    """
+    for n, s in ((1, 4), (7, 4), (64, 2), (1000, 8), (4096, 4)):
+        want = 2.0 * n ** 3 / (3.0 * n * n * s)
+        ok, got = _call(fn, n, s)
+        if not ok:
+            return False
+        if not isinstance(got, (int, float, np.floating, np.integer)) or isinstance(got, bool):
+            print(f"For n={n}, itemsize={s}: return one number (FLOP per byte), got {type(got).__name__} {got!r}")
+            return False
+        if np.isclose(got, want, rtol=1e-9):
+            continue
+        ratio = float(got) / want if want else float("nan")
+        hints = {0.5: "you counted n³ flops: each multiply-add is 2 flops",
+                 1.5: "you counted two matrices of traffic: A and B are read, and C is written (three)",
+                 float(s): "you divided by elements, not bytes: multiply the traffic by itemsize",
+                 1 / s: "you multiplied by itemsize instead of dividing by it",
+                 2.0: "the flop count is 2n³, not 4n³"}
+        hint = next((h for r, h in hints.items() if np.isclose(ratio, r, rtol=1e-6)),
+                    "flops: 2·n³; bytes: 3 matrices × n² elements × itemsize")
+        print(f"For n={n}, itemsize={s}: got {float(got):.6g}, expected {want:.6g} ({ratio:.3g}× off): {hint}.")
+        return False
+    print("Correct: the intensity grows like n/(1.5·itemsize): big matrix products are compute-bound.")
+    return True
+
+
+def check_roofline_bound(fn: Callable, seed: int = 3) -> bool:
+    """Check ``fn(flops, nbytes, peak_flops, peak_bandwidth)`` -> ``"memory-bound"`` / ``"compute-bound"``.
+
+    >>> check_roofline_bound(lambda f, b, pf, pb: "memory-bound" if f / b < pf / pb else "compute-bound")
+    Correct on 200 operations: left of the ridge point memory-bound, right of it compute-bound.
+    True
+    """
+    rng = np.random.default_rng(seed)
+    cases = [(1e6, 12e6, 1e11, 1e10), (2e9, 12e6, 1e11, 1e10), (1e6, 1e5, 1e11, 1e10)]  # below, above, on ridge
+    for _ in range(197):
+        pf, pb = 10 ** rng.uniform(9, 15), 10 ** rng.uniform(9, 13)
+        nbytes = 10 ** rng.uniform(3, 10)
+        cases.append((nbytes * pf / pb * 10 ** rng.uniform(-3, 3), nbytes, pf, pb))
+    wrong_way, first = 0, None
+    for f, b, pf, pb in cases:
+        ok, got = _call(fn, f, b, pf, pb)
+        if not ok:
+            return False
+        if got not in ("memory-bound", "compute-bound"):
+            print(f"Return the string 'memory-bound' or 'compute-bound'; got {got!r} for flops={f:.3g}, "
+                  f"bytes={b:.3g}, peak {pf:.3g} FLOP/s, {pb:.3g} B/s")
+            return False
+        want = classify(f / b, pf, pb)
+        if got != want:
+            wrong_way += 1
+            if first is None:
+                first = (f, b, pf, pb, got, want)
+    if wrong_way:
+        f, b, pf, pb, got, want = first
+        how = ("every answer was reversed: an intensity BELOW the ridge point (peak FLOP/s ÷ bandwidth) "
+               "means the memory roof is the lower one, so memory-bound" if wrong_way == len(cases) else
+               "compare the intensity flops/bytes with the ridge point peak_flops/peak_bandwidth")
+        print(f"{wrong_way} of {len(cases)} wrong. First: flops={f:.3g}, bytes={b:.3g} (intensity {f / b:.3g}), "
+              f"ridge at {pf / pb:.3g} FLOP/byte: you said {got!r}, the roofline says {want!r}. Hint: {how}.")
+        return False
+    print(f"Correct on {len(cases)} operations: left of the ridge point memory-bound, right of it compute-bound.")
+    return True
+
+
+def check_batch_for_fraction(fn: Callable, seed: int = 5) -> bool:
+    """Check ``fn(batch_sizes, samples_per_s, fraction)`` -> the smallest batch reaching ``fraction`` of the best.
+
+    >>> def mine(b, s, fraction):
+    ...     best = max(s)
+    ...     return min(bb for bb, ss in zip(b, s) if ss >= fraction * best)
+    >>> check_batch_for_fraction(mine)
+    Correct on 60 throughput curves, including unsorted ones and curves that dip after their peak.
+    True
+    """
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i in range(60):
+        k = int(rng.integers(3, 12))
+        b = [2 ** j for j in range(k)]
+        peak = 10 ** rng.uniform(3, 6)
+        half = 2 ** rng.uniform(0, k)
+        s = [peak * bb / (bb + half) * (1 - 0.3 * (j == k - 1 and i % 3 == 0)) for j, bb in enumerate(b)]
+        frac = float(rng.choice([0.5, 0.8, 0.9, 0.95]))
+        if i % 4 == 1:  # unsorted input
+            order = rng.permutation(k)
+            b, s = [b[j] for j in order], [s[j] for j in order]
+        cases.append((b, s, frac))
+    for b, s, frac in cases:
+        ok, got = _call(fn, list(b), list(s), frac)
+        if not ok:
+            return False
+        want = batch_for_fraction(b, s, frac)
+        if got is None or not np.isscalar(got) or int(got) != want:
+            pairs = ", ".join(f"{bb}: {ss:,.0f}" for bb, ss in sorted(zip(b, s)))
+            hint = ""
+            if got in range(len(b)) and got not in b:
+                hint = " It looks like a position in the list: return the batch size itself."
+            elif got == b[int(np.argmax(s))]:
+                hint = (" That is the batch with the best throughput; the question is the SMALLEST one "
+                        "that gets within the fraction.")
+            elif got == max(b):
+                hint = " Compare with the best throughput measured (max), not with the last one."
+            print(f"For fraction {frac} of the best on (batch: samples/s) {pairs}: got {got!r}, expected {want}.{hint}")
+            return False
+    print(f"Correct on {len(cases)} throughput curves, including unsorted ones and curves that dip after their peak.")
+    return True

@@ -1,0 +1,246 @@
+"""Lesson 03, part 2: latency — the fixed cost of the smallest possible operation.
+
+On the **CPU** the smallest numpy operation (adding two 1-element arrays) costs
+the Python-to-C call overhead: checking types, picking a loop, handling the
+output.  Hundreds of nanoseconds for work of one nanosecond.
+
+On the **GPU** the same tiny add must also be *launched*: the CPU builds a
+command, hands it to the driver, and the GPU schedules it.  Asking for the answer
+adds a **synchronize** (wait for the queue to drain) and a **copy** back over
+PCIe/NVLink.  These costs are microseconds each, and they are paid per call, not
+per element: that is why a GPU loses on small work.
+
+GPU calls are also **asynchronous**: a CuPy call returns once its kernel is
+queued.  :func:`async_chain` times a chain of ops three ways (return without
+waiting, wait once at the end, wait after every op) to make the invisible queue
+visible.  :func:`transfer_bandwidth` measures host↔device copies from ordinary
+(pageable) and from pinned host memory.
+
+Every number is a distribution over many calls, never a single time.
+
+>>> rs = smallest_op_latency("cpu", repeat=50, budget_s=0.2)
+>>> "empty Python call (the timer itself)" in {r["what"] for r in rs.records}
+True
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..devices import check_dtype, check_fits, cupy_module, get_xp, normalize_device, require_gpu
+from ..errors import BadInputError
+from ..results import ResultSet
+from ..timing import Timing, benchmark
+
+__all__ = ["smallest_op_latency", "async_chain", "transfer_bandwidth", "latency_summary"]
+
+
+def _check_repeat(repeat: Any) -> int:
+    if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
+        raise BadInputError(f"repeat must be a whole number >= 1, got {repeat!r}")
+    return int(repeat)
+
+
+def _record(rs: ResultSet, t: Timing, what: str, device: str, **extra: Any) -> None:
+    rs.add_timing(t, what=what, device=device, samples_s=[float(s) for s in t.samples], **extra)
+    if t.stopped_early:
+        rs.notes.append(f"{device.upper()} '{what}': stopped early by its time budget after "
+                        f"{t.repeat} calls.")
+
+
+def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float | None = 0.5) -> ResultSet:
+    """Time the smallest operations on ``device``, ``repeat`` times each: a distribution.
+
+    CPU (wall clock): an empty Python call (the timer's own cost), a Python float
+    addition (no numpy), a 1-element ``numpy.add`` into a preallocated output (the
+    ufunc call overhead), and a 1-element ``sum`` (a Python-level wrapper around a
+    reduction).
+
+    GPU: host time to *launch* a 1-element kernel (no wait); launch followed by
+    a synchronize (the round trip); a synchronize of an idle stream; the kernel's own
+    GPU time (CUDA events); a 4-byte host→device and device→host copy.
+
+    Returns a ``ResultSet`` ``"launch_latency"``: one record per item with ``what``,
+    median/quartiles and every sample in ``samples_s``.
+    """
+    dev = normalize_device(device)
+    repeat = _check_repeat(repeat)
+    xp = get_xp(dev)
+    rs = ResultSet("launch_latency", params={"device": dev, "repeat": repeat, "budget_s": budget_s})
+
+    def noop() -> None:
+        return None
+
+    kw = {"repeat": repeat, "budget_s": budget_s, "warmup": 5}
+    _record(rs, benchmark(noop, device="cpu", name="empty call", **kw),
+            "empty Python call (the timer itself)", dev)
+    a, b, c = xp.ones(1, xp.float32), xp.ones(1, xp.float32), xp.empty(1, xp.float32)
+    if dev == "cpu":
+        _record(rs, benchmark(operator.add, 1.0, 2.0, name="float add", **kw),
+                "Python float add, no numpy (operator.add)", dev)
+        _record(rs, benchmark(np.add, a, b, out=c, name="np.add 1", **kw),
+                "numpy add of 1 element (ufunc call overhead)", dev)
+        _record(rs, benchmark(a.sum, name="sum 1", **kw), "numpy sum of 1 element", dev)
+        return rs
+
+    cp = cupy_module()
+    stream = cp.cuda.get_current_stream()
+    host = np.ones(1, np.float32)
+
+    def launch() -> None:
+        cp.add(a, b, out=c)
+
+    def launch_sync() -> None:
+        cp.add(a, b, out=c)
+        stream.synchronize()
+
+    stream.synchronize()
+    _record(rs, benchmark(launch, device="cpu", name="launch", **kw),
+            "launch a 1-element kernel (host time, no wait)", dev)
+    stream.synchronize()
+    _record(rs, benchmark(launch_sync, device="cpu", name="launch+sync", **kw),
+            "launch + synchronize (round trip)", dev)
+    _record(rs, benchmark(stream.synchronize, device="cpu", name="sync", **kw),
+            "synchronize an idle stream", dev)
+    _record(rs, benchmark(cp.add, a, b, out=c, device="gpu", name="kernel", **kw),
+            "the kernel itself (GPU time, CUDA events)", dev)
+    _record(rs, benchmark(c.set, host, device="cpu", name="h2d", **kw),
+            "copy 4 bytes host→device", dev)
+    _record(rs, benchmark(c.get, out=host, device="cpu", name="d2h", **kw),
+            "copy 4 bytes device→host", dev)
+    return rs
+
+
+def latency_summary(rs: ResultSet) -> str:
+    """An HTML table of the latency distributions: median, IQR, 5th–95th percentile."""
+    rows = []
+    for r in rs.records:
+        s = np.asarray(r.get("samples_s") or [r["median_s"]], float) * 1e6
+        p5, p95 = np.percentile(s, [5, 95])
+        rows.append(f"<tr><td>{r['device'].upper()}</td><td>{r['what']}</td>"
+                    f"<td>{r['median_s'] * 1e6:.2f}</td><td>{r['q25_s'] * 1e6:.2f} – {r['q75_s'] * 1e6:.2f}"
+                    f"</td><td>{p5:.2f} – {p95:.2f}</td><td>{len(s)}</td></tr>")
+    return ("<table><tr><th>device</th><th>operation</th><th>median µs</th><th>IQR µs</th>"
+            "<th>5–95 % µs</th><th>calls</th></tr>" + "".join(rows) + "</table>")
+
+
+def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: Any = "float32",
+                repeat: int = 7, budget_s: float | None = 1.0) -> ResultSet:
+    """Time a chain of ``chain`` elementwise ops three ways; a ``ResultSet`` ``"async_chain"``.
+
+    ``mode`` of each record:
+
+    * ``"return without waiting"`` — host time until the last call returns;
+    * ``"wait once at the end"`` — the same chain, then one synchronize;
+    * ``"wait after every op"`` — a synchronize after each op.
+
+    On the CPU numpy is synchronous and the three agree.  On a GPU the first is
+    just the launch cost: the work is still in the queue when the timer stops.
+    """
+    dev = normalize_device(device)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise BadInputError(f"n must be a whole number >= 1, got {n!r}")
+    if isinstance(chain, bool) or not isinstance(chain, (int, np.integer)) or not 1 <= chain <= 10_000:
+        raise BadInputError(f"chain must be a whole number of ops from 1 to 10000, got {chain!r}")
+    repeat = _check_repeat(repeat)
+    dt = check_dtype(dtype, dev)
+    check_fits(2 * int(n) * dt.itemsize, dev, what=f"two arrays of {n:,} {dt.name}")
+    xp = get_xp(dev)
+    x = xp.full(int(n), 0.5, dtype=dt)
+    y = xp.empty_like(x)
+
+    def sync() -> None:
+        if dev == "gpu":
+            cupy_module().cuda.get_current_stream().synchronize()
+
+    def issue(each: bool) -> None:
+        for _ in range(chain):
+            xp.multiply(x, 1.0, out=y)
+            if each:
+                sync()
+
+    def no_wait() -> float:
+        t0 = time.perf_counter()
+        issue(False)
+        t = time.perf_counter() - t0
+        sync()  # drain outside the timed region, so the next run starts from an empty queue
+        return t
+
+    def wait_end() -> float:
+        t0 = time.perf_counter()
+        issue(False)
+        sync()
+        return time.perf_counter() - t0
+
+    def wait_each() -> float:
+        t0 = time.perf_counter()
+        issue(True)
+        return time.perf_counter() - t0
+
+    modes: dict[str, Callable[[], float]] = {"return without waiting": no_wait,
+                                             "wait once at the end": wait_end, "wait after every op": wait_each}
+    rs = ResultSet("async_chain", params={"device": dev, "n": int(n), "chain": int(chain), "dtype": dt.name,
+                                         "repeat": repeat, "budget_s": budget_s})
+    for mode, fn in modes.items():
+        fn()  # warm-up
+        began, samples = time.perf_counter(), []
+        for i in range(repeat):
+            if i and budget_s is not None and time.perf_counter() - began > budget_s / len(modes):
+                rs.notes.append(f"'{mode}': stopped early by the time budget after {i} runs.")
+                break
+            samples.append(fn())
+        t = Timing(np.asarray(samples), device=dev, name=mode, warmup=1,
+                   stopped_early=len(samples) < repeat, budget_s=budget_s)
+        rs.add_timing(t, mode=mode, n=int(n), chain=int(chain), dtype=dt.name,
+                      per_op_s=t.median / chain)
+    return rs
+
+
+def transfer_bandwidth(sizes: Sequence[int] = (2 ** 12, 2 ** 16, 2 ** 20, 2 ** 24, 2 ** 26),
+                       memory: Sequence[str] = ("pageable", "pinned"), repeat: int = 5,
+                       budget_s: float | None = 0.3, progress: Callable | None = None) -> ResultSet:
+    """Host↔device copy bandwidth (GB/s) against size, from pageable and pinned host memory.
+
+    Pageable memory is what ``numpy.empty`` gives; the driver first copies it into a
+    pinned staging buffer, then DMAs it.  Pinned (page-locked) memory is DMA'd
+    directly.  Needs a GPU (there is no host↔device copy without one).
+    """
+    require_gpu()
+    sizes = [int(s) for s in sizes]
+    if not sizes or min(sizes) < 4:
+        raise BadInputError(f"transfer sizes must be a non-empty list of byte counts >= 4, got {sizes!r}")
+    bad = [m for m in memory if m not in ("pageable", "pinned")]
+    if bad or not memory:
+        raise BadInputError(f"memory must name 'pageable' and/or 'pinned', got {list(memory)!r}")
+    check_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
+    check_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
+    cp = cupy_module()
+    import cupyx
+
+    rs = ResultSet("transfer_bandwidth", params={"sizes": sizes, "memory": list(memory), "repeat": repeat})
+    jobs = [(m, s, d) for m in memory for s in sizes for d in ("host→device", "device→host")]
+    it = progress(jobs, total=len(jobs), desc="transfers") if progress else jobs
+    for m, nbytes, direction in it:
+        count = nbytes // 4
+        h = (cupyx.empty_pinned((count,), np.float32) if m == "pinned" else np.empty(count, np.float32))
+        h[...] = 1.0
+        d = cp.empty(count, cp.float32)
+        stream = cp.cuda.get_current_stream()
+        if direction == "host→device":
+            def fn(d=d, h=h, stream=stream) -> None:
+                d.set(h)
+                stream.synchronize()
+        else:
+            def fn(d=d, h=h, stream=stream) -> None:
+                d.get(out=h)
+                stream.synchronize()
+        t = benchmark(fn, device="cpu", warmup=2, repeat=repeat, budget_s=budget_s,
+                      name=f"{direction} {m}")
+        rs.add_timing(t, device="gpu", memory=m, direction=direction, nbytes=count * 4,
+                      gb_per_s=count * 4 / t.median / 1e9)
+    return rs

@@ -1,0 +1,141 @@
+"""Lesson 03, part 6: memory latency, and Little's law for bytes.
+
+Bandwidth is a throughput; every load also has a latency.  A *pointer chase* —
+each load's address is the value of the previous load — lets nothing overlap, so
+its time per hop is the pure latency of the memory level the working set fits in
+(L1, L2, L3 caches, then main memory).  Sweeping the working-set size draws the
+memory hierarchy as steps.
+
+Little's law then says how much must be *in flight* to stream at full speed:
+``bytes in flight = bandwidth × latency``.  A CPU core keeps a few dozen cache
+misses outstanding; a GPU needs megabytes in flight, which is why it runs tens of
+thousands of threads — each stalled thread is one more outstanding load.
+
+>>> rs = memory_latency_sweep([2 ** 12, 2 ** 16], hops=2 ** 12, repeat=2)
+>>> [r["nbytes"] for r in rs.records]
+[4096, 65536]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..devices import check_fits, cupy_module, get_xp, normalize_device, resolve_devices, synchronize
+from ..errors import BadInputError
+from ..results import ResultSet
+from ..timing import benchmark
+
+__all__ = ["LINE_BYTES", "random_cycle", "chase", "memory_latency", "memory_latency_sweep", "bytes_in_flight",
+           "CHASE_KERNEL"]
+
+#: One node per 64-byte cache line, so that no two hops share a line.
+LINE_BYTES = 64
+_STRIDE = LINE_BYTES // 8  # int64 slots per line
+
+#: CUDA C of the GPU chase: one thread, so every load waits for the previous one.
+CHASE_KERNEL = r"""
+extern "C" __global__ void course_chase(const long long* next, long long hops, long long* out) {
+    long long i = 0;
+    for (long long h = 0; h < hops; ++h) {
+        i = next[i];
+    }
+    *out = i;
+}
+"""
+
+
+def random_cycle(nbytes: int, seed: int = 0) -> np.ndarray:
+    """An int64 array in which following ``i = a[i]`` from 0 visits every cache line once, in random order.
+
+    One node per ``LINE_BYTES`` (64-byte line); the order is a single random cycle, so the
+    hardware prefetchers cannot guess the next address.
+    """
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 2 * LINE_BYTES:
+        raise BadInputError(f"nbytes must be a whole number of at least {2 * LINE_BYTES} bytes, got {nbytes!r}")
+    lines = int(nbytes) // LINE_BYTES
+    order = np.random.default_rng(seed).permutation(lines)
+    nxt = np.zeros(lines * _STRIDE, dtype=np.int64)
+    nxt[order * _STRIDE] = np.roll(order, -1) * _STRIDE  # node order[k] points to order[k + 1]
+    return nxt
+
+
+def _chase_loop(nxt, hops):
+    """The CPU chase, compiled by numba: each load's address is the previous load's value."""
+    i = 0
+    for _ in range(hops):
+        i = nxt[i]
+    return i
+
+
+@functools.cache
+def _cpu_chase():
+    import numba
+
+    return numba.njit(cache=True)(_chase_loop)
+
+
+@functools.cache
+def _gpu_chase():
+    return cupy_module().RawKernel(CHASE_KERNEL, "course_chase")
+
+
+def chase(nxt: Any, hops: int) -> int:
+    """Follow ``hops`` pointers from index 0 (compiled loop on the CPU, one GPU thread on the GPU)."""
+    if type(nxt).__module__.startswith("cupy"):
+        cp = cupy_module()
+        out = cp.zeros(1, dtype=cp.int64)
+        _gpu_chase()((1,), (1,), (nxt, np.int64(hops), out))
+        return int(out.get()[0])
+    return int(_cpu_chase()(nxt, int(hops)))
+
+
+def memory_latency(nbytes: int = 2 ** 26, device: Any = "cpu", hops: int = 2 ** 18, repeat: int = 3,
+                   budget_s: float | None = 1.0) -> dict:
+    """Latency of one dependent load with a working set of ``nbytes``: ``seconds_per_hop`` and its record."""
+    dev = normalize_device(device)
+    if isinstance(hops, bool) or not isinstance(hops, (int, np.integer)) or hops < 1:
+        raise BadInputError(f"hops must be a whole number >= 1, got {hops!r}")
+    check_fits(int(nbytes), dev, what=f"a {int(nbytes) / 2**20:.1f} MiB pointer chase")
+    xp = get_xp(dev)
+    nxt = xp.asarray(random_cycle(nbytes))
+    chase(nxt, min(int(hops), 1024))  # compile / warm
+    synchronize(dev)
+    t = benchmark(chase, nxt, int(hops), device=dev, warmup=1, repeat=repeat, budget_s=budget_s,
+                  name=f"chase {nbytes}")
+    per_hop = t.min / hops  # the best run: latency is what the hardware can do, undisturbed
+    return t.as_record() | {"nbytes": int(nbytes), "hops": int(hops), "seconds_per_hop": per_hop,
+                            "ns_per_hop": per_hop * 1e9}
+
+
+def memory_latency_sweep(sizes: Sequence[int] = tuple(2 ** k for k in range(12, 27, 2)),
+                         devices: Sequence[Any] | None = None, hops: int = 2 ** 18, repeat: int = 3,
+                         progress: Any = None) -> ResultSet:
+    """Pointer-chase latency against working-set size on each device: a ``ResultSet`` ``"memory_latency"``."""
+
+    sizes = [int(s) for s in sizes]
+    if not sizes:
+        raise BadInputError("the working-set range is empty: give at least one size in bytes, e.g. [2**20]")
+    devs = resolve_devices(devices)
+    rs = ResultSet("memory_latency", params={"sizes": sizes, "devices": devs, "hops": hops, "repeat": repeat})
+    jobs = [(d, s) for d in devs for s in sizes]
+    it = progress(jobs, total=len(jobs), desc="pointer chase") if progress else jobs
+    for d, s in it:
+        rs.add(**(memory_latency(s, d, hops=hops, repeat=repeat) | {"device": d}))
+    return rs
+
+
+def bytes_in_flight(bandwidth_bytes_per_s: float, latency_s: float) -> dict:
+    """Little's law for memory: bytes (and 64-byte lines) that must be in flight to stream at full speed.
+
+    >>> bytes_in_flight(20e9, 100e-9)["lines"]
+    31.25
+    """
+    if not bandwidth_bytes_per_s > 0 or not latency_s > 0:
+        raise BadInputError(f"bandwidth and latency must be positive, got {bandwidth_bytes_per_s!r} B/s and "
+                            f"{latency_s!r} s")
+    b = float(bandwidth_bytes_per_s) * float(latency_s)
+    return {"bytes": b, "lines": b / LINE_BYTES}

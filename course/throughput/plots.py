@@ -1,0 +1,373 @@
+"""Figures of lesson 03.  Each names the device it was measured on (a footer); reference
+GPU results, when shipped, are drawn dashed and labelled "recorded on <GPU>, <date>".
+
+>>> from course.throughput.ops import throughput_sweep
+>>> fig = sweep_plot(throughput_sweep("add", [64, 256], repeat=2))
+>>> "add" in fig.legends[0].get_title().get_text()
+True
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, sweep_figure
+from ..results import ResultSet
+from .ops import find_crossover, get_op
+from .roofline import peaks_of, ridge_point
+
+__all__ = ["sweep_plot", "memory_latency_figure", "latency_figure", "async_figure", "batch_figure", "fusion_figure",
+           "precision_figure", "transfer_figure", "roofline_figure"]
+
+_Y = {"median_s": ("time per call (s)", False), "gflops": ("GFLOP/s", True),
+      "gb_per_s": ("GB/s (compulsory bytes / time)", True), "elements_per_s": ("elements per second", True)}
+
+
+def _no_gpu_note(live: ResultSet | None, references: Sequence[ResultSet]) -> str:
+    has_gpu = (live is not None and live.select(device="gpu")) or any(r.select(device="gpu") for r in references)
+    return "" if has_gpu else "No GPU here and no reference GPU results recorded yet: CPU only."
+
+
+def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: str = "median_s",
+               highlight: float | None = None, op: str | None = None,
+               bandwidth: dict | None = None) -> Figure:
+    """One op's sweep (log-log per device, GPU speedup beside it) with the crossover marked.
+
+    ``bandwidth`` (``{"cpu": bytes/s, ...}``, e.g. from ``course.hardware.copy_bandwidth``) draws
+    each device's main-memory copy bandwidth as a line when ``y`` is ``"gb_per_s"``.
+    """
+    src = live if live is not None else (references[0] if references else None)
+    op = op or (src.params.get("op") if src is not None else "add")
+    o = get_op(op)
+    where = {"op": o.name}
+    ylabel, better = _Y.get(y, (y, True))
+    refs = [r for r in references if r.select(**where)]
+    cx = find_crossover(live, refs, where)
+    title = f"{o.name}: {o.description}"
+    fig = sweep_figure(live, refs, x="n", y=y, xlabel=f"n ({o.size_meaning})", ylabel=ylabel, title=title,
+                       highlight=highlight, where=where, higher_is_better=better)
+    ax = fig.axes[0]
+    if cx.n is not None:
+        for a in fig.axes[:2]:
+            a.axvline(cx.n, color="k", lw=1.3, ls="-.", alpha=0.8)
+        ax.annotate(f"crossover ≈ {cx.n:,.0f}", (cx.n, 0.04), xycoords=("data", "axes fraction"),
+                    fontsize=8, rotation=90, ha="right", va="bottom")
+    if y == "gb_per_s":
+        for dev, bw in (bandwidth or {}).items():
+            ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
+                       label=f"{dev.upper()} copy bandwidth (large arrays, main memory): {bw / 1e9:.1f} GB/s")
+    for a in fig.axes[:2]:
+        if a.lines:
+            _pow2_axis(a)
+    msg = cx.message if cx.status != "no_data" else (_no_gpu_note(live, refs) or cx.message)
+    ax.set_title("")
+    heading = textwrap.fill(title, 100) + "\n" + textwrap.fill(msg, 110)
+    if not _legend_above(fig, fig.axes[:2], heading):
+        fig.suptitle(heading, fontsize=8.5)
+    return fig
+
+
+def _legend_above(fig: Figure, axes: Sequence, heading: str) -> bool:
+    """One legend for all panels, above them and headed by ``heading``, with long labels wrapped
+    (so the panels keep their width).  False when there is nothing to put in a legend."""
+    handles, labels = [], []
+    for a in axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+        if a.get_legend() is not None:
+            a.get_legend().remove()
+    if not handles:
+        return False
+    fig.legend(handles, [textwrap.fill(lab, 70) for lab in labels], loc="outside upper center",
+               ncol=2 if len(labels) > 1 else 1, fontsize=7, frameon=False, title=heading, title_fontsize=8.5)
+    return True
+
+
+def _size_label(v: float, _pos: object = None) -> str:
+    for unit, div in (("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
+        if v >= div:
+            return f"{v / div:g}{unit}"
+    return f"{v:g}"
+
+
+def _pow2_axis(ax) -> None:
+    """Ticks at powers of two, at most ~8 of them, labelled 1, 16, 256, 4K, 64K, 1M..."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    lo, hi = ax.get_xlim()
+    ks = list(range(max(int(np.ceil(np.log2(max(lo, 1e-9)))), 0), int(np.floor(np.log2(hi))) + 1))
+    step = max(1, -(-len(ks) // 8))
+    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in ks[::step]]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
+
+
+def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Pointer-chase latency (ns per dependent load) against working-set size: the memory hierarchy."""
+    fig, (ax,) = new_figure(1, width=8, height=3.8)
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            recs = sorted((r for r in rs.select(device=dev) if "ns_per_hop" in r), key=lambda r: r["nbytes"])
+            if recs:
+                who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev
+                ax.plot([r["nbytes"] for r in recs], [r["ns_per_hop"] for r in recs], marker="o", ms=3.5,
+                        ls="--" if ref else "-", color=COLORS[dev],
+                        label=f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("working set (bytes): small ones fit in the caches, large ones only in main memory")
+    ax.set_ylabel("ns per dependent load")
+    ax.set_title("Memory latency: a pointer chase, one load waiting for the last", fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    if ax.lines:
+        _pow2_axis(ax)
+        ax.legend(fontsize=7.5)
+    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
+    return fig
+
+
+def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Each smallest operation as a distribution: every call a dot, the median a bar, the IQR a box."""
+    rows = []
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for r in rs.records:
+            label = f"{r['device'].upper()}: {r['what']}" + (" [reference]" if ref else "")
+            rows.append((label, np.asarray(r.get("samples_s") or [r["median_s"]], float) * 1e6, r, ref))
+    fig, (ax,) = new_figure(1, width=9.5, height=0.9 + 0.42 * max(len(rows), 1))
+    rng = np.random.default_rng(0)
+    for i, (_, s, r, ref) in enumerate(rows):
+        color = COLORS.get(r["device"], "0.5")
+        ax.scatter(s, i + rng.uniform(-0.18, 0.18, len(s)), s=4, alpha=0.25 if not ref else 0.15,
+                   color=color, lw=0)
+        q25, med, q75 = np.percentile(s, [25, 50, 75])
+        ax.add_patch(_box(q25, q75, i, color))
+        ax.plot([med, med], [i - 0.3, i + 0.3], color="k", lw=2)
+        ax.text(1.01, i, f"median {med:.2f} µs", va="center", fontsize=7.5,
+                transform=ax.get_yaxis_transform())
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("time per call (µs, log scale): each dot one call; box = middle half; bar = median")
+    ax.set_title("Latency of the smallest operations" + ("" if any(r[2]["device"] == "gpu" for r in rows) else
+                 " — no GPU here and no reference recorded yet: CPU only"), fontsize=10)
+    ax.margins(x=0.25)
+    ax.grid(True, axis="x", which="both", alpha=0.25)
+    add_footer(fig, live, references)
+    return fig
+
+
+def _box(lo: float, hi: float, y: float, color: str):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((lo, y - 0.25), max(hi - lo, 1e-9), 0.5, fill=False, ec=color, lw=1.5)
+
+
+def async_figure(sets: Sequence[ResultSet]) -> Figure:
+    """Bars: the chain's host time per mode, per device."""
+    fig, (ax,) = new_figure(1, height=0.8 + 0.5 * sum(len(s.records) for s in sets))
+    labels, vals, colors = [], [], []
+    for rs in sets:
+        for r in rs.records:
+            labels.append(f"{r['device'].upper()} ({'reference' if rs.source == 'reference' else 'live'}): "
+                          f"{r['mode']}")
+            vals.append(r["median_s"] * 1e6)
+            colors.append(COLORS.get(r["device"], "0.5"))
+    ax.barh(range(len(vals)), vals, color=colors)
+    for i, v in enumerate(vals):
+        ax.text(v, i, f" {v:,.0f} µs", va="center", fontsize=8)
+    ax.set_yticks(range(len(vals)), labels, fontsize=8)
+    ax.invert_yaxis()
+    p = sets[0].params if sets else {}
+    ax.set_xlabel("host time for the whole chain (µs)")
+    ax.set_title(f"A chain of {p.get('chain')} ops on {p.get('n', 0):,} elements: when does the call return?",
+                 fontsize=10)
+    ax.margins(x=0.25)
+    add_footer(fig, sets[0] if sets else None, [s for s in sets if s.source == "reference"])
+    return fig
+
+
+def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
+                 highlight: int | None = None) -> Figure:
+    """Throughput (samples/s) and latency per batch against batch size; Little's law on the right."""
+    fig, axes = new_figure(3, width=12, height=3.6)
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            recs = sorted(rs.select(device=dev), key=lambda r: r["batch"])
+            if not recs:
+                continue
+            b = np.array([r["batch"] for r in recs], float)
+            style = {"ls": "--" if ref else "-", "marker": "o", "ms": 3.5, "color": COLORS[dev],
+                     "label": f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")}
+            ys = ([r["samples_per_s"] for r in recs], [r["median_s"] * 1e3 for r in recs],
+                  [r["in_flight"] for r in recs])
+            for ax, y in zip(axes, ys):
+                ax.plot(b, y, **style)
+                if not ref:
+                    mark_noisy(ax, b, y, noisy_flags(recs), COLORS[dev])
+    allb = sorted({r["batch"] for rs in ([live] if live is not None else []) + list(references)
+                   for r in rs.records})
+    if allb:
+        axes[2].plot(allb, allb, color="0.5", lw=1, ls=":", label="L = batch (one batch in flight)")
+    titles = ("throughput: samples per second", "latency: ms per batch (one step)",
+              "Little's law: L = throughput × latency")
+    ylabels = ("samples/s", "ms per step", "samples in flight L")
+    for ax, t, yl in zip(axes, titles, ylabels):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(yl)
+        ax.set_title(t, fontsize=9.5)
+        ax.grid(True, which="both", alpha=0.25)
+        if highlight is not None:
+            ax.axvline(highlight, color="0.3", lw=1, ls=":")
+        if ax.lines:
+            ax.legend(fontsize=7)
+    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
+    return fig
+
+
+def fusion_figure(rs: ResultSet) -> Figure:
+    """Time per run of the chain, by mode and device, with kernels launched and bytes moved."""
+    recs = rs.records
+    fig, (ax,) = new_figure(1, height=0.9 + 0.5 * max(len(recs), 1))
+    ax.barh(range(len(recs)), [r["median_s"] * 1e3 for r in recs],
+            color=[COLORS.get(r["device"], "0.5") for r in recs])
+    for i, r in enumerate(recs):
+        ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms — {r['kernels']:,} kernel(s), "
+                f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=8)
+    ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" for r in recs], fontsize=8.5)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per run of the whole chain")
+    p = rs.params
+    ax.set_title(f"{p['steps']} elementwise steps ({' → '.join(p['chain'])}) on {p['n']:,} {p['dtype']}",
+                 fontsize=9.5)
+    ax.margins(x=0.9)
+    add_footer(fig, rs, [], extra=_no_gpu_note(rs, []))
+    return fig
+
+
+def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Matrix-product GFLOP/s against size, one line per dtype and device."""
+    fig, axes = new_figure(2, width=11)
+    styles = {"float32": "o", "float16": "s", "bfloat16": "^"}
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for dev in ("cpu", "gpu"):
+            for dtn in ("float32", "float16", "bfloat16"):
+                recs = sorted(rs.select(device=dev, dtype=dtn), key=lambda r: r["n"])
+                if not recs:
+                    continue
+                lbl = f"{dev.upper()} {dtn} ({recs[0].get('library', '')})" + (f" [{rs.label}]" if ref else "")
+                n = [r["n"] for r in recs]
+                kw = {"ls": "--" if ref else "-", "marker": styles[dtn], "color": COLORS[dev], "label": lbl,
+                      "alpha": 0.7 if dtn != "float32" else 1.0}
+                axes[0].plot(n, [r["gflops"] for r in recs], **kw)
+                axes[1].plot(n, [r["matrix_bytes"] / 2**20 for r in recs], **kw)
+                if not ref:
+                    mark_noisy(axes[0], n, [r["gflops"] for r in recs], noisy_flags(recs), COLORS[dev])
+    axes[0].set_ylabel("GFLOP/s")
+    axes[0].set_title("matrix product speed per dtype", fontsize=9.5)
+    axes[1].set_ylabel("MiB per n×n matrix")
+    axes[1].set_title("memory: half precision halves it", fontsize=9.5)
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("matrix side n")
+        ax.grid(True, which="both", alpha=0.25)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
+    return fig
+
+
+def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Host↔device bandwidth against size, pageable vs pinned."""
+    fig, (ax,) = new_figure(1)
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for mem, marker in (("pageable", "o"), ("pinned", "s")):
+            for direction, color in (("host→device", "#7570b3"), ("device→host", "#1b9e77")):
+                recs = sorted(rs.select(memory=mem, direction=direction), key=lambda r: r["nbytes"])
+                if recs:
+                    ax.plot([r["nbytes"] for r in recs], [r["gb_per_s"] for r in recs], marker=marker,
+                            ls="--" if ref else "-", color=color,
+                            label=f"{direction}, {mem}" + (f" ({rs.label})" if ref else " (live)"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes copied")
+    ax.set_ylabel("GB/s")
+    ax.grid(True, which="both", alpha=0.25)
+    if ax.lines:
+        ax.legend(fontsize=7.5)
+        ax.set_title("host↔device copies: pageable vs pinned host memory", fontsize=10)
+    else:
+        ax.text(0.5, 0.5, "Host↔device copies need a GPU. None answers here and no reference\n"
+                "results are recorded yet, so there is nothing to show.", ha="center", va="center",
+                transform=ax.transAxes, fontsize=9, color="0.3")
+    add_footer(fig, live, references)
+    return fig
+
+
+def _flops_text(f: float) -> str:
+    return f"{f / 1e12:,.3g} TFLOP/s" if f >= 1e12 else f"{f / 1e9:,.3g} GFLOP/s"
+
+
+def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), dtype: str = "float32",
+                    highlight: dict | None = None) -> Figure:
+    """The measured roofline of each device, with the course's operations placed on it.
+
+    ``highlight`` is one more point record (the widget's current op and size), drawn large.
+    """
+    fig, (ax,) = new_figure(1, width=9.5, height=5.2)
+    xs = np.logspace(-2, 3.5, 200)
+    markers = {"add": "o", "relu": "o", "sum": "v", "matmul": "s", "scan": "D", "mlp step": "P"}
+    lines = []
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        for dev in rs.devices():
+            pk = peaks_of(rs, dev)
+            bw = pk["bandwidth"]
+            if not bw:
+                continue
+            who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev
+            for dtn, f in sorted(pk["flops"].items()):
+                ls = "--" if ref else {"float32": "-", "float16": "-.", "bfloat16": ":"}.get(dtn, "-")
+                ax.plot(xs, np.minimum(f, xs * bw), color=COLORS[dev], ls=ls, lw=2 if dtn == dtype else 1.2,
+                        label=f"{dev.upper()} {who}: {dtn} roof {_flops_text(f)}"
+                              + (f" [{rs.label}]" if ref else ""))
+            ridge = ridge_point(pk["flops"].get(dtype) or max(pk["flops"].values() or [bw]), bw)
+            lines.append(f"{dev.upper()}: copy bandwidth {bw / 1e9:,.1f} GB/s, ridge at {ridge:.2g} FLOP/byte"
+                         + (" (reference)" if ref else ""))
+            points = sorted(rs.select(device=dev, kind="point"), key=lambda r: (r["intensity"], r["flops_per_s"]))
+            for i, r in enumerate(points):
+                ax.scatter(r["intensity"], r["flops_per_s"], marker=markers.get(r.get("op"), "o"), s=40,
+                           color=COLORS[dev], alpha=0.5 if ref else 0.95, edgecolor="k", lw=0.5, zorder=3)
+                # neighbours (same op at two sizes share an intensity) alternate above and below
+                ax.annotate(r["name"], (r["intensity"], r["flops_per_s"]), fontsize=7,
+                            xytext=(5, 3) if i % 2 == 0 else (5, -10), textcoords="offset points")
+    if highlight:
+        dev = highlight.get("device", "cpu")
+        ax.scatter(highlight["intensity"], highlight["flops_per_s"], marker="*", s=320, color=COLORS.get(dev),
+                   edgecolor="k", zorder=4, label=f"your choice: {highlight['name']} ({dev.upper()})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of compulsory memory traffic)")
+    ax.set_ylabel("FLOP/s")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.set_title(("Roofline measured on this machine" if not references else
+                  "Roofline: solid measured here, dashed recorded elsewhere")
+                 + ": slanted = memory-bound, flat = compute-bound\n"
+                 + "; ".join(lines), fontsize=8.5)
+    if ax.lines or highlight:
+        ax.legend(fontsize=7, loc="upper left")
+    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
+    return fig

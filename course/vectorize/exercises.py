@@ -1,0 +1,61 @@
+"""Lesson 02's exercises: the loops a learner vectorizes, and the course's vectorized answers.
+
+The checks in :mod:`course.check` compare a learner's function with these answers
+and time it against these loops.
+
+>>> import numpy as np
+>>> x = np.array([-2.0, 3.0])
+>>> leaky_relu(x, 0.5).tolist() == leaky_relu_loop(x, 0.5).tolist()
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..devices import array_device, get_xp
+
+__all__ = ["leaky_relu", "leaky_relu_loop", "softmax_rows", "softmax_rows_loop"]
+
+
+def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
+    """Leaky ReLU, one element at a time: ``v if v > 0 else slope * v``.  Exercise 1 starts here."""
+    x = np.asarray(x)
+    out = np.empty_like(x)
+    for i in range(x.size):
+        v = x.flat[i]
+        out.flat[i] = v if v > 0 else slope * v
+    return out
+
+
+def leaky_relu(x: Any, slope: float = 0.01) -> Any:
+    """Leaky ReLU, vectorized for numpy or CuPy arrays."""
+    xp = get_xp(array_device(x))
+    return xp.where(x > 0, x, x * x.dtype.type(slope))
+
+
+def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
+    """Row-wise softmax with loops, subtracting each row's maximum first.  Exercise 2 starts here."""
+    x = np.asarray(x)
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        m = max(x[i, j] for j in range(x.shape[1]))
+        total = 0.0
+        for j in range(x.shape[1]):
+            out[i, j] = math.exp(x[i, j] - m)
+            total += out[i, j]
+        for j in range(x.shape[1]):
+            out[i, j] /= total
+    return out
+
+
+def softmax_rows(x: Any) -> Any:
+    """Row-wise softmax, vectorized: subtract the row maximum (no overflow), exp, normalise."""
+    xp = get_xp(array_device(x))
+    e = xp.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+

@@ -1,0 +1,158 @@
+"""Lesson 02, GPU rungs: one thread per element, and fusing passes into one kernel.
+
+On a GPU, an elementwise op launches one *thread* per element; the hardware
+groups 32 consecutive threads into a *warp* that executes each instruction for
+all 32 lanes at once (SIMT: single instruction, multiple threads).
+
+Two ways to run the ladder's ops on a GPU:
+
+* :func:`fused_elementwise` -- a CuPy ``ElementwiseKernel`` whose CUDA body does
+  the whole op for one element.  ``affine_relu`` as numpy-style code makes three
+  passes over memory (multiply, add, maximum); the fused kernel reads ``x`` once
+  and writes ``y`` once, which is all a memory-bound op can hope for.
+* :func:`numba_elementwise` -- the same kernels written in Python with
+  ``numba.cuda``, where the index arithmetic (``cuda.grid(1)``) is visible.  They
+  run on a GPU, and without one under numba's CUDA simulator
+  (``NUMBA_ENABLE_CUDASIM=1``, tiny sizes: one Python thread per CUDA thread).
+
+>>> sorted(CUDA_BODIES)
+['affine_relu', 'relu', 'sigmoid']
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from ..devices import array_device, cupy_module, quiet_numba_launches, require_gpu
+from ..errors import BadInputError
+
+__all__ = ["CUDA_BODIES", "ELEMENT_FUNCTIONS", "cuda_source", "fused_elementwise", "numba_elementwise",
+           "blocks_for"]
+
+#: The body of each fused kernel for one element; ``C`` is the compute type (float or double).
+CUDA_BODIES = {
+    "relu": "C v = (C)x; y = (T)(v > (C)0 ? v : (C)0);",
+    "sigmoid": "C v = (C)x; y = (T)((C)1 / ((C)1 + exp(-v)));",
+    "affine_relu": "C z = (C)a * (C)x + (C)b; y = (T)(z > (C)0 ? z : (C)0);",
+}
+
+
+def cuda_source(op: str, dtype: Any = "float32") -> str:
+    """The CUDA C++ body of the fused kernel for ``op``: what one GPU thread does to one element.
+
+    float16 and float32 compute in ``float``, float64 in ``double``.
+
+    >>> cuda_source("relu", "float64")
+    'typedef double C; C v = (C)x; y = (T)(v > (C)0 ? v : (C)0);'
+    """
+    if op not in CUDA_BODIES:
+        raise BadInputError(f"op must be one of {tuple(CUDA_BODIES)}, got {op!r}")
+    c = "double" if np.dtype(dtype) == np.float64 else "float"
+    return f"typedef {c} C; {CUDA_BODIES[op]}"
+
+
+@functools.cache
+def _kernel(op: str, dtype_name: str):
+    cp = cupy_module()
+    return cp.ElementwiseKernel("T x, float64 a, float64 b", "T y", cuda_source(op, dtype_name),
+                                f"course_fused_{op}_{dtype_name}")
+
+
+def fused_elementwise(op: str, x: Any, out: Any = None, a: float = 2.0, b: float = -0.5) -> Any:
+    """Run ``op`` on a CuPy array in a single fused CUDA kernel (compiled on first use, cached).
+
+    Raises :class:`~course.errors.GPUUnavailableError` (with what to do) without a GPU.
+    """
+    require_gpu()
+    if array_device(x) != "gpu":
+        raise BadInputError("fused_elementwise needs a CuPy array; move x with course.to_device(x, 'gpu')")
+    if str(x.dtype) not in ("float16", "float32", "float64"):
+        raise BadInputError(f"fused kernels take float16/float32/float64, got {x.dtype}")
+    k = _kernel(op if op in CUDA_BODIES else cuda_source(op), str(x.dtype))
+    if out is None:
+        return k(x, float(a), float(b))
+    return k(x, float(a), float(b), out)
+
+
+def blocks_for(n: int, threads_per_block: int = 256) -> int:
+    """Blocks to launch so that ``blocks * threads_per_block >= n`` (at least 1).
+
+    >>> blocks_for(1000, 256)
+    4
+    """
+    if threads_per_block < 1 or threads_per_block > 1024:
+        raise BadInputError(f"threads_per_block must be 1..1024 (a CUDA limit), got {threads_per_block}")
+    return max(1, -(-int(n) // threads_per_block))
+
+
+#: What one thread does to one element, as plain Python: compiled for the GPU (below) and, in the
+#: tests, for the CPU, to check that float32 data stays float32 (the constants are typed by the
+#: caller: ``one`` and ``zero`` have the data's dtype, so no double-precision arithmetic creeps in;
+#: FP64 runs at 1/32 of the FP32 rate on a T4).
+def relu_element(v, a, b, zero, one):
+    return v if v > zero else zero
+
+
+def sigmoid_element(v, a, b, zero, one):
+    return one / (one + math.exp(-v))
+
+
+def affine_relu_element(v, a, b, zero, one):
+    z = a * v + b
+    return z if z > zero else zero
+
+
+ELEMENT_FUNCTIONS = {"relu": relu_element, "sigmoid": sigmoid_element, "affine_relu": affine_relu_element}
+
+
+@functools.lru_cache(maxsize=8)
+def _numba_kernels(dtype_name: str) -> dict:
+    # ``cuda`` must be a module global: the simulator swaps it in the kernels' globals.
+    global cuda
+    from numba import cuda
+
+    scalar = np.dtype(dtype_name).type
+    ZERO, ONE = scalar(0), scalar(1)     # constants of the data's type, frozen into the kernels
+
+    def make(body):
+        element = cuda.jit(device=True)(body)
+
+        @cuda.jit
+        def kernel(x, y, a, b):
+            i = cuda.grid(1)  # this thread's element: blockIdx.x * blockDim.x + threadIdx.x
+            if i < x.size:    # the last block may have threads with nothing to do
+                y[i] = element(x[i], a, b, ZERO, ONE)
+        return kernel
+
+    return {op: make(body) for op, body in ELEMENT_FUNCTIONS.items()}
+
+
+def numba_elementwise(op: str, x: Any, threads_per_block: int = 128, a: float = 2.0,
+                      b: float = -0.5) -> Any:
+    """Run ``op`` with a ``numba.cuda`` kernel: one thread per element, warps of 32.
+
+    ``x`` is a CuPy array on a GPU, or a small numpy array under the CUDA simulator.
+    The result has ``x``'s type, and so does every step of the arithmetic (``a``, ``b`` and
+    the constants are cast to it).  ``blocks_for(n, threads_per_block)`` blocks are
+    launched; threads past the end do nothing.
+    """
+    if op not in CUDA_BODIES:
+        raise BadInputError(f"op must be one of {tuple(CUDA_BODIES)}, got {op!r}")
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        require_gpu()
+    if x.ndim != 1:
+        raise BadInputError(f"numba_elementwise takes a 1-d array, got shape {x.shape}; use x.ravel()")
+    dt = np.dtype(x.dtype)
+    if dt.name not in ("float16", "float32", "float64"):
+        raise BadInputError(f"numba_elementwise takes float16/float32/float64, got {dt.name}")
+    y = x.copy()
+    kernel = _numba_kernels(dt.name)[op]
+    with quiet_numba_launches():   # small grids are on purpose here
+        kernel[blocks_for(x.size, threads_per_block), threads_per_block](x, y, dt.type(a), dt.type(b))
+    return y

@@ -1,0 +1,415 @@
+"""Lesson 02: the same elementwise operation at every rung of a ladder of parallelism.
+
+An activation such as ReLU applies one rule to every element independently: the
+textbook "embarrassingly parallel" job.  This module computes it at each rung of
+Flynn's taxonomy and checks that every rung gives numpy's answer:
+
+=============  ==========================================================  =========
+rung           what runs                                                   Flynn
+=============  ==========================================================  =========
+``loop``       a pure-Python loop, one element per step                    SISD
+``lanes``      W elements per Python step (an explicit "vector register")  SIMD (W)
+``numpy_new``  one numpy call that allocates a new output every time       SIMD
+``numpy``      one numpy call writing into a preallocated ``out=``         SIMD
+``threads``    chunks on several CPU cores, numpy ufuncs with ``out=``     MIMD
+``gpu``        the same numpy-style code on CuPy arrays                    SIMT
+``gpu_fused``  one hand-written CUDA kernel (:mod:`course.vectorize.gpu`)  SIMT
+=============  ==========================================================  =========
+
+Such operations do almost no arithmetic per byte, so the physical limit is the
+memory: reading ``x`` and writing ``y`` once is ``2 × n × itemsize`` bytes.
+:func:`effective_bandwidth` divides that by the time, and :func:`ladder` compares
+it with the copy bandwidth measured by :func:`course.hardware.copy_bandwidth`.
+The matrix-product ladder is in :mod:`course.vectorize.matmul`.
+
+>>> import numpy as np
+>>> x = np.array([-1.0, 0.5, 2.0], dtype=np.float32)
+>>> elementwise("relu", x, rung="loop").tolist()
+[0.0, 0.5, 2.0]
+>>> elementwise("relu", x, rung="lanes", lanes=2).tolist()
+[0.0, 0.5, 2.0]
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..devices import array_device, check_dtype, check_fits, cpu_info, get_xp, normalize_device
+from ..errors import BadInputError, whole_number
+
+__all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",
+           "loop_elementwise", "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise",
+           "lane_steps", "bytes_moved", "effective_bandwidth", "tolerance", "simd_summary",
+           "compiled_relu", "random_input"]
+
+#: The elementwise operations: ReLU, the logistic sigmoid, and ReLU(a·x + b) in one pass.
+OPS = ("relu", "sigmoid", "affine_relu")
+CPU_RUNGS = ("loop", "lanes", "numpy_new", "numpy", "threads")
+GPU_RUNGS = ("gpu", "gpu_fused")
+RUNGS = CPU_RUNGS + GPU_RUNGS
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+#: For each rung: a label for plots, its class in Flynn's taxonomy, and the device it runs on.
+RUNG_INFO = {
+    "loop": ("Python loop", "SISD", "cpu"),
+    "lanes": ("W lanes per step", "SIMD (W lanes)", "cpu"),
+    "numpy_new": ("numpy, new array", "SIMD", "cpu"),
+    "numpy": ("numpy, out=", "SIMD", "cpu"),
+    "threads": ("threads, out=", "MIMD (+SIMD)", "cpu"),
+    "gpu": ("CuPy, out=", "SIMT", "gpu"),
+    "gpu_fused": ("fused CUDA kernel", "SIMT", "gpu"),
+}
+
+DEFAULT_A, DEFAULT_B = 2.0, -0.5  # affine_relu: max(a*x + b, 0)
+
+
+# ----------------------------------------------------------------- validation
+
+def _check_op(op: Any) -> str:
+    if op not in OPS:
+        raise BadInputError(f"op must be one of {OPS}, got {op!r}")
+    return op
+
+
+def _check_float(x: Any) -> None:
+    name = str(getattr(x, "dtype", type(x).__name__))
+    if name not in FLOAT_DTYPES:
+        raise BadInputError(f"elementwise ops take a float16/float32/float64 array, got dtype {name}; "
+                            "convert it first, e.g. x.astype('float32')")
+
+
+def _check_lanes(lanes: Any) -> int:
+    return whole_number("lanes", lanes, hint=f"try {cpu_info()['float32_lanes'] or 8}, the float32 lanes of this "
+                                             "CPU's widest SIMD register")
+
+
+def _check_out(x: Any, out: Any) -> Any:
+    if out is None:
+        return None
+    if getattr(out, "shape", None) != x.shape or getattr(out, "dtype", None) != x.dtype:
+        raise BadInputError(f"out must have x's shape {x.shape} and dtype {x.dtype}, got shape "
+                            f"{getattr(out, 'shape', None)} dtype {getattr(out, 'dtype', None)}")
+    if array_device(out) != array_device(x):
+        raise BadInputError(f"out is on the {array_device(out).upper()} but x is on the "
+                            f"{array_device(x).upper()}: move one of them with course.to_device")
+    return out
+
+
+# ----------------------------------------------------------------- rung: SISD
+
+def _scalar_rule(op: str, a: float, b: float) -> Callable[[float], float]:
+    if op == "relu":
+        return lambda v: v if v > 0.0 else 0.0
+
+    if op == "sigmoid":
+        def sig(v: float) -> float:
+            if v >= 0.0:
+                return 1.0 / (1.0 + math.exp(-v))
+            e = math.exp(v)  # never overflows for v < 0
+            return e / (1.0 + e)
+        return sig
+
+    def aff(v: float) -> float:
+        z = a * v + b
+        return z if z > 0.0 else 0.0
+    return aff
+
+
+def loop_elementwise(op: str, x: np.ndarray, a: float = DEFAULT_A, b: float = DEFAULT_B) -> np.ndarray:
+    """SISD: one element per step, in a pure-Python loop.  The reference every rung must match.
+
+    >>> loop_elementwise("sigmoid", np.zeros(2)).tolist()
+    [0.5, 0.5]
+    """
+    _check_op(op)
+    x = np.asarray(x)
+    _check_float(x)
+    rule = _scalar_rule(op, a, b)
+    values = x.ravel().tolist()
+    out = [0.0] * len(values)
+    for i in range(len(values)):  # one instruction stream, one data element at a time
+        out[i] = rule(values[i])
+    return np.asarray(out, dtype=np.float64).astype(x.dtype, copy=False).reshape(x.shape)
+
+
+# ----------------------------------------------------------------- rung: SIMD (numpy / CuPy)
+
+def _kernel(op: str, xp: Any, dtype: Any, a: float = DEFAULT_A, b: float = DEFAULT_B) -> Callable:
+    """``kernel(x, out) -> out`` for ``op``, with no checks: the inner step every rung shares."""
+    t = np.dtype(dtype).type
+    zero, one, a_, b_ = t(0), t(1), t(a), t(b)
+    maximum = xp.maximum
+    if op == "relu":
+        return lambda x, out: maximum(x, zero, out=out)
+    if op == "affine_relu":  # three passes over memory: the GPU's fused kernel needs one
+        def affine(x, out):
+            xp.multiply(x, a_, out=out)
+            xp.add(out, b_, out=out)
+            return maximum(out, zero, out=out)
+        return affine
+
+    def sigmoid(x, out):  # 1 / (1 + exp(-x)) in place; exp overflows to inf -> 1/inf = 0, as it should
+        xp.negative(x, out=out)
+        xp.exp(out, out=out)
+        xp.add(out, one, out=out)
+        return xp.reciprocal(out, out=out)
+    return sigmoid
+
+
+def numpy_elementwise(op: str, x: Any, out: Any = None, a: float = DEFAULT_A,
+                      b: float = DEFAULT_B) -> Any:
+    """SIMD: the whole array in one library call (numpy on the CPU, CuPy on the GPU).
+
+    With ``out=`` the result goes into an existing array and no memory is allocated:
+    the call then only streams ``x`` in and ``y`` out.  Without it, each call asks
+    for a fresh array, whose pages the operating system must find and zero first.
+
+    >>> numpy_elementwise("affine_relu", np.array([0.0, 1.0])).tolist()
+    [0.0, 1.5]
+    """
+    _check_op(op)
+    _check_float(x)
+    xp = get_xp(array_device(x))
+    _check_out(x, out)
+    if out is None:
+        out = xp.empty_like(x)
+    with np.errstate(over="ignore"):
+        return _kernel(op, xp, x.dtype, a, b)(x, out)
+
+
+# ----------------------------------------------------------------- rung: W lanes per step
+
+def lane_steps(n: int, lanes: int) -> int:
+    """Steps needed for ``n`` elements at ``lanes`` per step: ``ceil(n / lanes)``.
+
+    >>> lane_steps(10, 4)
+    3
+    """
+    lanes = _check_lanes(lanes)
+    if n < 0:
+        raise BadInputError(f"n must be >= 0, got {n}")
+    return -(-int(n) // lanes)
+
+
+def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` slice each step of the ``lanes`` rung handles: the picture's steps.
+
+    >>> lane_trace(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    """
+    lanes = _check_lanes(lanes)
+    return [(s, min(s + lanes, int(n))) for s in range(0, lane_steps(n, lanes) * lanes, lanes)]
+
+
+def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | None = None,
+                      a: float = DEFAULT_A, b: float = DEFAULT_B) -> np.ndarray:
+    """SIMD made visible: one Python step handles ``lanes`` elements at once.
+
+    Each step applies the rule to a slice of ``lanes`` elements, as one vector
+    instruction applies it to the lanes of a register.  The Python overhead is paid
+    once per step, so the steps -- and roughly the time -- fall by a factor of
+    ``lanes``.  The last step may be partly empty when ``lanes`` does not divide ``n``.
+
+    >>> lanes_elementwise("relu", np.array([-1.0, 2.0, -3.0]), lanes=2).tolist()
+    [0.0, 2.0, 0.0]
+    """
+    _check_op(op)
+    lanes = _check_lanes(lanes)
+    x = np.asarray(x)
+    _check_float(x)
+    flat = x.reshape(-1)
+    res = np.empty_like(flat) if out is None else _check_out(x, out).reshape(-1)
+    step = _kernel(op, np, x.dtype, a, b)
+    with np.errstate(over="ignore"):
+        for start in range(0, flat.size, lanes):  # one step = one "vector instruction"
+            step(flat[start:start + lanes], res[start:start + lanes])
+    return res.reshape(x.shape)
+
+
+# ----------------------------------------------------------------- rung: MIMD (threads)
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    if workers not in _POOLS:
+        _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="course-simd")
+    return _POOLS[workers]
+
+
+def default_workers() -> int:
+    """The cores this process may use (``os.sched_getaffinity``), at least 1."""
+    return int(cpu_info().get("usable_cores") or os.cpu_count() or 1)
+
+
+def threaded_elementwise(op: str, x: np.ndarray, out: np.ndarray | None = None,
+                         workers: int | None = None, chunk: int = 2**14,
+                         a: float = DEFAULT_A, b: float = DEFAULT_B) -> np.ndarray:
+    """MIMD: several CPU threads, each running numpy's SIMD loop on its own chunks.
+
+    numpy releases Python's global interpreter lock inside a ufunc's loop, so the
+    threads really run at once, one per core.  Chunks of ``chunk`` elements stay in
+    the core's cache, which also lets the three passes of ``affine_relu`` reuse
+    cached data.  A memory-bound op gains little from more cores once one core
+    already saturates the memory bus; a compute-bound one (``sigmoid``) gains more.
+
+    >>> threaded_elementwise("relu", np.array([-2.0, 3.0]), workers=2).tolist()
+    [0.0, 3.0]
+    """
+    _check_op(op)
+    x = np.asarray(x)
+    _check_float(x)
+    workers = default_workers() if workers is None else whole_number("workers", workers)
+    if chunk < 1:
+        raise BadInputError(f"chunk must be >= 1 element, got {chunk}")
+    flat = x.reshape(-1)
+    res = np.empty_like(flat) if out is None else _check_out(x, out).reshape(-1)
+    step = _kernel(op, np, x.dtype, a, b)
+
+    def work(lo: int, hi: int) -> None:  # one worker: its own contiguous part, chunk by chunk
+        with np.errstate(over="ignore"):
+            for s in range(lo, hi, chunk):
+                step(flat[s:min(s + chunk, hi)], res[s:min(s + chunk, hi)])
+
+    parts = min(workers, -(-flat.size // chunk))
+    if parts <= 1:
+        work(0, flat.size)
+        return res.reshape(x.shape)
+    bounds = np.linspace(0, flat.size, parts + 1).astype(int)
+    futures = [_pool(workers).submit(work, int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for f in futures:
+        f.result()  # re-raises a worker's exception here
+    return res.reshape(x.shape)
+
+
+# ----------------------------------------------------------------- compiled: at the copy limit
+
+@functools.cache
+def _relu_kernel():
+    from numba import njit, prange  # imported on first use: numba takes a moment to load
+
+    @njit(parallel=True, cache=True)
+    def relu(x, out):
+        for i in prange(x.shape[0]):  # one comparison per element, split across the cores
+            v = x[i]
+            out[i] = 0 if v <= 0 else v   # NaN stays NaN, as with numpy's maximum
+    return relu
+
+
+def compiled_relu(x: np.ndarray, out: np.ndarray | None = None, threads: int | None = None) -> np.ndarray:
+    """ReLU as one compiled loop over all cores: as fast as copying the array.
+
+    numpy 2's ``maximum(x, 0)`` handles a scalar operand in a loop that is not
+    vectorized; a loop compiled for this CPU (numba) is turned into SIMD instructions
+    and run on every core with ``prange``, like the STREAM copy of :mod:`course.stream`,
+    so it reads ``x`` and writes ``out`` at the memory's speed.
+
+    >>> compiled_relu(np.array([-1.0, 2.0], dtype=np.float32)).tolist()
+    [0.0, 2.0]
+    """
+    import numba
+
+    x = np.asarray(x)
+    _check_float(x)
+    res = np.empty_like(x) if out is None else _check_out(x, out)
+    workers = default_workers() if threads is None else whole_number("threads", threads)
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(workers, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        _relu_kernel()(x.reshape(-1), res.reshape(-1))
+    finally:
+        numba.set_num_threads(before)
+    return res
+
+
+# ----------------------------------------------------------------- one entry point
+
+def elementwise(op: str, x: Any, rung: str = "numpy", *, lanes: int = 8, out: Any = None,
+                workers: int | None = None, a: float = DEFAULT_A, b: float = DEFAULT_B) -> Any:
+    """Apply ``op`` to ``x`` at the given rung of the ladder (see the module's table).
+
+    CPU rungs take a numpy array; ``"gpu"`` and ``"gpu_fused"`` take a CuPy array
+    (move it with :func:`course.to_device` first: transfers are explicit).
+
+    >>> elementwise("relu", np.array([-1.0, 1.0]), rung="threads").tolist()
+    [0.0, 1.0]
+    """
+    _check_op(op)
+    if rung not in RUNGS:
+        raise BadInputError(f"rung must be one of {RUNGS}, got {rung!r}")
+    want = RUNG_INFO[rung][2]
+    if array_device(x) != want:
+        raise BadInputError(f"rung {rung!r} runs on the {want.upper()}, but x is on the "
+                            f"{array_device(x).upper()}: use course.to_device(x, {want!r}) first")
+    if rung == "loop":
+        res = loop_elementwise(op, x, a=a, b=b)
+        if out is not None:
+            _check_out(x, out)[...] = res
+            return out
+        return res
+    if rung == "lanes":
+        return lanes_elementwise(op, x, lanes=lanes, out=out, a=a, b=b)
+    if rung == "threads":
+        return threaded_elementwise(op, x, out=out, workers=workers, a=a, b=b)
+    if rung == "gpu_fused":
+        from .gpu import fused_elementwise
+
+        return fused_elementwise(op, x, out=out, a=a, b=b)
+    if rung == "numpy_new":
+        return numpy_elementwise(op, x, a=a, b=b)
+    return numpy_elementwise(op, x, out=out, a=a, b=b)  # "numpy" and "gpu"
+
+
+# ----------------------------------------------------------------- bandwidth and checks
+
+def bytes_moved(n: int, dtype: Any) -> int:
+    """The least memory traffic of an elementwise op: read ``n`` values and write ``n``.
+
+    >>> bytes_moved(1000, "float32")
+    8000
+    """
+    return 2 * int(n) * np.dtype(dtype).itemsize
+
+
+def effective_bandwidth(seconds: float, n: int, dtype: Any) -> float:
+    """Useful bytes per second: :func:`bytes_moved` divided by the time of one call."""
+    if not seconds > 0:
+        raise BadInputError(f"seconds must be > 0, got {seconds!r}")
+    return bytes_moved(n, dtype) / seconds
+
+
+def tolerance(dtype: Any) -> dict:
+    """``rtol``/``atol`` for comparing two rungs in ``dtype`` (rounding differs by pass count)."""
+    name = np.dtype(dtype).name
+    return {"float16": {"rtol": 1e-2, "atol": 2e-3}, "float32": {"rtol": 1e-5, "atol": 1e-6},
+            "float64": {"rtol": 1e-12, "atol": 1e-14}}.get(name, {"rtol": 0, "atol": 0})
+
+
+def simd_summary() -> str:
+    """One line: the SIMD extensions numpy dispatches to on this CPU, and the lane count."""
+    c = cpu_info()
+    used = ", ".join(c["simd_used"]) or "none reported"
+    lanes = c["float32_lanes"]
+    return (f"{c['model']}: numpy dispatches to {used}; widest register {c['simd_width_bits']} bits "
+            f"= {lanes} float32 lanes per instruction" if lanes else f"{c['model']}: numpy uses {used}")
+
+
+def random_input(n: int, dtype: Any = "float32", device: Any = "cpu", seed: int = 0) -> Any:
+    """``n`` standard-normal values (half of them negative) on ``device``, after size checks."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise BadInputError(f"size n must be a whole number >= 0, got {n!r}")
+    dev = normalize_device(device)
+    dt = check_dtype(dtype, dev)
+    if dt.name not in FLOAT_DTYPES:
+        raise BadInputError(f"elementwise ops need a float dtype ({', '.join(FLOAT_DTYPES)}), got {dt.name}")
+    check_fits(3 * int(n) * dt.itemsize, dev, what=f"{int(n):,} {dt.name} values (input, output, check)")
+    x = np.random.default_rng(seed).standard_normal(int(n)).astype(dt)
+    return x if dev == "cpu" else get_xp(dev).asarray(x)
+

@@ -1,0 +1,192 @@
+"""Lesson 02's live apps: the ladder, the lanes animation, ReLU bandwidth, the matmul rungs.
+
+Each builder returns a :class:`course.widgets.LiveApp`; display it as the last
+expression of a cell.  Big sizes are behind the sliders, and each app keeps its
+measurements by the controls that change them (:class:`course.widgets.MeasurementCache`),
+so coming back to a setting redraws without measuring again.
+
+>>> app = lanes_app()
+>>> app.controls["step"].value = 2
+>>> app.last_error is None
+True
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+
+from ..devices import cpu_info, gpu_available
+from ..errors import GPUUnavailableError
+from ..results import ResultSet, load_reference
+from ..widgets import LiveApp, MeasurementCache, device_buttons, log2_slider, noise_html, size_slider
+from .ladder import ladder, relu_bandwidth
+from .matmul import MATMUL_LIMITS, matmul_ladder, torch_available
+from .plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
+from .rungs import OPS, lane_steps
+from .simd import ufunc_dispatch
+
+__all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table"]
+
+_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def _pow2_options(lo: int, hi: int) -> list[int]:
+    return [2 ** k for k in range(lo, hi + 1)]
+
+
+def ladder_table(rs: ResultSet) -> str:
+    """The ladder's records as an HTML table (time, elements/s, GB/s, % of copy, speedup, check)."""
+    head = ("<tr><th>rung</th><th>Flynn</th><th>device</th><th>elements timed</th><th>time</th>"
+            "<th>elements/s</th><th>GB/s</th><th>% of copy</th><th>× loop</th><th>= numpy?</th></tr>")
+    rows = []
+    for r in rs.records:
+        if r.get("rung") == "copy":
+            rows.append(f"<tr><td><i>copy (the limit)</i></td><td></td><td>{r['device'].upper()}</td>"
+                        f"<td>{r['n_timed']:,}</td><td>{r['median_s'] * 1e3:.3g} ms</td><td></td>"
+                        f"<td>{r['gb_per_s']:.3g}</td><td>100 %</td><td></td><td></td></tr>")
+            continue
+        frac = r.get("copy_fraction")
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
+            html.escape(r["label"]), r["flynn"], r["device"].upper(), f"{r['n_timed']:,}",
+            f"{r['median_s'] * 1e3:.3g} ms", f"{r['elements_per_s']:.3g}", f"{r['gb_per_s']:.3g}",
+            f"{frac:.1%}" if frac is not None else "", f"{r.get('speedup_vs_loop', 0):,.1f}",
+            "yes" if r["agrees"] else f"<b>NO</b> (max diff {r['max_abs_diff']:.3g})")) + "</tr>")
+    notes = "".join(f"<br><small>{html.escape(n)}</small>" for n in rs.notes)
+    return f"<table>{head}{''.join(rows)}</table>{notes}"
+
+
+def _gpu_note(device: str, experiment: str) -> tuple[list[str], str]:
+    """(devices to measure, an HTML note) for the device buttons' value."""
+    if device != "gpu":
+        return ["cpu"], ""
+    if gpu_available():
+        return ["cpu", "gpu"], ""
+    refs = load_reference(experiment)
+    from ..devices import require_gpu
+
+    try:
+        require_gpu()
+    except GPUUnavailableError as exc:
+        msg = str(exc)
+    ref = ("Reference GPU results are drawn hatched: " + "; ".join(r.label for r in refs) if refs else
+           "No reference GPU results recorded yet for this experiment, so no GPU numbers are shown.")
+    return ["cpu"], (f"<div style='border-left:4px solid #d95f02;padding-left:6px'>{html.escape(msg)}<br>"
+                     f"{ref} Below: the CPU rungs, measured live.</div>")
+
+
+def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: int | None = None,
+               device: str | None = None) -> LiveApp:
+    """Operation, size, dtype, device and lane width → time, elements/s, GB/s vs copy, speedup.
+
+    Choosing GPU without one shows the clear reason (and reference results if any were
+    recorded), then the CPU rungs.
+    """
+    lanes = lanes or cpu_info()["float32_lanes"] or 8
+    controls = {
+        "op": w.Dropdown(options=list(OPS), value=op, description="op", layout=w.Layout(width="200px")),
+        "n": log2_slider(4, 24, n, "elements"),
+        "dtype": w.Dropdown(options=list(_DTYPES), value=dtype, description="dtype",
+                            layout=w.Layout(width="200px")),
+        "lanes": size_slider(_pow2_options(0, 12), lanes, "lane width W"),
+        "device": device_buttons(device),
+    }
+
+    cache = MeasurementCache()
+
+    def update(op, n, dtype, lanes, device):
+        devs, note = _gpu_note(device, "vectorize_ladder")
+        rs = cache.get((op, n, dtype, lanes, tuple(devs)), lambda: ladder(
+            op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5))
+        refs = load_reference("vectorize_ladder") if "gpu" not in devs else []
+        runs = ", ".join(f"np.{k} → {d['current']}" for k, d in ufunc_dispatch(op, dtype).items())
+        simd = f"<small>numpy's SIMD code for {op} ({dtype}) on this CPU: {html.escape(runs)}</small><br>"
+        return ladder_figure(rs, refs), note + (simd if runs else "") + ladder_table(rs) + noise_html(rs.records)
+
+    app = LiveApp(update, controls, title="Lesson 02: one elementwise op at every rung")
+    app.cache = cache
+    return app
+
+
+def lanes_app(n: int = 24, lanes: int = 8, op: str = "relu") -> LiveApp:
+    """Press play (or drag 'step') to watch W lanes work through n elements, W at a time."""
+    step = w.IntSlider(value=0, min=0, max=lane_steps(n, lanes), description="step",
+                       continuous_update=True)
+    play = w.Play(value=0, min=0, max=step.max, interval=700, description="play")
+    w.jslink((play, "value"), (step, "value"))
+    controls = {
+        "n": w.IntSlider(value=n, min=1, max=48, description="elements", continuous_update=False),
+        "lanes": w.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=lanes, description="lanes W",
+                                   continuous_update=False),
+        "op": w.Dropdown(options=list(OPS), value=op, description="op", layout=w.Layout(width="200px")),
+        "step": step,
+    }
+
+    def update(n, lanes, op, step):
+        steps = lane_steps(n, lanes)
+        for ctl in (controls["step"], play):
+            if ctl.max != steps:
+                ctl.max = steps
+        return lanes_figure(n, lanes, step, op)
+
+    app = LiveApp(update, controls, title="W lanes per step: the steps fall from n to ceil(n/W)")
+    app.play = play
+    app.widget.children = (w.HBox([play]),) + tuple(app.widget.children)
+    return app
+
+
+def lane_sweep(op: str = "relu", n: int = 2**14, widths: tuple[int, ...] = (1, 2, 4, 8, 16, 64, 256, 1024, 4096),
+               dtype: str = "float32", budget_s: float = 0.08) -> ResultSet:
+    """The ``lanes`` rung at several lane widths W (plus the loop and numpy), on the same input."""
+    rs = ladder(op, n=n, dtype=dtype, rungs=("loop", "numpy"), copy=False, budget_s=budget_s, repeat=3)
+    for width in widths:
+        part = ladder(op, n=n, dtype=dtype, rungs=("lanes",), lanes=width, copy=False, budget_s=budget_s,
+                      repeat=3)
+        rs.records.extend(part.records)
+    rs.params["widths"] = list(widths)
+    return rs
+
+
+def bandwidth_app(n: int = 2**22, device: str | None = None) -> LiveApp:
+    """ReLU with ``out=`` vs a new array per call vs threads, against the copy limit."""
+    controls = {"n": log2_slider(12, 26, n, "elements"), "device": device_buttons(device)}
+
+    cache = MeasurementCache()
+
+    def update(n, device):
+        devs, note = _gpu_note(device, "vectorize_bandwidth")
+        bws = [cache.get((n, d), lambda d=d: relu_bandwidth(n, device=d, rounds=2, repeat=3, budget_s=0.4))
+               for d in devs]
+        bw = bws[-1]
+        text = (f"<p>{devs[-1].upper()}, {n:,} float32 values: ReLU with <code>out=</code> reached "
+                f"{bw['out_fraction']:.0%} of the copy's {bw['copy_gb_per_s']:.1f} GB/s; a new array per call "
+                f"{bw['new_fraction']:.0%}.</p>")
+        return bandwidth_figure(bw), note + text
+    app = LiveApp(update, controls, title="ReLU against the copy limit")
+    app.cache = cache
+    return app
+
+
+def matmul_app(n: int = 48, device: str | None = None) -> LiveApp:
+    """Matrix product rungs at size n in float32/float16 (+bfloat16 with PyTorch), in GFLOP/s."""
+    controls = {"n": size_slider([16, 32, 48, 64, 96, 128, 256, 384, 512, 1024, 2048], n, "n"),
+                "device": device_buttons(device)}
+
+    cache = MeasurementCache()
+
+    def update(n, device):
+        devs, note = _gpu_note(device, "vectorize_matmul")
+        dtypes = ("float32", "float16") + (("bfloat16",) if torch_available() else ())
+        rs = cache.get((n, tuple(devs)), lambda: matmul_ladder(n, dtypes=dtypes, devices=devs, repeat=3,
+                                                               budget_s=0.15))
+        skipped = [f"{r} (n > {lim})" for r, lim in MATMUL_LIMITS.items() if n > lim]
+        extra = f"<br><small>Too slow at this size, skipped: {', '.join(skipped)}.</small>" if skipped else ""
+        notes = "".join(f"<br><small>{html.escape(x)}</small>" for x in rs.notes if "skipped" not in x)
+        refs = load_reference("vectorize_matmul") if "gpu" not in devs else []
+        return matmul_figure(rs, refs), note + extra + notes + noise_html(rs.records)
+    app = LiveApp(update, controls, title="The matrix product at each rung")
+    app.cache = cache
+    return app
+
+
