@@ -8,6 +8,12 @@
   default): that catches a hang, never a slow machine.  How long each notebook took is printed at
   the end for information; speed targets live in ``benchmarks/bench_notebooks.py``, because a test
   that asserts a speed fails on a busy machine.
+* A solutions notebook repeats its lesson notebook cell for cell, answers filled in.  Its cells
+  tagged ``lesson-only`` (the costly measurements and widgets, which define nothing a later cell
+  reads) are deselected there: they already run, identically, in the lesson notebook, so every
+  line still runs once in the suite, and the solutions notebook runs its exercises, their checks
+  and everything those need.  ``tools/release_notebooks.py --check`` (run by the tests) proves
+  each tag safe; ``COURSE_NOTEBOOKS_EVERY_CELL=1`` runs every cell of the solutions notebooks too.
 * BLAS and OpenMP run one thread each (unless the environment says otherwise): the suite runs on
   busy 2-core machines, where a BLAS thread per core fights the other processes for the cores and
   everything slows down several-fold.  No test depends on the thread count.
@@ -27,6 +33,16 @@ for _var in ("COURSE_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_N
     os.environ.setdefault(_var, "1")
 
 CELL_TIMEOUT_S = float(os.environ.get("COURSE_CELL_TIMEOUT_S", "300"))
+LESSON_ONLY = "lesson-only"  # the cell tag tools/release_notebooks.py checks
+
+
+def runs_in_lesson_only(path, cell_tags) -> bool:
+    """Whether the suite leaves out a notebook cell with these tags: a ``lesson-only`` cell of a
+    notebook under ``notebooks/solutions/`` (benchmarks/bench_notebooks.py leaves out the same)."""
+    parts = os.path.normpath(str(path)).split(os.sep)
+    return (LESSON_ONLY in (cell_tags or ()) and parts[-3:-1] == ["notebooks", "solutions"]
+            and os.environ.get("COURSE_NOTEBOOKS_EVERY_CELL", "") in ("", "0"))
+
 
 # A bare GPU machine (``python -m course gpu-check``) may have no ipywidgets: the modules that drive
 # widgets are then left out of collection instead of failing it.
@@ -50,6 +66,13 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     from course.devices import gpu_available, gpu_unavailable_reason
+
+    skipped = [it for it in items if hasattr(it, "cell")
+               and runs_in_lesson_only(it.fspath, it.cell.get("metadata", {}).get("tags"))]
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        left_out = {id(it) for it in skipped}
+        items[:] = [it for it in items if id(it) not in left_out]
 
     if gpu_available():
         return

@@ -1,4 +1,6 @@
-"""Notebooks are stored without outputs, and each one offers the Colab install cell."""
+"""Notebooks are stored without outputs, each one offers the Colab install cell, each lesson
+notebook is released from its solutions notebook, and the cells the suite runs in the lesson
+notebook only (tagged ``lesson-only``) can be left out of the solutions notebook safely."""
 
 from __future__ import annotations
 
@@ -60,3 +62,74 @@ def test_release_replaces_each_marked_block_by_a_stub_at_its_indentation():
         strip_solutions("### BEGIN SOLUTION\nx = 1\n")
     with pytest.raises(ReleaseError, match="without a"):
         strip_solutions("x = 1\n### END SOLUTION\n")
+
+
+def _release_tool():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import release_notebooks
+
+    return release_notebooks
+
+
+def _notebook(*cells):
+    """A notebook dict from (source, tagged) pairs; a source holding a solution block is an exercise."""
+    tool = _release_tool()
+    return {"cells": [{"cell_type": "code", "source": src,
+                       "metadata": {"tags": [tool.LESSON_ONLY]} if tagged else {}} for src, tagged in cells]}
+
+
+SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("*_solutions.ipynb"))
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_lesson_only_cells_can_be_left_out_of_the_solutions_run(path):
+    """The suite skips a solutions notebook's lesson-only cells (they run in the lesson notebook):
+    none of them may hold an exercise, its check or a use of an answer, or define a name that a cell
+    still running reads; so the exercises, their checks and all they need still run."""
+    tool = _release_tool()
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert tool.lesson_only_problems(nb, path.name) == []
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    tagged = [c for c in code if tool.LESSON_ONLY in c.get("metadata", {}).get("tags", [])]
+    running = [c for c in code if c not in tagged]
+    assert any(tool.BEGIN in "".join(c["source"]) for c in running), f"{path.name}: no exercise runs"
+    assert any("check." in "".join(c["source"]) for c in running), f"{path.name}: no exercise check runs"
+
+
+def test_the_lesson_only_rule_finds_each_kind_of_unsafe_tag():
+    tool = _release_tool()
+    answer = "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
+
+    def problems(*cells):
+        return tool.lesson_only_problems(_notebook(*cells))
+
+    assert problems(("x = 1", True), ("print(x)", False))                     # defines what runs later
+    assert problems(("x = [1]", False), ("x[0] = 2", True), ("print(x)", False))  # changes it in place
+    assert problems(("import numpy as np", True), ("np.ones(2)", False))
+    assert problems(("def g(): return 1", True), ("def h():\n    return g()", False))  # read in a body
+    assert problems(("for k in range(3): pass", True), ("print(k)", False))
+    assert problems(("k = 1", True), ("if True:\n    k = 2\nprint(k)", False))   # only maybe rebound
+    assert problems((answer, True), ("course.check.f(f)", False))               # the exercise itself
+    assert problems((answer, False), ("course.check.f(f)", True))               # its check
+    assert problems((answer, False), ("print(f(2))", True))                     # a use of the answer
+    assert not problems(("x = 1", True), ("x = 2\nprint(x)", False))            # rebound before read
+    assert not problems(("x = 1", True), ("x = 2", False), ("print(x)", False))
+    assert not problems(("x = 1", True), ("print(x)", True))                    # both left out
+    assert not problems(("%matplotlib inline\ny = 1", True), ("!echo hi\nprint(2)", False))
+    assert not problems(("t = [k for k in range(3)]", True), ("print(sorted({k: 1 for k in 'ab'}))", False))
+
+
+def test_the_suite_leaves_out_tagged_cells_of_solutions_notebooks_only(monkeypatch):
+    import conftest
+
+    monkeypatch.delenv("COURSE_NOTEBOOKS_EVERY_CELL", raising=False)
+    sol = ROOT / "notebooks" / "solutions" / "05_bppsa_solutions.ipynb"
+    lesson = ROOT / "notebooks" / "05_bppsa.ipynb"
+    assert conftest.runs_in_lesson_only(sol, [conftest.LESSON_ONLY])
+    assert not conftest.runs_in_lesson_only(sol, ["other"])
+    assert not conftest.runs_in_lesson_only(lesson, [conftest.LESSON_ONLY])
+    assert _release_tool().LESSON_ONLY == conftest.LESSON_ONLY
+    monkeypatch.setenv("COURSE_NOTEBOOKS_EVERY_CELL", "1")
+    assert not conftest.runs_in_lesson_only(sol, [conftest.LESSON_ONLY])

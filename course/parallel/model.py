@@ -21,6 +21,8 @@ for the extrapolation to 8 and 1,024 workers, which is a *model*, not a measurem
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..errors import BadInputError
 from ..results import ResultSet
-from .allreduce import check_workers
+from .collectives import check_workers
 
 __all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "model_terms", "model_time", "fit_alpha_beta"]
 
@@ -62,6 +64,10 @@ def model_terms(algorithm: str, p: int, nbytes: float) -> tuple[float, float]:
     ((6, 1500.0), (6, 6000.0))
     """
     p = check_workers(p)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not 0 <= nbytes < math.inf:
+        raise BadInputError(f"nbytes must be a number of bytes >= 0, got {nbytes!r}")
+    if not isinstance(algorithm, str):
+        raise BadInputError(f"algorithm must be 'ring' or 'naive', got {algorithm!r}")
     if algorithm.startswith("ring"):
         return 2 * (p - 1), 2 * (p - 1) / p * nbytes
     if algorithm.startswith("naive"):
@@ -100,6 +106,22 @@ class AlphaBeta:
                 f"typical distance from the model {100 * self.rel_rms:.0f} %")
 
 
+def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin ||a·c − y|| over c >= 0, for two columns: the plain least-squares answer when it is
+    non-negative, else the better of the two one-column fits (the optimum then lies on an edge)."""
+    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+    if (coef >= 0).all():
+        return coef
+    best, best_res = np.zeros(2), float(y @ y)
+    for k in range(2):
+        col = a[:, k]
+        c = max(float(col @ y) / float(col @ col), 0.0) if col @ col > 0 else 0.0
+        res = float(np.sum((y - c * col) ** 2))
+        if res < best_res:
+            best, best_res = np.eye(2)[k] * c, res
+    return best
+
+
 def fit_alpha_beta(rs: ResultSet, algorithms: Sequence[str] = ("ring (course)", "naive (course)"),
                    ps: Sequence[int] | None = None) -> AlphaBeta:
     """Fit one α and one β to the timings of the given algorithms in ``rs`` (every size).
@@ -108,8 +130,6 @@ def fit_alpha_beta(rs: ResultSet, algorithms: Sequence[str] = ("ring (course)", 
     waits for a core is not the link's latency), or every p when all were.  Minimises the squared
     *relative* error (times span several decades), with α, β >= 0.
     """
-    from scipy.optimize import nnls
-
     if ps is None:
         fair = {r["p"] for r in rs.records if r.get("algorithm") in algorithms and not r.get("oversubscribed")}
         ps = fair or {r.get("p") for r in rs.records}
@@ -125,8 +145,7 @@ def fit_alpha_beta(rs: ResultSet, algorithms: Sequence[str] = ("ring (course)", 
     a = np.array(rows, dtype=float)
     t = np.array(times, dtype=float)
     scale = np.array([1e-6, 1e-9])                 # work in µs and ns/byte: a well-scaled system
-    coef, _ = nnls(a * scale / t[:, None], np.ones_like(t))
-    alpha, beta = coef * scale
+    alpha, beta = _nonnegative_lstsq(a * scale / t[:, None], np.ones_like(t)) * scale
     pred = a @ np.array([alpha, beta])
     rel = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
     return AlphaBeta(float(alpha), float(beta), len(t), rel, tuple(sorted(ps)))
