@@ -37,12 +37,13 @@ from typing import Any, TypeVar
 import ipywidgets as widgets
 
 from .devices import gpu_available
-from .errors import CourseError
+from .errors import BadInputError, CourseError
 from .plots import figure_to_png
-from .timing import noisy_note
+from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
-           "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR"]
+           "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
+           "measured_rate", "estimate_s", "check_cost", "cost_error"]
 
 _T = TypeVar("_T")
 
@@ -234,6 +235,53 @@ class LiveApp:
     def _repr_mimebundle_(self, **kwargs: Any):
         rep = getattr(self.widget, "_repr_mimebundle_", None)
         return rep(**kwargs) if rep else None
+
+
+# ----------------------------------------------------------------- cost bounds
+
+#: The longest one refresh of an app may take on a busy 2-core laptop.  A setting whose
+#: estimated time is longer is refused up front (or its slow part skipped), with the
+#: estimate and what to choose instead: no reachable slider value freezes the kernel.
+WIDGET_LIMIT_S = 10.0
+
+_RATES: dict = {}
+
+
+def measured_rate(key: Hashable, work: float, fn: Callable[[], Any]) -> float:
+    """Units of ``work`` per second: ``work`` over the median time of ``fn()``, measured once per ``key``.
+
+    ``fn`` runs the same kind of work at a *small* size (a fraction of a second); the rate
+    is kept for the session, so a cost estimate costs one small measurement, once.  The
+    fastest of a few calls is used: the rate of a quiet machine (a busy one only takes
+    longer, and one slow moment must not refuse a setting for the whole session).
+
+    >>> import numpy as np
+    >>> a = np.ones(1000)
+    >>> measured_rate(("doctest sum", 1000), 1000, lambda: a.sum()) > 0
+    True
+    """
+    if key not in _RATES:
+        t = benchmark(fn, warmup=1, repeat=5, budget_s=0.5, name=f"rate of {key}")
+        _RATES[key] = work / max(float(t.samples.min()), 1e-9)
+    return _RATES[key]
+
+
+def estimate_s(work: float, rate: float) -> float:
+    """Estimated seconds of ``work`` at a measured ``rate`` (work per second)."""
+    return float(work) / max(float(rate), 1e-30)
+
+
+def cost_error(what: str, seconds: float, how: str, instead: str,
+               limit_s: float = WIDGET_LIMIT_S) -> BadInputError:
+    """The error an app shows for a setting estimated to take ``seconds`` (over ``limit_s``)."""
+    return BadInputError(f"{what} would take about {seconds:,.0f} s on this machine ({how}); an app here keeps "
+                         f"each refresh under {limit_s:g} s. {instead}")
+
+
+def check_cost(what: str, seconds: float, how: str, instead: str, limit_s: float = WIDGET_LIMIT_S) -> None:
+    """Refuse (with :func:`cost_error`) a setting estimated to take more than ``limit_s`` seconds."""
+    if seconds > limit_s:
+        raise cost_error(what, seconds, how, instead, limit_s)
 
 
 # ----------------------------------------------------------------- control builders

@@ -28,11 +28,15 @@ from ..devices import gpu_available, gpu_unavailable_reason
 from ..plots import figure_to_png, sweep_figure
 from ..results import load_reference
 from ..widgets import (
+    WIDGET_LIMIT_S,
     LiveApp,
     MeasurementCache,
+    check_cost,
     device_buttons,
     dtype_dropdown,
+    estimate_s,
     log2_slider,
+    measured_rate,
     noise_html,
     progress,
     size_slider,
@@ -43,7 +47,16 @@ from .layers import MLP
 from .trace import random_batch, step_time_sweep, trace_figure, trace_step
 from .train import train, training_figure
 
-__all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note"]
+__all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note", "step_rate",
+           "step_flops", "STEP_CALLS", "TRAIN_BUDGET_S"]
+
+#: Seconds of training one run of the training app may take (it stops after the epoch that passes it).
+TRAIN_BUDGET_S = 0.6 * WIDGET_LIMIT_S
+#: Training steps each measurement runs at the least, in units of one whole step: the trace (one real
+#: step, then at least 3 rounds of every layer's forward and backward plus a whole step), the sweep
+#: (a warm-up and at least 3 rounds), and checkpointing (per k: a warm-up, at least 3 rounds and one
+#: traced run, each with up to one extra forward of recomputation, ~1.5 steps).
+STEP_CALLS = {"trace": 7, "sweep": 4, "checkpoint": 5 * 1.5}
 
 _NO_REF = ("No reference GPU results have been recorded for this experiment yet. On a GPU machine, "
            "<code>python -m course report --record-reference</code> records them.")
@@ -60,6 +73,42 @@ def reference_note(experiment: str) -> str:
     if not refs:
         return f"<p><i>{_NO_REF}</i></p>"
     return "<p><i>" + "; ".join(f"Reference results {html.escape(r.label)}" for r in refs) + ".</i></p>"
+
+
+def step_flops(sizes, batch: int) -> float:
+    """FLOPs of one training step of an MLP with these layer sizes (counted as :meth:`MLP.flops_per_step` does)."""
+    total = 0.0
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        mm = 2.0 * batch * n_in * n_out
+        total += 2 * mm + 2 * batch * n_out + (mm if i > 0 else 0.0)
+    return total
+
+
+#: The batch at which a network's step rate is measured (a small fraction of a big step's time).
+_RATE_BATCH = 32
+
+
+def step_rate(sizes, dtype: str) -> float:
+    """FLOP/s of a training step of this very network on this CPU, measured once at batch 32.
+
+    The same network, not a smaller one: a deep one can run many times slower per FLOP (its
+    activations shrink into subnormal numbers), and a small batch only runs slower per FLOP than a
+    big one, so the estimate errs on the long side.
+    """
+    sizes = [int(s) for s in sizes]
+
+    def run():
+        model = MLP(sizes, dtype=dtype, seed=0)
+        x, y = random_batch(model, _RATE_BATCH)
+        return measured_rate(("mlp step", tuple(sizes), str(dtype)), model.flops_per_step(_RATE_BATCH),
+                             lambda: model.train_step(x, y, 1e-12))
+    return run()
+
+
+def _check_steps(what: str, sizes, steps: float, batch: int, dtype: str, instead: str) -> None:
+    """Refuse ``steps`` training steps of this network at ``batch`` whose estimated time is over the widget limit."""
+    check_cost(what, estimate_s(steps * step_flops(sizes, batch), step_rate(sizes, dtype)),
+               f"counted FLOPs over this network's {dtype} step rate measured at batch {_RATE_BATCH}", instead)
 
 
 def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider:
@@ -107,7 +156,7 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
                 app.image.layout.display = None
                 last[0] = time.perf_counter()
 
-        h = train(model, data, epochs=epochs, batch_size=batch, lr=lr, callback=redraw, budget_s=20)
+        h = train(model, data, epochs=epochs, batch_size=batch, lr=lr, callback=redraw, budget_s=TRAIN_BUDGET_S)
         return h, repr(model), model.n_parameters(), int(data.y_test.shape[0])
 
     def update(hidden, epochs, batch, lr, activation, device):
@@ -115,7 +164,7 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
         kept = key in runs
         h, name, n_params, n_test = runs.get(key, lambda: run(*key))
         steps_s = sum(h.seconds) / max(h.steps, 1)
-        note = " (stopped early by its 20 s budget)" if h.stopped_early else ""
+        note = f" (stopped early by its {TRAIN_BUDGET_S:g} s budget)" if h.stopped_early else ""
         again = " (trained earlier with these settings; the same seed gives the same curves)" if kept else ""
         text = (f"<p>{name}: {n_params:,} parameters, {h.steps} SGD steps of batch {batch} "
                 f"in {sum(h.seconds):.2f} s ({steps_s * 1e3:.2f} ms per step){note}{again}. "
@@ -176,6 +225,10 @@ def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp
         if device == "gpu" and not gpu_available():
             device, note = "cpu", _gpu_fallback_html(width, depth, batch, dtype)
         key = (width, depth, batch, dtype, device)
+        if device == "cpu" and key not in traces:
+            _check_steps(f"Tracing a step of width {width}, {depth} hidden layers, batch {batch} in {dtype}",
+                         [784] + [width] * depth + [10], STEP_CALLS["trace"], batch, dtype,
+                         "Choose a smaller width, batch or depth (or float32).")
         tr, name, flops = traces.get(key, lambda: measure(*key))
         t_ratio = tr.backward_s / max(tr.forward_s, 1e-30)
         closer = ("above the counted ratio: the backward's products "
@@ -213,6 +266,12 @@ def step_sweep_app(depth: int = 2, batch: int = 128, largest: int = 256) -> Live
 
     def update(depth, batch, dtype, largest):
         widths = tuple(wd for wd in _SWEEP_WIDTHS if wd <= largest)
+        if (depth, batch, dtype, widths) not in sweeps:
+            check_cost(f"The sweep up to width {largest} ({depth} hidden layers, batch {batch}, {dtype})",
+                       sum(estimate_s(STEP_CALLS["sweep"] * step_flops([784] + [wd] * depth + [10], batch),
+                                      step_rate([784] + [wd] * depth + [10], dtype)) for wd in widths),
+                       f"counted FLOPs over each network's step rate measured at batch {_RATE_BATCH}",
+                       "Choose a smaller largest width, batch or depth (or float32).")
         rs = sweeps.get((depth, batch, dtype, widths), lambda: step_time_sweep(
             widths=widths, depth=depth, batch=batch, dtype=dtype, repeat=3, budget_s=0.1, progress=progress))
         refs = [r for r in load_reference("backprop_train_step")
@@ -244,6 +303,11 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
         return checkpointed_backward(model, *random_batch(model, batch), every)
 
     def update(depth, every, width, batch):
+        if (depth, width, batch) not in sweeps:
+            n_ks = len({k for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, depth + 1) if k <= depth + 1})
+            _check_steps(f"Checkpointing {depth} hidden layers of width {width} at batch {batch} ({n_ks} values of k)",
+                         [784] + [width] * depth + [10], STEP_CALLS["checkpoint"] * n_ks, batch, "float32",
+                         "Choose a smaller width, batch or depth.")
         rs = sweeps.get((depth, width, batch), lambda: checkpoint_sweep(
             depth=depth, width=width, batch=batch, repeat=5, budget_s=0.4, progress=progress))
         L = depth + 1

@@ -27,17 +27,56 @@ from ..devices import gpu_available, normalize_device, require_gpu
 from ..errors import GPUUnavailableError
 from ..results import load_reference
 from ..timing import Timing, noisy_note
-from ..widgets import LiveApp, MeasurementCache, device_buttons, progress, size_slider
+from ..widgets import (
+    WIDGET_LIMIT_S,
+    LiveApp,
+    MeasurementCache,
+    check_cost,
+    device_buttons,
+    estimate_s,
+    measured_rate,
+    progress,
+    size_slider,
+)
 from .algorithm import work_counts
 from .plots import memory_figure, speedup_figure, timing_bars, tree_figure
 from .sparse import conv_jacobian_memory
 from .timing import SWEEP_T, time_rnn, time_torch_rnn, torch_available
 
-__all__ = ["tree_app", "timing_app", "memory_app", "timing_update", "EXPERIMENT", "LONG_T"]
+__all__ = ["tree_app", "timing_app", "memory_app", "timing_update", "EXPERIMENT", "LONG_T", "round_rate",
+           "timing_cost_s", "TIMING_BUDGET_S"]
 
 EXPERIMENT = "bppsa_rnn"
 #: Above this T the timing app measures round by round, with a progress bar.
 LONG_T = 3000
+#: The time budget the timing app gives one measurement (more rounds stop once it is spent).
+TIMING_BUDGET_S = 0.4 * WIDGET_LIMIT_S
+#: The T at which one round's rate is measured first; then at 10× and 100× that while such a round is cheap
+#: (a round's fixed costs weigh less at a larger T, so the estimate gets closer).
+_RATE_T = (30, 300, 3000)
+_CHEAP_ROUND_S = 0.3
+
+
+def round_rate(hidden: int, batch: int) -> float:
+    """Time steps per second of one CPU round of :func:`time_rnn` (every round is Θ(T)): measured once at
+    T = 30, then at the larger T of ``_RATE_T`` while a round there is estimated to take under 0.3 s."""
+    from .timing import time_rnn as measure  # the module's own (the app's name may be replaced in tests)
+
+    rate = 0.0
+    for T in _RATE_T:
+        if rate and T / rate > _CHEAP_ROUND_S:
+            break
+        rate = measured_rate(("bppsa round", int(hidden), int(batch), T), T,
+                             lambda T=T: measure(T, hidden, batch, device="cpu", repeat=1, warmup=0))
+    return rate
+
+
+def timing_cost_s(T: int, hidden: int, batch: int, budget_s: float = TIMING_BUDGET_S) -> float:
+    """Estimated seconds of one CPU measurement: two rounds at least (a warm-up and a timed one; the long-T
+    path also runs two), each T steps at the measured :func:`round_rate`; more rounds start only while the
+    budget lasts, so at most one round runs past it."""
+    one = estimate_s(T, round_rate(hidden, batch))
+    return max(2 * one, budget_s + one)
 
 
 def tree_app(T: int = 7) -> LiveApp:
@@ -155,8 +194,17 @@ def timing_app(T: int = 100, hidden: int = 20, batch: int = 16) -> LiveApp:
     cache = MeasurementCache()
 
     def update(T, hidden, batch, device, torch):
-        return cache.get((T, hidden, batch, normalize_device(device), bool(torch)),
-                         lambda: timing_update(T, hidden, batch, device, torch))
+        dev = normalize_device(device)
+        key = (T, hidden, batch, dev, bool(torch))
+        if dev == "cpu" and key not in cache:
+            cost = timing_cost_s(T, hidden, batch)
+            if cost > WIDGET_LIMIT_S:
+                fits = [t for t in SWEEP_T if t < T and timing_cost_s(t, hidden, batch) <= WIDGET_LIMIT_S]
+                check_cost(f"Timing T = {T:,} with hidden size {hidden} and batch {batch}", cost,
+                           f"rounds of T steps at the rate measured at a small T, plus a {TIMING_BUDGET_S:g} s "
+                           "budget", (f"Choose T = {fits[-1]:,} or less here" if fits else "Choose a smaller T")
+                           + ", or a smaller hidden size or batch.")
+        return cache.get(key, lambda: timing_update(T, hidden, batch, device, torch, budget_s=TIMING_BUDGET_S))
 
     app = LiveApp(update, controls, title="Backward pass of a tanh RNN: sequential backprop vs BPPSA, measured live")
     app.cache = cache

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import BadInputError
 from ..results import ResultSet
 from ..widgets import LiveApp, size_slider
-from .allreduce import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
+from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import fit_alpha_beta
 from .pipeline import bubble_fraction, ideal_timeline
 from .plots import model_figure, pipeline_figure, ring_step_figure

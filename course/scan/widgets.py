@@ -20,12 +20,28 @@ from ..devices import gpu_available, gpu_unavailable_reason
 from ..errors import BadInputError, GPUUnavailableError
 from ..plots import add_footer, new_figure
 from ..results import ResultSet, load_reference
-from ..widgets import LiveApp, MeasurementCache, device_buttons, escape, log2_slider, noise_html
+from ..widgets import (
+    WIDGET_LIMIT_S,
+    LiveApp,
+    MeasurementCache,
+    device_buttons,
+    escape,
+    estimate_s,
+    log2_slider,
+    measured_rate,
+    noise_html,
+)
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, operation_counts, sequential_scan
 from .plots import FRAMES, MAX_DRAWN, counts_figure, timing_figure, tree_figure
-from .timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, time_scan
+from .timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, scan_function, time_scan
 
-__all__ = ["OPERATOR_CHOICES", "tree_input", "tree_app", "counts_app", "timing_app"]
+__all__ = ["OPERATOR_CHOICES", "tree_input", "tree_app", "counts_app", "timing_app", "scan_rate", "scan_cost_s",
+           "SCAN_CALLS"]
+
+#: Passes over the input one timing makes at the least, however slow: making the input, a warm-up and the
+#: one timed call a budget lets through.
+SCAN_CALLS = 3
+_RATE_N = 2**16     # out of the first-level caches for the matrix operators, as big inputs are
 
 #: Dropdown label -> operator name in :data:`course.scan.OPERATORS`.
 OPERATOR_CHOICES = [("add (+)", "add"), ("max", "max"), ("2×2 matrix product", "matmul"),
@@ -142,14 +158,47 @@ def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveA
     return app
 
 
+def scan_rate(algorithm: str, op: str) -> float:
+    """Operator applications per second of one CPU scan with ``op``, measured once at n = 65,536 (4,096 for the
+    Python loop)."""
+    n = 2**12 if algorithm == "sequential" else _RATE_N     # a Python loop: its rate does not depend on n
+    f = scan_function(algorithm, op, "cpu")
+    x = make_input(n, op, "float32", "cpu")
+    work = n if algorithm in ("numpy", "sequential") else operation_counts(algorithm, n)["work"]
+    return measured_rate(("scan", algorithm, op), work, lambda: f(x))
+
+
+def scan_cost_s(algorithm: str, n: int, op: str) -> float:
+    """Estimated seconds of timing one CPU scan at ``n``: :data:`SCAN_CALLS` scans of its counted work."""
+    work = n if algorithm in ("numpy", "sequential") else operation_counts(algorithm, n)["work"]
+    return estimate_s(SCAN_CALLS * work, scan_rate(algorithm, op))
+
+
 def _time_all(n: int, op: str, device: str, budget_s: float) -> tuple[ResultSet, list[str]]:
-    """Every scan of :data:`ALGORITHMS` timed once at ``n``; the ones left out, with why."""
+    """Every scan of :data:`ALGORITHMS` timed once at ``n``; the ones left out, with why.
+
+    On the CPU each scan's time is estimated first (counted operator applications over the rate
+    measured at a small n); a scan that would take the whole refresh past
+    :data:`course.widgets.WIDGET_LIMIT_S` is left out, with its estimate.
+    """
     rs = ResultSet("scan_timing_app", params={"n": n, "op": op})
     skipped = []
+    spent = 0.0
     for alg in ALGORITHMS[device]:
         if alg == "sequential" and n > SEQUENTIAL_MAX_N:
             skipped.append(f"sequential (a Python loop: timed only up to n = {SEQUENTIAL_MAX_N:,})")
             continue
+        if device == "cpu":
+            try:
+                cost = scan_cost_s(alg, n, op)
+            except BadInputError as exc:
+                skipped.append(f"{alg} ({exc})")
+                continue
+            if spent + cost > WIDGET_LIMIT_S:
+                skipped.append(f"{alg} (about {cost:,.0f} s at n = {n:,} with {op}, estimated from its counted "
+                               "operator applications and the rate measured at a small n: choose a smaller n)")
+                continue
+            spent += cost
         try:
             t = time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s)
         except BadInputError as exc:

@@ -20,14 +20,26 @@ import ipywidgets as w
 from ..devices import cpu_info, gpu_available
 from ..errors import GPUUnavailableError
 from ..results import ResultSet, load_reference
-from ..widgets import LiveApp, MeasurementCache, device_buttons, log2_slider, noise_html, size_slider
-from .ladder import ladder, relu_bandwidth
-from .matmul import MATMUL_LIMITS, matmul_ladder, torch_available
+from ..widgets import (
+    WIDGET_LIMIT_S,
+    LiveApp,
+    MeasurementCache,
+    check_cost,
+    device_buttons,
+    estimate_s,
+    log2_slider,
+    measured_rate,
+    noise_html,
+    size_slider,
+)
+from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, matmul, matmul_ladder, random_matrices, torch_available
 from .plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
 from .rungs import OPS, lane_steps
 from .simd import ufunc_dispatch
+from .timing import ladder, relu_bandwidth
 
-__all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table"]
+__all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table", "matmul_rate",
+           "matmul_plan", "MATMUL_CALLS", "ladder_cost_s"]
 
 _DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -76,6 +88,21 @@ def _gpu_note(device: str, experiment: str) -> tuple[list[str], str]:
                      f"{ref} Below: the CPU rungs, measured live.</div>")
 
 
+_LADDER_REF_N = (2 ** 18, 2 ** 20)
+
+
+def ladder_cost_s(op: str, n: int, dtype: str, lanes: int) -> float:
+    """Estimated seconds of the CPU ladder at ``n``: a straight line (fixed cost + cost per element) through
+    the same ladder timed once at 2^18 and 2^20 elements (the slow rungs time a sample, so the line errs long)."""
+    from .timing import ladder as measure  # the module's own (the app's name may be replaced in tests)
+
+    (n1, n2) = _LADDER_REF_N
+    t1, t2 = (m / measured_rate(("ladder", op, dtype, lanes, m), m, lambda m=m: measure(
+        op, n=m, dtype=dtype, devices=["cpu"], lanes=lanes, budget_s=0.07, repeat=5)) for m in (n1, n2))
+    per_element = max(t2 - t1, 0.25 * t2) / (n2 - n1)
+    return t2 + per_element * max(n - n2, 0)
+
+
 def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: int | None = None,
                device: str | None = None) -> LiveApp:
     """Operation, size, dtype, device and lane width → time, elements/s, GB/s vs copy, speedup.
@@ -97,6 +124,16 @@ def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: 
 
     def update(op, n, dtype, lanes, device):
         devs, note = _gpu_note(device, "vectorize_ladder")
+        if n > _LADDER_REF_N[-1] and (op, n, dtype, lanes, tuple(devs)) not in cache:
+            cost = ladder_cost_s(op, n, dtype, lanes)
+            if cost > WIDGET_LIMIT_S:
+                fits = max((2 ** k for k in range(4, n.bit_length()) if ladder_cost_s(op, 2 ** k, dtype, lanes)
+                            <= WIDGET_LIMIT_S), default=None)
+                check_cost(f"Every rung of {op} on {n:,} {dtype} values", cost,
+                           f"a straight line through the same ladder timed at {_LADDER_REF_N[0]:,} and "
+                           f"{_LADDER_REF_N[1]:,} elements",
+                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                           + (" or float32." if dtype == "float16" else "."))
         rs = cache.get((op, n, dtype, lanes, tuple(devs)), lambda: ladder(
             op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5))
         refs = load_reference("vectorize_ladder") if "gpu" not in devs else []
@@ -168,25 +205,100 @@ def bandwidth_app(n: int = 2**22, device: str | None = None) -> LiveApp:
     return app
 
 
+#: Products one rung's timing runs at the least, however slow: the check against float64, the
+#: warm-up calls, and the one timed call a time budget always lets through.
+MATMUL_CALLS = {"loop": 2, "dots": 2, "blas": 4, "torch": 4}
+_RATE_N = {"loop": 16, "dots": 48, "blas": 256, "torch": 256}  # float16 without BLAS: 128 (see matmul_rate)
+
+
+def _matmul_work(rung: str, n: int) -> float:
+    """The unit a rung's rate is counted in: dot-product calls for ``dots``, FLOPs (2n³) for the others."""
+    return float(n) ** 2 if rung == "dots" else 2.0 * float(n) ** 3
+
+
+def matmul_rate(rung: str, dtype: str) -> float:
+    """The CPU rate of one rung in ``dtype`` (units of :func:`_matmul_work` per second), measured once at a small n."""
+    n = 128 if dtype == "float16" and rung == "blas" else _RATE_N[rung]
+    a, b, out = random_matrices(n, dtype, "cpu", rung=rung)
+    kw = {"out": out} if rung in ("blas", "torch") else {}
+    return measured_rate(("matmul", rung, dtype), _matmul_work(rung, n), lambda: matmul(a, b, rung, **kw))
+
+
+def matmul_plan(n: int, dtypes: tuple[str, ...], rungs: tuple[str, ...],
+                limit_s: float = WIDGET_LIMIT_S) -> tuple[dict[str, list[str]], list[str]]:
+    """Which CPU (rung, dtype) pairs fit in ``limit_s`` at size n, cheapest first; and the ones left out, with why.
+
+    Each pair's time is estimated as :data:`MATMUL_CALLS` products of its counted work over the rate
+    measured at a small n (:func:`matmul_rate`).  Pairs :func:`matmul_ladder` skips anyway (the size
+    limits of the slow rungs, float16 beyond :data:`CPU_FLOAT16_MATMUL_MAX_N`) cost nothing here.
+    """
+    jobs = []
+    for rung in rungs:
+        for dt in dtypes:
+            if (rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]) or (
+                    rung != "torch" and dt == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N) or (
+                    rung != "torch" and dt == "bfloat16"):
+                continue
+            est = estimate_s(MATMUL_CALLS[rung] * _matmul_work(rung, n), matmul_rate(rung, dt))
+            jobs.append((est, rung, dt))
+    plan: dict[str, list[str]] = {dt: [] for dt in dtypes}
+    left_out, total = [], 0.0
+    for est, rung, dt in sorted(jobs):
+        if total + est > limit_s:
+            left_out.append(f"{rung} {dt} (about {est:,.1f} s: {MATMUL_CALLS[rung]} products at the rate "
+                            f"measured at a small n)")
+            continue
+        total += est
+        plan[dt].append(rung)
+    return plan, left_out
+
+
 def matmul_app(n: int = 48, device: str | None = None) -> LiveApp:
-    """Matrix product rungs at size n in float32/float16 (+bfloat16 with PyTorch), in GFLOP/s."""
+    """Matrix product rungs at size n in float32/float16 (+bfloat16 with PyTorch), in GFLOP/s.
+
+    Each rung's time is estimated first (counted work over a rate measured at a small n); the
+    rungs that would push one refresh past :data:`course.widgets.WIDGET_LIMIT_S` are left out and
+    listed, so no size on the slider freezes the notebook.
+    """
     controls = {"n": size_slider([16, 32, 48, 64, 96, 128, 256, 384, 512, 1024, 2048], n, "n"),
                 "device": device_buttons(device)}
 
     cache = MeasurementCache()
 
+    def measure(n, devs):
+        dtypes = ("float32", "float16") + (("bfloat16",) if torch_available() else ())
+        cpu_rungs = ("loop", "dots", "blas") + (("torch",) if torch_available() else ())
+        plan, left_out = matmul_plan(n, dtypes, cpu_rungs)
+        gpu = ["gpu"] if "gpu" in devs else []
+        rs = None
+        for dt in dtypes:
+            rungs = [r for r in cpu_rungs if r in plan[dt]] + gpu
+            if not rungs:
+                continue
+            part = matmul_ladder(n, dtypes=(dt,), devices=devs, rungs=rungs, repeat=3, budget_s=0.15)
+            if rs is None:
+                rs = part
+            else:
+                rs.records.extend(part.records)
+                rs.notes.extend(x for x in part.notes if x not in rs.notes)
+        if rs is None:
+            rs = ResultSet("vectorize_matmul", params={"n": int(n)})
+        rs.params["dtypes"] = list(dtypes)
+        return rs, left_out
+
     def update(n, device):
         devs, note = _gpu_note(device, "vectorize_matmul")
-        dtypes = ("float32", "float16") + (("bfloat16",) if torch_available() else ())
-        rs = cache.get((n, tuple(devs)), lambda: matmul_ladder(n, dtypes=dtypes, devices=devs, repeat=3,
-                                                               budget_s=0.15))
+        rs, left_out = cache.get((n, tuple(devs)), lambda: measure(n, devs))
         skipped = [f"{r} (n > {lim})" for r, lim in MATMUL_LIMITS.items() if n > lim]
+        if n > CPU_FLOAT16_MATMUL_MAX_N:
+            skipped.append(f"numpy float16 (n > {CPU_FLOAT16_MATMUL_MAX_N}: emulated without BLAS)")
         extra = f"<br><small>Too slow at this size, skipped: {', '.join(skipped)}.</small>" if skipped else ""
+        if left_out:
+            extra += (f"<br><small>Left out to keep this refresh under {WIDGET_LIMIT_S:g} s (estimated from "
+                      f"counted work): {html.escape('; '.join(left_out))}.</small>")
         notes = "".join(f"<br><small>{html.escape(x)}</small>" for x in rs.notes if "skipped" not in x)
         refs = load_reference("vectorize_matmul") if "gpu" not in devs else []
         return matmul_figure(rs, refs), note + extra + notes + noise_html(rs.records)
     app = LiveApp(update, controls, title="The matrix product at each rung")
     app.cache = cache
     return app
-
-
