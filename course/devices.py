@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
+import numbers
 import os
 import platform
 import re
@@ -421,6 +423,15 @@ def normalize_device(device: Any) -> str:
 
 def _other_gpu_message(device: str) -> str:
     n = device.rsplit(":", 1)[-1]
+    count = len(gpu_info())
+    if count == 0:
+        return (f"device {device!r}: no GPU answers on this machine ({gpu_unavailable_reason()}), so there is "
+                f"no GPU {n} either; use device='cpu'. (On a machine with several GPUs, CUDA_VISIBLE_DEVICES={n} "
+                f"makes GPU {n} the course's GPU 0.)")
+    if int(n) >= count:
+        return (f"device {device!r}: there is no GPU {n} here: {count} GPU(s) answer, numbered from 0 "
+                f"to {count - 1}. The course runs on GPU 0 (CUDA_VISIBLE_DEVICES chooses which one that is); "
+                "pass device='gpu'.")
     return (f"device {device!r}: the course runs on one GPU, number 0. To use GPU {n}, start Python with "
             f"CUDA_VISIBLE_DEVICES={n} (it then appears as GPU 0) and pass device='gpu'.")
 
@@ -586,10 +597,12 @@ def check_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",
     Called before a big allocation so that a slider pushed too far gives a
     message instead of a dead kernel.
     """
-    if nbytes < 0:
-        raise BadInputError(f"{what}: a size in bytes cannot be negative ({nbytes})")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or math.isnan(nbytes) or nbytes < 0:
+        raise BadInputError(f"{what}: nbytes must be a number of bytes >= 0, got {nbytes!r}")
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
+        raise BadInputError(f"fraction must be a share of the free memory in (0, 1], got {fraction!r}")
     avail = available_memory(device)
-    if avail is not None and nbytes > fraction * avail:
+    if math.isinf(nbytes) or (avail is not None and nbytes > fraction * avail):
         raise DeviceMemoryError(
             f"{what} need {nbytes / 2**30:.2f} GiB, but only {avail / 2**30:.2f} GiB is free on "
             f"the {normalize_device(device).upper()} (the course uses at most {fraction:.0%} of it). "

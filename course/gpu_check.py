@@ -172,7 +172,7 @@ def _train_step(quick: bool) -> dict:
 
 
 def _relu(quick: bool) -> dict:
-    from .vectorize.ladder import relu_bandwidth
+    from .vectorize.timing import relu_bandwidth
 
     r = relu_bandwidth(n=2**26, dtype="float32", device="gpu", rounds=2 if quick else 5, repeat=5 if quick else 10,
                        budget_s=10.0)

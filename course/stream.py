@@ -35,8 +35,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .devices import check_fits
-from .errors import BadInputError
+from .devices import check_dtype, check_fits
+from .errors import BadInputError, whole_number
 from .timing import benchmark
 
 __all__ = ["KERNELS", "WORDS", "stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_bandwidth",
@@ -139,10 +139,8 @@ def stream_threads(threads: int | None = None) -> int:
 
     if threads is None:
         want = get_threads()
-    elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise BadInputError(f"threads must be a whole number >= 1, got {threads!r}")
     else:
-        want = int(threads)
+        want = whole_number("threads", threads, hint="the cores to run on")
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))
 
 
@@ -176,9 +174,10 @@ def stream_bandwidth(n: int = DEFAULT_N, dtype: Any = "float64", kernels: tuple[
     >>> stream_bandwidth(n=2**12, repeat=1, kernels=("triad",), threads=1)["threads"]
     1
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"n must be a whole number of elements >= 1, got {n!r}")
-    if str(np.dtype(dtype)) not in ("float32", "float64"):
+    n = whole_number("n", n, hint="elements per array (three arrays are allocated)")
+    if isinstance(kernels, str):
+        kernels = (kernels,)
+    if check_dtype(dtype, "cpu").name not in ("float32", "float64"):
         raise BadInputError(f"dtype must be float32 or float64, got {dtype!r}")
     bad = [k for k in kernels if k not in KERNELS]
     if bad or not kernels:

@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import sys
 import time
@@ -47,11 +48,11 @@ from typing import Any
 
 import numpy as np
 
-from .devices import cupy_module, machine_load, normalize_device, require_gpu, usable_cores
-from .errors import BadInputError
+from .devices import cupy_module, machine_load, normalize_device, require_gpu, synchronize, usable_cores
+from .errors import BadInputError, whole_number
 
-__all__ = ["Timing", "benchmark", "sweep_within_budget", "set_threads", "get_threads", "thread_limit",
-           "noisy_note", "NOISY_SPREAD", "BUSY_LOAD"]
+__all__ = ["Timing", "benchmark", "interleaved_rounds", "sweep_within_budget", "set_threads", "get_threads",
+           "thread_limit", "noisy_note", "NOISY_SPREAD", "BUSY_LOAD", "MAX_REPEAT"]
 
 #: A timing whose interquartile range exceeds this fraction of its median is flagged noisy.
 NOISY_SPREAD = 0.25
@@ -62,10 +63,13 @@ BUSY_LOAD = 1.25
 _threads: int | None = None
 
 
+#: Without a time budget, :func:`benchmark` makes at most this many timed calls (and a tenth of it
+#: as warm-up): a larger count would run for hours; give ``budget_s`` to ask for more.
+MAX_REPEAT = 10_000
+
+
 def _check_threads(n: Any, what: str = "threads") -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"{what} must be a whole number of threads >= 1, got {n!r}")
-    return int(n)
+    return whole_number(what, n, hi=4096, hint="a whole number of threads, e.g. 1 or the cores this machine has")
 
 
 def _default_threads() -> int:
@@ -281,8 +285,8 @@ def _fmt(s: float) -> str:
 
 def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, repeat: int = 7,
               budget_s: float | None = None, name: str | None = None, blas_threads: int | None = None,
-              **kwargs: Any) -> Timing:
-    """Time ``fn(*args, **kwargs)`` on ``device``: warm-up, repeats, median and spread.
+              fn_kwargs: dict | None = None, **kwargs: Any) -> Timing:
+    """Time ``fn(*args, **kwargs, **fn_kwargs)`` on ``device``: warm-up, repeats, median and spread.
 
     Parameters
     ----------
@@ -290,12 +294,16 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     device : ``"cpu"`` (wall clock, ``time.perf_counter``) or ``"gpu"`` (CUDA events on
         the current stream, then a synchronize).
     warmup : un-timed calls first (compilation, clocks, caches).  0 allowed.
-    repeat : timed calls wanted (at least 1).
+    repeat : timed calls wanted (at least 1; without a finite ``budget_s`` at most
+        :data:`MAX_REPEAT`, and ``warmup`` at most a tenth of that).
     budget_s : seconds the whole measurement may take, warm-up included.  When the
         budget is spent no further call starts (one timed call always runs), and the
         result's ``stopped_early`` is True.  ``None``: no budget.
     name : a label for the result (defaults to the function's name).
     blas_threads : BLAS/OpenMP threads for the calls (default :func:`get_threads`).
+    fn_kwargs : keyword arguments for ``fn`` whose names ``benchmark`` uses itself (``repeat``,
+        ``device``, ``name``, ...): ``benchmark(f, x, fn_kwargs={"repeat": 3})`` calls ``f(x, repeat=3)``.
+        Any other keyword goes to ``fn`` directly.
 
     Returns
     -------
@@ -311,18 +319,28 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     if not callable(fn):
         raise BadInputError(f"benchmark needs a function to call, got {type(fn).__name__} {fn!r}")
     dev = normalize_device(device)
-    if not isinstance(repeat, (int, np.integer)) or repeat < 1:
-        raise BadInputError(f"repeat must be a whole number >= 1, got {repeat!r}")
-    if not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise BadInputError(f"warmup must be a whole number >= 0, got {warmup!r}")
     if budget_s is not None:
-        if not isinstance(budget_s, (int, float)) or math.isnan(budget_s) or budget_s <= 0:
+        if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real) or math.isnan(budget_s) \
+                or budget_s <= 0:
             raise BadInputError(
                 f"budget_s must be a positive number of seconds (or None for no budget), got {budget_s!r}")
+        budget_s = float(budget_s)
+    bounded = budget_s is not None and math.isfinite(budget_s)
+    more = "" if bounded else "; for more, give a time budget such as budget_s=10"
+    repeat = whole_number("repeat", repeat, hi=None if bounded else MAX_REPEAT, hint="timed calls" + more)
+    warmup = whole_number("warmup", warmup, lo=0, hi=None if bounded else MAX_REPEAT // 10,
+                          hint="un-timed calls first" + more)
+    if fn_kwargs is not None:
+        if not isinstance(fn_kwargs, dict):
+            raise BadInputError(f"fn_kwargs must be a dict of keyword arguments for fn, got {fn_kwargs!r}")
+        both = sorted(set(fn_kwargs) & set(kwargs))
+        if both:
+            raise BadInputError(f"keyword(s) {both} given both directly and in fn_kwargs; give each once")
+        kwargs = {**kwargs, **fn_kwargs}
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     n_threads = get_threads() if blas_threads is None else _check_threads(blas_threads, "blas_threads")
     with thread_limit(n_threads):
-        return _measure(fn, args, kwargs, dev, int(warmup), int(repeat), budget_s, label, n_threads)
+        return _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads)
 
 
 def _measure(fn: Callable, args: tuple, kwargs: dict, dev: str, warmup: int, repeat: int,
@@ -408,3 +426,83 @@ def sweep_within_budget(jobs: Any, rs: Any, total_budget_s: float | None = None,
     finally:
         if hasattr(it, "close"):  # take the progress bar away, however the sweep ended
             it.close()
+
+
+def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", warmup: int = 1,
+                       repeat: int = 5, budget_s: float | None = None, min_rounds: int = 1,
+                       per_round: int = 1, timer: Callable[..., Timing] | dict[str, Callable] | None = None,
+                       before: Callable[[str], Any] | None = None, alternate: bool = False,
+                       blas_threads: int | None = None, progress: Callable | None = None,
+                       desc: str | None = None) -> dict[str, Timing]:
+    """Time several functions in alternating rounds: f1, f2, f3, then f1, f2, f3 again, ...
+
+    A slow drift of a shared machine (another process starting, clocks changing) then hits
+    every function alike: use this whenever two timings will be compared or subtracted.
+
+    Parameters
+    ----------
+    fns : name -> a function of no arguments.
+    device : where they run, or a dict name -> device (a sweep over CPU and GPU).
+    warmup : untimed rounds first.
+    repeat : timed rounds, each timing every function ``per_round`` times.
+    budget_s : seconds for the whole measurement, warm-up included: no round starts once it is
+        spent, but ``min_rounds`` rounds always run.
+    timer : ``timer(fn, device=, warmup=0, repeat=per_round, name=)`` takes the samples: the course's
+        stopwatch by default (CUDA events on a GPU), :func:`course.peers.time_torch` for PyTorch;
+        a dict gives one timer per name.
+    before : ``before(name)`` runs untimed before each function's turn (e.g. letting the other
+        library's worker threads go quiet).
+    alternate : reverse the order every other round (ABBA), so going first costs all alike.
+    blas_threads : BLAS/OpenMP threads for the whole measurement (default :func:`get_threads`).
+    progress, desc : a progress bar over the rounds (e.g. :func:`course.widgets.progress`).
+
+    Returns one :class:`Timing` per name, ``samples`` in round order, with ``stopped_early``
+    (the budget cut the rounds short) and ``noisy``.
+
+    >>> order = []
+    >>> t = interleaved_rounds({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+    ...                        warmup=0, repeat=2, alternate=True)
+    >>> order, t["a"].repeat
+    (['a', 'b', 'b', 'a'], 2)
+    """
+    if not fns or not all(callable(f) for f in fns.values()):
+        raise BadInputError(f"interleaved_rounds needs a dict of name -> function, got {fns!r}")
+    devs = {k: normalize_device(device[k] if isinstance(device, dict) else device) for k in fns}
+    bounded = budget_s is not None
+    if bounded and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float, np.integer, np.floating))
+                    or not 0 < float(budget_s) < float("inf")):
+        raise BadInputError(f"budget_s must be a positive number of seconds or None, got {budget_s!r}")
+    cap = None if bounded else MAX_REPEAT
+    hint = "" if bounded else f"without a budget_s at most {MAX_REPEAT:,} rounds run; pass budget_s= for more"
+    warmup = whole_number("warmup", warmup, lo=0, hi=None if bounded else MAX_REPEAT // 10, hint=hint)
+    min_rounds, per_round = whole_number("min_rounds", min_rounds, hi=cap, hint=hint), whole_number(
+        "per_round", per_round, hi=MAX_REPEAT)
+    repeat = whole_number("repeat", repeat, hi=cap, hint=hint)
+    n_threads = get_threads() if blas_threads is None else _check_threads(blas_threads, "blas_threads")
+    timers = timer if isinstance(timer, dict) else dict.fromkeys(fns, timer)
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    load, began, stopped = machine_load(), time.perf_counter(), False
+    it = progress(range(repeat), total=repeat, desc=desc) if progress else range(repeat)
+    try:
+        with thread_limit(n_threads):
+            for _ in range(warmup):
+                for fn in fns.values():
+                    fn()
+            for d in set(devs.values()):
+                synchronize(d)
+            for i in it:
+                if i >= min_rounds and budget_s is not None and time.perf_counter() - began >= budget_s:
+                    stopped = True
+                    break
+                for k in (list(fns)[::-1] if alternate and i % 2 else fns):
+                    if before is not None:
+                        before(k)
+                    t = (timers[k](fns[k], device=devs[k], warmup=0, repeat=per_round, name=k) if timers.get(k)
+                         else _measure(fns[k], (), {}, devs[k], 0, per_round, None, k, n_threads))
+                    samples[k] += np.asarray(t.samples).tolist()
+    finally:
+        if hasattr(it, "close"):  # take the progress bar away, however the rounds ended
+            it.close()
+    return {k: Timing(samples=np.asarray(v, dtype=np.float64), device=devs[k], name=k, warmup=warmup,
+                      stopped_early=stopped, budget_s=budget_s, threads=n_threads, load=load)
+            for k, v in samples.items()}

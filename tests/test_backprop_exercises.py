@@ -32,12 +32,12 @@ def _sig(d, o):
     (lambda d, o: _sig(d, o) + 0.1 * (o > 0.9), "wrong values. Largest error"),
 ])
 def test_sigmoid_check_names_the_mistake(fn, expected, capsys):
-    assert check.sigmoid_backward(fn) is False
+    assert check.check_sigmoid_backward(fn) is False
     assert expected in capsys.readouterr().out
 
 
 def test_sigmoid_check_passes_a_right_answer_and_flags_a_slow_one(capsys):
-    assert check.sigmoid_backward(_sig) is True
+    assert check.check_sigmoid_backward(_sig) is True
     assert "right" in capsys.readouterr().out
 
     def loops(d, o):
@@ -47,7 +47,7 @@ def test_sigmoid_check_passes_a_right_answer_and_flags_a_slow_one(capsys):
                 out[i, j] = d[i, j] * o[i, j] * (1 - o[i, j])
         return out
 
-    assert check.sigmoid_backward(loops) is False
+    assert check.check_sigmoid_backward(loops) is False
     assert "values are right, but" in capsys.readouterr().out
 
 
@@ -62,12 +62,12 @@ def test_sigmoid_check_passes_a_right_answer_and_flags_a_slow_one(capsys):
     (lambda x, d: x.T @ x, "wrong shape"),
 ])
 def test_linear_weight_grad_check_names_the_mistake(fn, expected, capsys):
-    assert check.linear_weight_grad(fn) is False
+    assert check.check_linear_weight_grad(fn) is False
     assert expected in capsys.readouterr().out
 
 
 def test_linear_weight_grad_check_passes_a_right_answer(capsys):
-    assert check.linear_weight_grad(lambda x, d: x.T @ d) is True
+    assert check.check_linear_weight_grad(lambda x, d: x.T @ d) is True
     assert "right" in capsys.readouterr().out
 
 
@@ -174,7 +174,7 @@ def test_training_app_trains_on_the_gpu():
 
 
 def test_a_right_answer_that_loops_over_rows_is_told_to_vectorize(capsys):
-    from course.check import linear_weight_grad
+    from course.check import check_linear_weight_grad
 
     def looped(x, dout):
         dW = np.zeros((x.shape[1], dout.shape[1]))
@@ -182,15 +182,15 @@ def test_a_right_answer_that_loops_over_rows_is_told_to_vectorize(capsys):
             dW += np.outer(x[i], dout[i])
         return dW
 
-    assert linear_weight_grad(looped) is False
+    assert check_linear_weight_grad(looped) is False
     assert "lines of Python" in capsys.readouterr().out
 
 
 def test_checks_say_the_same_thing_every_run(capsys):
-    from course.check import sigmoid_backward
+    from course.check import check_sigmoid_backward
 
     wrong = lambda dout, out: dout * out  # noqa: E731
-    sigmoid_backward(wrong)
+    check_sigmoid_backward(wrong)
     first = capsys.readouterr().out
-    sigmoid_backward(wrong)
+    check_sigmoid_backward(wrong)
     assert capsys.readouterr().out == first and "missing" in first

@@ -8,17 +8,19 @@ import pytest
 from course.backprop.gradcheck import gradient_errors
 from course.backprop.layers import MLP, Linear, mse, softmax_cross_entropy
 from course.bppsa.models import MLPChain, TanhRNN, finite_difference_check
-from course.bppsa.models import softmax_cross_entropy as chain_softmax_cross_entropy
 from course.errors import BadInputError
 
 
 @pytest.mark.parametrize("labels", [np.array([0, 10]), np.array([-1, 3]), np.array([0.0, 1.0]), np.array([[0, 1]])])
-def test_both_cross_entropies_refuse_labels_that_name_no_class(labels):
+def test_the_cross_entropy_and_lesson_05s_models_refuse_labels_that_name_no_class(labels):
     logits = np.zeros((2, 10))
     with pytest.raises(BadInputError, match="label|integer"):
         softmax_cross_entropy(logits, labels)
+    rnn, chain = TanhRNN(hidden_size=3, n_classes=10, dtype="float64"), MLPChain(width=4, depth=2, n_classes=10)
     with pytest.raises(BadInputError, match="label|integer"):
-        chain_softmax_cross_entropy(logits, labels)
+        rnn.forward(rnn.example_data(3, batch=2)[0], labels)
+    with pytest.raises(BadInputError, match="label|integer"):
+        chain.forward(chain.example_data(batch=2)[0], labels)
 
 
 def test_an_rnn_refuses_out_of_range_labels_instead_of_scoring_another_class():

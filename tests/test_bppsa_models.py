@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import BadInputError
-from course.bppsa.models import METHODS, MLPChain, TanhRNN, finite_difference_check, rel_error
+from course.backprop import rel_error
+from course.bppsa.models import METHODS, MLPChain, TanhRNN, finite_difference_check
 from course.bppsa.timing import time_rnn, torch_available
 
 
@@ -123,7 +124,7 @@ def test_rnn_scan_on_gpu_matches_cpu():
 def test_interleaved_rounds_alternate_the_functions_and_respect_the_budget():
     import time
 
-    from course.bppsa.timing import interleaved_rounds
+    from course.timing import interleaved_rounds
 
     order = []
     t = interleaved_rounds({"a": lambda: order.append("a"), "b": lambda: order.append("b")},

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import course
-from course import hardware
 from course.errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
+from course.hardware import machine as hardware
 
 
 def test_copy_bandwidth_counts_read_and_write_bytes(monkeypatch):

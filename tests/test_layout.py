@@ -79,6 +79,20 @@ def test_one_folder_per_lesson_and_a_small_spine():
         assert (PKG / lesson / "experiments.py").is_file(), f"course/{lesson}/ has no experiments.py"
 
 
+def test_no_package_exports_a_name_its_submodule_has():
+    """``import course.x.y as m`` must give the module y, not a function y that the package re-exports."""
+    import importlib
+    import pkgutil
+
+    clashes = []
+    for name, path in MODULES.items():
+        if path.name == "__init__.py" and name != "course":   # course's __all__ lists its lessons on purpose
+            subs = {m.name for m in pkgutil.iter_modules([str(path.parent)])}
+            exported = set(getattr(importlib.import_module(name), "__all__", []))
+            clashes += [f"{name}.{s}" for s in sorted(subs & exported)]
+    assert not clashes, "a package's export hides its submodule of the same name: " + ", ".join(clashes)
+
+
 def test_no_private_name_is_imported_from_another_module():
     crossings = [f"{name} line {line}: from {mod} import {what}"
                  for name in MODULES for mod, what, line in _imports(name)
@@ -166,3 +180,17 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
     assert _cycle() == ["course.a.x", "course.a.y", "course.a.x"]
     with pytest.raises(AssertionError, match="_hidden"):
         test_no_private_name_is_imported_from_another_module()
+
+
+def test_every_exercise_check_is_named_check_something_and_found_lazily():
+    import subprocess
+    import sys
+
+    import course.check
+
+    assert course.check.__all__, "no exercise checks found"
+    odd = [n for n in course.check.__all__ if not n.startswith("check_")]
+    assert not odd, f"exercise checks not named check_<what>: {odd}"
+    code = "import sys, course.check; print(sorted(m for m in sys.modules if m.endswith('.checks')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.strip() == "[]", "importing course.check imported a lesson's checks: " + out.stdout + out.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course.parallel.allreduce import ring_allreduce
+from course.parallel.collectives import ring_allreduce
 from course.parallel.model import model_time
 from course.parallel.pipeline import bubble_fraction, ideal_timeline, measured_bubble
 from course.parallel.plots import allreduce_timing_figure, bytes_figure, data_parallel_figure, ring_step_figure

@@ -203,3 +203,20 @@ def test_sweep_within_budget_stops_and_says_what_it_left_out():
     whole = ResultSet("demo")
     assert list(sweep_within_budget(range(3), whole)) == [0, 1, 2]
     assert whole.params["stopped_early"] is False and whole.notes == []
+
+
+def test_interleaved_rounds_keep_min_rounds_take_per_round_samples_and_use_each_timer():
+    from course.timing import interleaved_rounds
+
+    seen, befores = [], []
+
+    def timer(fn, device, warmup, repeat, name):
+        seen.append((name, repeat))
+        return course.benchmark(fn, device=device, warmup=warmup, repeat=repeat, name=name)
+
+    t = interleaved_rounds({"a": lambda: None, "b": lambda: None}, warmup=0, repeat=5, budget_s=1e-9,
+                           min_rounds=3, per_round=2, timer={"b": timer}, before=befores.append)
+    assert t["a"].repeat == t["b"].repeat == 6 and t["a"].stopped_early   # 3 rounds of 2, then the budget
+    assert seen == [("b", 2)] * 3 and befores == ["a", "b"] * 3
+    with pytest.raises(BadInputError, match="per_round"):
+        interleaved_rounds({"a": lambda: None}, per_round=0)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import course
 from course import vectorize as v
 from course.errors import BadInputError, DeviceMemoryError, GPUUnavailableError, UnsupportedDtypeError
+from course.vectorize.rungs import DEFAULT_A, DEFAULT_B
 
 CPU_RUNGS = ("loop", "lanes", "numpy_new", "numpy", "threads")
 
@@ -23,7 +24,7 @@ def _oracle(op, x):
             return max(t, 0.0)
         if op == "sigmoid":
             return 0.5 * (1.0 + math.tanh(0.5 * t))  # another formula for the same function
-        return max(v.DEFAULT_A * t + v.DEFAULT_B, 0.0)
+        return max(DEFAULT_A * t + DEFAULT_B, 0.0)
 
     return np.array([one(float(t)) for t in x.ravel()], dtype=np.float64).reshape(x.shape)
 
@@ -75,11 +76,11 @@ def test_lane_steps_is_the_ceiling_of_n_over_w():
 
 
 def test_lane_width_zero_says_what_to_use():
-    with pytest.raises(BadInputError, match=r"lane width must be a whole number >= 1.*got 0"):
+    with pytest.raises(BadInputError, match=r"lanes must be a whole number >= 1.*got 0"):
         v.lanes_elementwise("relu", np.ones(4), lanes=0)
-    with pytest.raises(BadInputError, match="lane width"):
+    with pytest.raises(BadInputError, match="lanes must be a whole number"):
         v.ladder("relu", n=8, lanes=0, copy=False)
-    with pytest.raises(BadInputError, match="lane width"):
+    with pytest.raises(BadInputError, match="lanes must be a whole number|lanes"):
         v.lane_steps(8, 2.5)
 
 
@@ -144,7 +145,7 @@ def test_ladder_records_every_rung_checked_and_rated():
 
 
 def test_ladder_flags_a_rung_that_gives_a_wrong_answer(monkeypatch):
-    import course.vectorize.ladder as vl
+    import course.vectorize.timing as vl
 
     real = vl.elementwise
 

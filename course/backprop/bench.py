@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-import numpy as np
-
 from ..devices import normalize_device, synchronize, to_numpy
-from ..errors import BadInputError
+from ..errors import whole_number
 from ..peers import time_torch, torch_available, torch_cuda_available, torch_synchronize
-from ..timing import benchmark
+from ..timing import interleaved_rounds
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
 
@@ -92,16 +91,16 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
                        budget_s: float | None = None, settle_s: float = 0.3) -> dict:
     """Median time of one training step, ours and PyTorch's, and their ratio.
 
-    ``rounds`` alternating rounds of ``repeat`` timed steps each, each side first
-    running untimed for ``settle_s`` seconds (see :func:`_settle`); the medians are
-    over all the timed steps of each side.  ``budget_s`` stops starting
+    ``rounds`` alternating rounds (:func:`course.timing.interleaved_rounds`) of ``repeat`` timed
+    steps each, each side first running untimed for ``settle_s`` seconds (see :func:`_settle`); the
+    medians are over all the timed steps of each side.  ``budget_s`` stops starting
     new rounds once that many seconds have passed (one round always runs).  Returns ``{"ours_s",
-    "torch_s", "ratio", "target", ...}``, with ``torch_s`` None (and a ``note``)
+    "torch_s", "ratio", "target", "ours_noisy", ...}``, with ``torch_s`` None (and a ``note``)
     when PyTorch or its CUDA build is missing.
     """
     dev = normalize_device(device)
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
-        raise BadInputError(f"rounds must be a whole number >= 1, got {rounds!r}")
+    rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds of timed steps, e.g. 5")
+    repeat = whole_number("repeat", repeat, hi=10_000, hint="timed steps per round, e.g. 10")
     model = MLP(sizes, dtype=dtype, device=dev, seed=0)
     x, y = random_batch(model, batch)
     out = {"sizes": list(sizes), "batch": batch, "dtype": model.dtype.name, "device": dev,
@@ -119,22 +118,17 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
             step, _ = torch_mlp_step(model, x, y)
             out["torch_version"] = torch.__version__
             out["torch_threads"] = torch.get_num_threads()
-    ours, theirs = [], []
-    began = time.perf_counter()
-    for r in range(int(rounds)):
-        if r and budget_s is not None and time.perf_counter() - began > budget_s:
-            out["note"] += f" Stopped after {r} of {rounds} rounds by the {budget_s} s budget."
-            break
-        _settle(model.train_step, (x, y, 1e-3), dev, settle_s)
-        ours += benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=0, repeat=repeat).samples.tolist()
-        if step is not None:
-            _settle(step, (), dev, settle_s, sync=torch_synchronize)
-            theirs += time_torch(step, device=dev, warmup=0, repeat=repeat).samples.tolist()
-    out["ours_s"] = float(np.median(ours))
-    out["ours_q25_s"], out["ours_q75_s"] = (float(v) for v in np.percentile(ours, [25, 75]))
-    if theirs:
-        out["torch_s"] = float(np.median(theirs))
-        out["torch_q25_s"], out["torch_q75_s"] = (float(v) for v in np.percentile(theirs, [25, 75]))
+    fns = {"ours": partial(model.train_step, x, y, 1e-3)} | ({"torch": step} if step is not None else {})
+    settle = {"ours": lambda: _settle(fns["ours"], (), dev, settle_s),
+              "torch": lambda: _settle(step, (), dev, settle_s, sync=torch_synchronize)}
+    t = interleaved_rounds(fns, dev, warmup=0, repeat=int(rounds), per_round=int(repeat), budget_s=budget_s,
+                           timer={"torch": time_torch}, before=lambda k: settle[k]())
+    if t["ours"].stopped_early:
+        done = t["ours"].repeat // int(repeat)
+        out["note"] += f" Stopped after {done} of {rounds} rounds by the {budget_s} s budget."
+    for k, v in t.items():
+        out.update({f"{k}_s": v.median, f"{k}_q25_s": v.q25, f"{k}_q75_s": v.q75, f"{k}_noisy": v.noisy})
+    if "torch" in t:
         out["ratio"] = out["ours_s"] / out["torch_s"]
     return out
 
@@ -169,21 +163,17 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
     promotes to float64 arithmetic in every layer.  Returns name -> seconds.
     """
     dev = normalize_device(device)
+    rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds, e.g. 5")
+    repeat = whole_number("repeat", repeat, hi=10_000, hint="timed steps per round, e.g. 3")
     model = MLP(sizes, dtype="float32", device=dev, seed=0)
     x, y = random_batch(model, batch)
     x64 = x.astype("float64")
     jobs = {"course": (model.train_step, (x, y, 1e-6)),
             "allocating": (naive_train_step, (model, x, y, 1e-6)),
             "float64 data": (naive_train_step, (model, x64, y, 1e-6))}
-    samples: dict = {k: [] for k in jobs}
-    began = time.perf_counter()
-    for r in range(max(int(rounds), 1)):
-        if r and budget_s is not None and time.perf_counter() - began > budget_s:
-            break
-        for k, (fn, args) in jobs.items():
-            samples[k] += benchmark(fn, *args, device=dev, warmup=1 if r == 0 else 0,
-                                    repeat=repeat).samples.tolist()
-    return {k: float(np.median(v)) for k, v in samples.items()}
+    t = interleaved_rounds({k: partial(fn, *args) for k, (fn, args) in jobs.items()}, dev, warmup=1,
+                           repeat=max(int(rounds), 1), per_round=int(repeat), budget_s=budget_s)
+    return {k: v.median for k, v in t.items()}
 
 
 def ablation_figure(times: dict, title: str = ""):

@@ -26,19 +26,19 @@ plain backprop (a test checks it) and reports what it held and recomputed.
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 from matplotlib.patches import Rectangle
 
 from ..devices import normalize_device, synchronize
-from ..errors import BadInputError
+from ..errors import whole_number
 from ..results import ResultSet
-from ..timing import benchmark
+from ..timing import interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 
 __all__ = ["CheckpointRun", "PoolPeak", "checkpointed_backward", "kept_pattern", "checkpoint_sweep",
@@ -74,8 +74,18 @@ def _blocks(model: MLP) -> list[tuple[Linear, Any]]:
     return out
 
 
+#: The most blocks :func:`kept_pattern` lists (it labels a picture, one entry per block).
+KEPT_PATTERN_MAX_BLOCKS = 100_000
+
+
 def kept_pattern(n_blocks: int, every: int) -> list[str]:
-    """For each block input 0..n_blocks-1: "checkpoint", "last segment" or "recomputed"."""
+    """For each block input 0..n_blocks-1: "checkpoint", "last segment" or "recomputed".
+
+    >>> kept_pattern(5, 2)
+    ['checkpoint', 'recomputed', 'checkpoint', 'recomputed', 'checkpoint']
+    """
+    n_blocks = whole_number("n_blocks", n_blocks, hi=KEPT_PATTERN_MAX_BLOCKS, hint="the blocks (layers) of a network")
+    every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
     last = ((n_blocks - 1) // every) * every
     return ["checkpoint" if i % every == 0 else "last segment" if i >= last else "recomputed"
             for i in range(n_blocks)]
@@ -87,8 +97,7 @@ def checkpointed_backward(model: MLP, x, y, every: int) -> CheckpointRun:
     Fills the model's gradients (equal to plain backprop's) and leaves the weights
     unchanged.  ``every=1`` keeps everything: plain backprop.
     """
-    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-        raise BadInputError(f"every (k) must be a whole number >= 1, got {every!r}")
+    every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
     pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
@@ -238,40 +247,32 @@ def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Se
     from .trace import random_batch
 
     dev = normalize_device(device)
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise BadInputError(f"depth must be a whole number >= 1, got {depth!r}")
-    model = MLP([784] + [int(width)] * int(depth) + [10], dtype=dtype, device=dev)
+    depth = whole_number("depth", depth, hint="the hidden layers of the network")
+    width = whole_number("width", width, hint="the units of each hidden layer")
+    model = MLP([784] + [width] * depth + [10], dtype=dtype, device=dev)
     L = depth + 1
     ks = sorted(set(int(k) for k in (ks or [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, L]) if 1 <= int(k) <= L))
     x, y = random_batch(model, batch)
     rs = ResultSet("backprop_checkpointing", params={"depth": depth, "width": width, "batch": batch,
                                                      "blocks": L, "dtype": str(dtype), "ks": ks})
-    began = time.perf_counter()
     runs = {k: checkpointed_backward(model, x, y, k) for k in ks}     # also the warm-up
     # Time the values of k in turns (k1, k2, ..., then again), so a slow moment of a
     # shared machine hits them all alike; the median over the rounds is kept per k.
-    samples: dict[int, list] = {k: [] for k in ks}
-    rounds = range(max(int(repeat), 3))
-    for r in (progress(rounds, desc="checkpointing") if progress else rounds):
-        for k in ks:
-            t = benchmark(checkpointed_backward, model, x, y, k, device=dev, warmup=0, repeat=1)
-            samples[k].extend(t.samples.tolist())
-        if budget_s is not None and r >= 2 and time.perf_counter() - began > budget_s:
-            rs.notes.append(f"timing stopped after {r + 1} rounds by the {budget_s} s budget")
-            break
+    t = interleaved_rounds({k: partial(checkpointed_backward, model, x, y, k) for k in ks}, dev, warmup=0,
+                           repeat=max(int(repeat), 3), min_rounds=3, budget_s=budget_s, progress=progress,
+                           desc="checkpointing")
+    if t[ks[0]].stopped_early:
+        rs.notes.append(f"timing stopped after {t[ks[0]].repeat} rounds by the {budget_s} s budget")
     synchronize(dev)
-    base = float(np.median(samples[ks[0]]))
+    base = t[ks[0]].median
     for k in ks:
         run = runs[k]
         traced = (_traced_peak(lambda k=k: checkpointed_backward(model, x, y, k)) if dev == "cpu"
                   else run.device_peak_bytes)
-        med = float(np.median(samples[k]))
-        rs.add(device=dev, every=k, blocks=L, median_s=med, q25_s=float(np.percentile(samples[k], 25)),
-               q75_s=float(np.percentile(samples[k], 75)), repeat=len(samples[k]),
-               peak_activation_bytes=run.peak_activation_bytes, checkpoints=run.checkpoints,
-               recomputed_blocks=run.recomputed_blocks, extra_compute=run.extra_compute,
-               traced_peak_bytes=traced, time_ratio=med / base,
-               traced_by="tracemalloc" if dev == "cpu" else "CuPy memory pool")
+        rs.add_timing(t[k], every=k, blocks=L, peak_activation_bytes=run.peak_activation_bytes,
+                      checkpoints=run.checkpoints, recomputed_blocks=run.recomputed_blocks,
+                      extra_compute=run.extra_compute, traced_peak_bytes=traced, time_ratio=t[k].median / base,
+                      traced_by="tracemalloc" if dev == "cpu" else "CuPy memory pool")
     return rs
 
 

@@ -7,8 +7,8 @@ swapped operands, or that it is right but loops in Python where one array operat
 (counted in lines of Python run, not timed, so a busy machine cannot fail a right answer).
 
 >>> import numpy as np
->>> sigmoid_backward(lambda dout, out: dout * out * (1 - out))
-sigmoid_backward: right. dx = dout · out · (1 - out) for every shape tried.
+>>> check_sigmoid_backward(lambda dout, out: dout * out * (1 - out))
+check_sigmoid_backward: right. dx = dout · out · (1 - out) for every shape tried.
 True
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from ..checking import python_lines_run
 from .layers import Linear, Sigmoid
 
-__all__ = ["sigmoid_backward", "linear_weight_grad"]
+__all__ = ["check_sigmoid_backward", "check_linear_weight_grad"]
 
 _MAX_LINES = 64  # lines of Python one call may run on a large input: a loop over rows runs hundreds
 
@@ -97,13 +97,13 @@ def _report(msg: str | None, ok_text: str) -> bool:
     return msg is None
 
 
-def sigmoid_backward(fn: Callable) -> bool:
+def check_sigmoid_backward(fn: Callable) -> bool:
     """Check ``fn(dout, out) -> dx``, the backward pass of a sigmoid whose forward output is ``out``.
 
     ``out = σ(x)`` is what the forward pass cached; ``dout`` is d loss / d out.
     The answer is ``dx = dout · σ'(x)`` with ``σ'(x) = σ(x)(1 - σ(x))``.
     """
-    name = "sigmoid_backward"
+    name = "check_sigmoid_backward"
     rng = np.random.default_rng(101)  # fixed: a check says the same thing every time it runs
     for shape in [(5, 7), (3, 11)]:
         x = rng.standard_normal(shape) * 2
@@ -132,13 +132,13 @@ def sigmoid_backward(fn: Callable) -> bool:
     return _report(slow, f"{name}: right. dx = dout · out · (1 - out) for every shape tried.")
 
 
-def linear_weight_grad(fn: Callable) -> bool:
+def check_linear_weight_grad(fn: Callable) -> bool:
     """Check ``fn(x, dout) -> dW`` for a Linear layer ``out = x @ W + b``.
 
     ``x`` is ``(batch, n_in)``, ``dout`` is ``(batch, n_out)``; ``dW`` must have W's
     shape ``(n_in, n_out)``: ``dW = xᵀ @ dout`` (each example's contribution, summed).
     """
-    name = "linear_weight_grad"
+    name = "check_linear_weight_grad"
     rng = np.random.default_rng(102)
     for batch, n_in, n_out in [(6, 4, 3), (5, 8, 2)]:
         x = rng.standard_normal((batch, n_in))

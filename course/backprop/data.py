@@ -12,13 +12,14 @@ standard deviation, already on the device you ask for.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, normalize_device, to_device
-from ..errors import BadInputError
+from ..devices import check_dtype, check_fits, normalize_device, to_device
+from ..errors import BadInputError, whole_number
 
 __all__ = ["Dataset", "load_digits", "batches", "digits_figure"]
 
@@ -71,7 +72,7 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
     dt = check_dtype(dtype, dev)
     if dt.kind != "f":
         raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
-    if not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
+    if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
         raise BadInputError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
     try:
         from sklearn.datasets import load_digits as _sk_digits
@@ -103,11 +104,14 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
 
 def batches(n: int, batch_size: int, rng: np.random.Generator, shuffle: bool = True):
     """Index arrays (host numpy) that cover ``range(n)`` in batches of ``batch_size`` (last one smaller)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise BadInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    n = whole_number("n", n, lo=0, hint="the number of examples to cover")
+    batch_size = whole_number("batch_size", batch_size, hint="the examples in one step, e.g. 64")
+    if shuffle and not isinstance(rng, np.random.Generator):
+        raise BadInputError(f"rng must be a numpy random Generator, e.g. np.random.default_rng(0), got {rng!r}")
+    check_fits(8 * n, "cpu", what=f"the order of {n:,} examples")
     order = rng.permutation(n) if shuffle else np.arange(n)
-    for start in range(0, n, int(batch_size)):
-        yield order[start:start + int(batch_size)]
+    for start in range(0, n, batch_size):
+        yield order[start:start + batch_size]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None):
@@ -116,7 +120,7 @@ def digits_figure(data: Dataset, n: int = 12, predictions: Any = None):
 
     from ..devices import to_numpy
 
-    n = max(1, min(int(n), len(data.images_test)))
+    n = min(whole_number("n", n, hint="the test images to draw"), len(data.images_test))
     fig = Figure(figsize=(1.0 * n, 1.35), layout="constrained")
     labels = to_numpy(data.y_test)
     preds = None if predictions is None else to_numpy(predictions)

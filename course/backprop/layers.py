@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, check_dtype, get_xp, normalize_device
-from ..errors import BadInputError
+from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device
+from ..errors import BadInputError, whole_number
 from .validate import check_batch, check_labels
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
@@ -64,7 +64,10 @@ class Linear:
 
     def __init__(self, n_in: int, n_out: int, *, dtype: Any = "float32", device: str = "cpu",
                  rng: np.random.Generator | None = None, gain: float = 2.0):
-        n_in, n_out = _whole(n_in, "n_in"), _whole(n_out, "n_out")
+        n_in = whole_number("n_in", n_in, hint="the width of the layer's input")
+        n_out = whole_number("n_out", n_out, hint="the width of the layer's output")
+        dtype = _float_dtype(dtype, device)
+        _check_weights_fit([n_in, n_out], dtype, device)
         rng = rng if rng is not None else np.random.default_rng(0)
         xp = get_xp(device)
         w = rng.standard_normal((n_in, n_out)) * math.sqrt(gain / n_in)
@@ -172,6 +175,9 @@ def softmax_cross_entropy(logits, labels):
     >>> float(loss)
     0.0
     """
+    if getattr(logits, "ndim", None) != 2:
+        raise BadInputError(f"logits must be a 2-D array (batch, classes), got "
+                            f"{getattr(logits, 'shape', type(logits).__name__)}")
     xp = xp_of(logits)
     n = logits.shape[0]
     check_labels(labels, n, logits.shape[1], array_device(logits))  # an out-of-range label would pick another class
@@ -204,6 +210,8 @@ def mse(pred, target):
     ``pred`` and ``target`` must have the same shape: numpy would broadcast a ``(4, 1)`` against a
     ``(4,)`` into a ``(4, 4)`` difference and return a wrong loss without a word.
     """
+    if not hasattr(pred, "shape") and not hasattr(target, "shape"):  # plain lists: as numpy arrays
+        pred, target = np.asarray(pred, dtype=np.float64), np.asarray(target, dtype=np.float64)
     if getattr(pred, "shape", None) != getattr(target, "shape", None):
         raise BadInputError(f"pred and target must have the same shape, got {getattr(pred, 'shape', pred)!r} "
                             f"and {getattr(target, 'shape', target)!r} (reshape one of them)")
@@ -219,10 +227,24 @@ def mse_backward(cache, out=None):
 
 # ----------------------------------------------------------------------------- the model
 
-def _whole(v: Any, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise BadInputError(f"{what} must be a whole number >= 1, got {v!r}")
-    return int(v)
+def _float_dtype(dtype: Any, device: Any) -> np.dtype:
+    """``dtype`` as a numpy float dtype the device holds; an integer one would round every weight to 0."""
+    dt = check_dtype(dtype, device)
+    if dt.kind != "f":
+        raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
+    return dt
+
+
+def _check_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> None:
+    """Refuse, before drawing anything, weights that would not fit: on ``device`` the weights, their
+    gradients and one update buffer; on the host the float64 draw of the largest layer (and its copy)."""
+    pairs = list(zip(sizes[:-1], sizes[1:]))
+    params = sum(a * b + b for a, b in pairs)
+    arch = "-".join(map(str, sizes))
+    check_fits(3 * params * dtype.itemsize, device,
+               what=f"the {params:,} {dtype.name} weights of a {arch} network, their gradients and updates")
+    check_fits(max(a * b for a, b in pairs) * (16 + dtype.itemsize), "cpu",
+               what=f"the float64 draw of the largest layer of {arch}")
 
 
 class MLP:
@@ -252,14 +274,12 @@ class MLP:
         if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) < 2:
             raise BadInputError(f"sizes must list at least two widths (input and output), e.g. "
                                 f"[64, 32, 10]; got {sizes!r}")
-        self.sizes = [_whole(s, f"every width in sizes {list(sizes)!r}") for s in sizes]
+        self.sizes = [whole_number("every width in sizes", s, hint=f"got sizes={list(sizes)!r}") for s in sizes]
         if activation not in ACTIVATIONS:
             raise BadInputError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.device = normalize_device(device)
-        self.dtype = check_dtype(dtype, self.device)
-        if self.dtype.kind != "f":
-            raise BadInputError(f"dtype must be a floating-point type (float32 or float64), "
-                                f"got {self.dtype.name!r}")
+        self.dtype = _float_dtype(dtype, self.device)
+        _check_weights_fit(self.sizes, self.dtype, self.device)
         self.xp = get_xp(self.device)
         self.activation, self.seed = activation, seed
         rng = np.random.default_rng(seed)
@@ -392,7 +412,7 @@ class MLP:
         the same for dx (skipped for the first layer), batch·n_out for db.  One per
         element for each activation forward and backward; 5 per logit for the loss.
         """
-        b = _whole(batch, "batch")
+        b = whole_number("batch", batch, hint="the examples in one step")
         total = 0.0
         for i, (n_in, n_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:])):
             mm = 2.0 * b * n_in * n_out

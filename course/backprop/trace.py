@@ -25,17 +25,17 @@ report and the notebook's CPU-versus-GPU plot.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..devices import check_fits, normalize_device, resolve_devices, synchronize, to_device
-from ..errors import BadInputError
+from ..errors import whole_number
 from ..results import ResultSet
-from ..timing import benchmark
+from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 
 __all__ = ["LayerTrace", "StepTrace", "trace_step", "time_train_step", "step_time_sweep",
@@ -68,6 +68,7 @@ class StepTrace:
     device: str = "cpu"
     model: str = ""
     batch: int = 0
+    noisy: bool = False            # some of the timings disagreed across rounds, or the machine was busy
 
     @property
     def forward_s(self) -> float:
@@ -103,84 +104,101 @@ def trace_step(model: MLP, x, y, repeat: int = 5, budget_s: float = 2.0) -> Step
     all samples of one; ``repeat`` rounds at most (at least 3), the median of each
     operation is kept, and no new round starts after ``budget_s`` seconds.
     """
-    dev = model.device
+    repeat = whole_number("repeat", repeat, hi=10_000, hint="rounds of timed operations, e.g. 5")
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
     b = int(x.shape[0])
-    jobs: list = []                              # (record, field, fn, args, kwargs), timed below
-    # One real step, keeping each layer's input and the gradient arriving at its output.
-    inputs, h = [], x
+    inputs, caches, upstream, logits, lcache = _run_step(model, x, y)
+    tr = StepTrace(device=model.device, model=repr(model), batch=b)
+    jobs: dict[str, tuple[Any, str, Callable[[], Any]]] = {}   # name -> (record, field, call), timed below
+    for i, layer in enumerate(model.layers):
+        n = sum(isinstance(o, Linear) == isinstance(layer, Linear) for o in model.layers[:i + 1])  # "Linear 2"
+        rec = (_linear_trace(layer, n, b, first=i == 0) if isinstance(layer, Linear)
+               else _activation_trace(layer, n, inputs[i]))
+        forward, backward = _layer_calls(model, layer, inputs[i], caches[i], upstream[i], first=i == 0)
+        jobs |= {f"{i} forward": (rec, "forward_s", forward), f"{i} backward": (rec, "backward_s", backward)}
+        tr.layers.append(rec)
+    rec = _loss_trace(b, model.sizes[-1])
+    jobs |= {"loss forward": (rec, "forward_s", partial(softmax_cross_entropy, logits, y)),
+             "loss backward": (rec, "backward_s", partial(softmax_cross_entropy_backward, lcache)),
+             "whole step": (tr, "step_s", partial(model.train_step, x, y, 1e-12))}
+    tr.layers.append(rec)
+    tr.noisy = _time_jobs(model, jobs, repeat, budget_s)
+    return tr
+
+
+def _run_step(model: MLP, x, y) -> tuple[list, list, list, Any, Any]:
+    """One real step: each layer's input (a copy) and cache, the gradient arriving at each layer's
+    output, the logits and the loss's cache."""
+    inputs, caches, h = [], [], x
     for layer in model.layers:
         inputs.append(h.copy())
-        h, _ = layer.forward(h)
-    logits = h
-    loss, lcache = softmax_cross_entropy(logits, y)
+        h, cache = layer.forward(h)
+        caches.append(cache)
+    loss, lcache = softmax_cross_entropy(h, y)
     g = softmax_cross_entropy_backward(lcache)
-    upstream = [None] * len(model.layers)
+    upstream: list = [None] * len(model.layers)
     for i in range(len(model.layers) - 1, -1, -1):
         upstream[i] = g.copy()
-        _, cache = model.layers[i].forward(inputs[i])
-        g = model.layers[i].backward(g, cache, need_dx=i > 0) if isinstance(model.layers[i], Linear) \
-            else model.layers[i].backward(g, cache)
-    tr = StepTrace(device=dev, model=repr(model), batch=b)
-    n_lin = n_act = 0
-    for i, layer in enumerate(model.layers):
-        xin, dout = inputs[i], upstream[i]
-        scratch = model.xp.empty_like(dout)
-        if isinstance(layer, Linear):
-            n_lin += 1
-            ni, no = layer.n_in, layer.n_out
-            mm = 2.0 * b * ni * no
-            first = i == 0
-            rec = LayerTrace(
-                name=f"Linear {n_lin} ({ni}→{no})", kind="linear", in_shape=(b, ni), out_shape=(b, no),
-                forward_ops=[f"out = x @ W: {_mm((b, ni), (ni, no))}", f"out += b: ({no},) over {b} rows"],
-                backward_ops=[f"dW = xᵀ @ dout: {_mm((ni, b), (b, no))}", f"db = dout summed over {b} rows",
-                              "dx: not needed for the first layer (x is data)" if first else
-                              f"dx = dout @ Wᵀ: {_mm((b, no), (no, ni))}"],
-                forward_flops=mm + b * no, backward_flops=mm * (1 if first else 2) + b * no,
-                matmul_flops=mm * (2 if first else 3))
-            _, cache = layer.forward(xin)
-            dx_buf = None if first else model.xp.empty_like(xin)
-            jobs += [(rec, "forward_s", layer.forward, (xin,), {"out": scratch}),
-                     (rec, "backward_s", layer.backward, (dout, cache), {"out": dx_buf, "need_dx": not first})]
-        else:
-            n_act += 1
-            nm = type(layer).__name__
-            cache_out = layer.forward(xin)[1]
-            rec = LayerTrace(
-                name=f"{nm} {n_act}", kind="activation", in_shape=tuple(xin.shape), out_shape=tuple(xin.shape),
-                forward_ops=[f"{nm.lower()}(x) element-wise on {xin.shape[0]}×{xin.shape[1]}"],
-                backward_ops=[f"dx = dout · {nm.lower()}'(x), element-wise"],
-                forward_flops=float(xin.size), backward_flops=float(2 * xin.size), matmul_flops=0.0)
-            jobs += [(rec, "forward_s", layer.forward, (xin,), {"out": scratch}),
-                     (rec, "backward_s", layer.backward, (dout, cache_out), {"out": scratch})]
-        tr.layers.append(rec)
-    c = model.sizes[-1]
-    rec = LayerTrace(name="softmax cross-entropy", kind="loss", in_shape=(b, c), out_shape=(),
-                     forward_ops=[f"softmax of ({b}×{c}) logits, mean -log p[label]"],
-                     backward_ops=["dlogits = (softmax - one_hot) / batch"],
-                     forward_flops=4.0 * b * c, backward_flops=1.0 * b * c, matmul_flops=0.0)
-    jobs += [(rec, "forward_s", softmax_cross_entropy, (logits, y), {}),
-             (rec, "backward_s", softmax_cross_entropy_backward, (lcache,), {}),
-             (tr, "step_s", model.train_step, (x, y, 1e-12), {})]
-    tr.layers.append(rec)
+        layer = model.layers[i]
+        g = layer.backward(g, caches[i], need_dx=i > 0) if isinstance(layer, Linear) else layer.backward(g, caches[i])
+    return inputs, caches, upstream, h, lcache
+
+
+def _linear_trace(layer: Linear, n: int, b: int, first: bool) -> LayerTrace:
+    """What Linear layer number ``n`` computes on a batch of ``b``, and its FLOPs (no dx for the first)."""
+    ni, no = layer.n_in, layer.n_out
+    mm = 2.0 * b * ni * no                           # one (b×ni) @ (ni×no) product
+    return LayerTrace(
+        name=f"Linear {n} ({ni}→{no})", kind="linear", in_shape=(b, ni), out_shape=(b, no),
+        forward_ops=[f"out = x @ W: {_mm((b, ni), (ni, no))}", f"out += b: ({no},) over {b} rows"],
+        backward_ops=[f"dW = xᵀ @ dout: {_mm((ni, b), (b, no))}", f"db = dout summed over {b} rows",
+                      "dx: not needed for the first layer (x is data)" if first else
+                      f"dx = dout @ Wᵀ: {_mm((b, no), (no, ni))}"],
+        forward_flops=mm + b * no, backward_flops=mm * (1 if first else 2) + b * no,
+        matmul_flops=mm * (2 if first else 3))
+
+
+def _activation_trace(layer: Any, n: int, xin) -> LayerTrace:
+    """What activation number ``n`` computes element-wise on ``xin``, and its FLOPs."""
+    nm = type(layer).__name__
+    return LayerTrace(
+        name=f"{nm} {n}", kind="activation", in_shape=tuple(xin.shape), out_shape=tuple(xin.shape),
+        forward_ops=[f"{nm.lower()}(x) element-wise on {xin.shape[0]}×{xin.shape[1]}"],
+        backward_ops=[f"dx = dout · {nm.lower()}'(x), element-wise"],
+        forward_flops=float(xin.size), backward_flops=float(2 * xin.size), matmul_flops=0.0)
+
+
+def _loss_trace(b: int, c: int) -> LayerTrace:
+    """What the softmax cross-entropy computes on ``b`` rows of ``c`` logits, and its FLOPs."""
+    return LayerTrace(name="softmax cross-entropy", kind="loss", in_shape=(b, c), out_shape=(),
+                      forward_ops=[f"softmax of ({b}×{c}) logits, mean -log p[label]"],
+                      backward_ops=["dlogits = (softmax - one_hot) / batch"],
+                      forward_flops=4.0 * b * c, backward_flops=1.0 * b * c, matmul_flops=0.0)
+
+
+def _layer_calls(model: MLP, layer: Any, xin, cache, dout, first: bool) -> tuple[Callable, Callable]:
+    """The layer's forward and backward on the step's values, writing into scratch buffers."""
+    scratch = model.xp.empty_like(dout)
+    forward = partial(layer.forward, xin, out=scratch)
+    if isinstance(layer, Linear):
+        dx_buf = None if first else model.xp.empty_like(xin)
+        return forward, partial(layer.backward, dout, cache, out=dx_buf, need_dx=not first)
+    return forward, partial(layer.backward, dout, cache, out=scratch)
+
+
+def _time_jobs(model: MLP, jobs: dict, repeat: int, budget_s: float) -> bool:
+    """Time every job in interleaved rounds (at least 3), store each median on its record, put the
+    weights back; True when any of the timings is noisy."""
     saved = [p.copy() for p in model.parameters()]
-    samples: list = [[] for _ in jobs]
-    began = time.perf_counter()
-    for r in range(max(int(repeat), 3) + 1):     # round 0 is the warm-up
-        if r > 3 and time.perf_counter() - began > budget_s:
-            break
-        for j, (_, _, fn, args, kwargs) in enumerate(jobs):
-            t = benchmark(fn, *args, device=dev, warmup=0, repeat=1, **kwargs).samples[0]
-            if r:
-                samples[j].append(t)
-    for (obj, name, *_), ts in zip(jobs, samples):
-        setattr(obj, name, float(np.median(ts)))
+    t = interleaved_rounds({k: call for k, (_, _, call) in jobs.items()}, model.device, warmup=1,
+                           repeat=max(int(repeat), 3), budget_s=budget_s, min_rounds=3)
+    for k, (obj, name, _) in jobs.items():
+        setattr(obj, name, t[k].median)
     for p, s in zip(model.parameters(), saved):
         p[...] = s                               # leave the model as it was
-    synchronize(dev)
-    return tr
+    synchronize(model.device)
+    return any(v.noisy for v in t.values())
 
 
 def trace_to_results(tr: StepTrace, rs: ResultSet | None = None) -> ResultSet:
@@ -191,7 +209,8 @@ def trace_to_results(tr: StepTrace, rs: ResultSet | None = None) -> ResultSet:
                out_shape=list(r.out_shape), forward_ops=r.forward_ops, backward_ops=r.backward_ops,
                forward_flops=r.forward_flops, backward_flops=r.backward_flops, matmul_flops=r.matmul_flops,
                forward_s=r.forward_s, backward_s=r.backward_s, model=tr.model, batch=tr.batch)
-    rs.add(device=tr.device, layer=-1, name="whole step", step_s=tr.step_s, model=tr.model, batch=tr.batch)
+    rs.add(device=tr.device, layer=-1, name="whole step", step_s=tr.step_s, model=tr.model, batch=tr.batch,
+           noisy=tr.noisy)
     return rs
 
 
@@ -206,11 +225,14 @@ def trace_from_results(rs: ResultSet, device: str = "cpu") -> StepTrace | None:
     layers = [LayerTrace(in_shape=tuple(r["in_shape"]), out_shape=tuple(r["out_shape"]),
                          **{k: r[k] for k in fields}) for r in recs]
     return StepTrace(layers=layers, step_s=step[0]["step_s"] if step else float("nan"), device=device,
-                     model=recs[0]["model"], batch=recs[0]["batch"])
+                     model=recs[0]["model"], batch=recs[0]["batch"], noisy=bool(step and step[0].get("noisy")))
 
 
 def random_batch(model: MLP, batch: int, seed: int = 0):
     """A random standard-normal batch and random labels for ``model``, on its device."""
+    batch = whole_number("batch", batch, hint="the examples in one step")
+    check_fits(batch * (model.sizes[0] * (8 + model.dtype.itemsize) + 8), "cpu",
+               what=f"a random batch of {batch:,} examples of {model.sizes[0]:,} features")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, model.sizes[0])).astype(model.dtype)
     y = rng.integers(0, model.sizes[-1], size=batch)
@@ -221,12 +243,12 @@ def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float3
                     activation: str = "relu", repeat: int = 5, budget_s: float | None = 1.0):
     """Median time of one ``train_step`` of ``MLP(sizes)`` on a random batch; a :class:`Timing`."""
     dev = normalize_device(device)
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise BadInputError(f"batch must be a whole number >= 1, got {batch!r}")
+    batch = whole_number("batch", batch, hint="the examples in one step")
     model = MLP(sizes, activation=activation, dtype=dtype, device=dev)
     widest = max(sizes)
     check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize + 3 * model.n_parameters()
-                   * model.dtype.itemsize + batch * widest), dev, what=f"an MLP {list(sizes)} step")
+                   * model.dtype.itemsize + batch * widest), dev,
+               what=f"an MLP {list(sizes)} step on a batch of {batch:,}")
     x, y = random_batch(model, batch)
     return benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
                      name=f"train step {'-'.join(map(str, sizes))} batch {batch}")
@@ -243,11 +265,10 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
     network have passed), and each record keeps the median and quartiles.
     """
     devs = resolve_devices(devices or None)
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise BadInputError(f"batch must be a whole number >= 1, got {batch!r}")
+    batch = whole_number("batch", batch, hint="the examples in one step")
     rs = ResultSet("backprop_train_step", params={"widths": list(widths), "depth": depth, "batch": batch,
                                                   "n_in": n_in, "n_out": n_out, "dtype": str(dtype)})
-    jobs = []
+    models = {}
     for d in devs:
         for w in widths:
             sizes = [n_in] + [int(w)] * depth + [n_out]
@@ -255,24 +276,16 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
             check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize
                            + 3 * model.n_parameters() * model.dtype.itemsize), d,
                        what=f"an MLP {sizes} step at batch {batch}")
-            x, y = random_batch(model, batch)
-            jobs.append((d, int(w), model, x, y, []))
-    began = time.perf_counter()
-    rounds = range(max(int(repeat), 3) + 1)           # round 0 warms every network up
-    for r in (progress(rounds, desc="train-step sweep") if progress else rounds):
-        if r > 3 and budget_s is not None and time.perf_counter() - began > budget_s * len(jobs):
-            rs.notes.append(f"timing stopped after {r - 1} rounds by the time budget")
-            break
-        for d, _, model, x, y, samples in jobs:
-            t = benchmark(model.train_step, x, y, 1e-3, device=d, warmup=0, repeat=1).samples[0]
-            if r:
-                samples.append(t)
-    for d, w, model, _, _, samples in jobs:
+            models[f"{d} width {w}"] = d, int(w), model, partial(model.train_step, *random_batch(model, batch), 1e-3)
+    t = interleaved_rounds({k: m[3] for k, m in models.items()}, {k: m[0] for k, m in models.items()}, warmup=1,
+                           repeat=max(int(repeat), 3), min_rounds=3, progress=progress, desc="train-step sweep",
+                           budget_s=None if budget_s is None else budget_s * len(models))
+    for k, (_, w, model, _) in models.items():
         flops = model.flops_per_step(batch)
-        med = float(np.median(samples))
-        rs.add(device=d, width=w, depth=depth, batch=batch, dtype=str(dtype), median_s=med,
-               q25_s=float(np.percentile(samples, 25)), q75_s=float(np.percentile(samples, 75)),
-               min_s=float(np.min(samples)), repeat=len(samples), flops=flops, gflops=flops / med / 1e9)
+        rs.add_timing(t[k], width=w, depth=depth, batch=batch, dtype=str(dtype), flops=flops,
+                      gflops=flops / t[k].median / 1e9)
+    if any(v.stopped_early for v in t.values()):
+        rs.notes.append(f"timing stopped after {min(v.repeat for v in t.values())} rounds by the time budget")
     return rs
 
 

@@ -23,11 +23,14 @@ from typing import Any
 import numpy as np
 
 from ..devices import synchronize, to_device
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
 
-__all__ = ["History", "train", "accuracy", "evaluate", "training_figure"]
+__all__ = ["History", "train", "accuracy", "evaluate", "training_figure", "MAX_EPOCHS"]
+
+#: The most epochs :func:`train` runs (a History keeps a record per epoch; digits needs about 20).
+MAX_EPOCHS = 10_000
 
 
 @dataclass
@@ -70,8 +73,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     The batches are shuffled with ``seed``, so a run is a function of the model's
     seed and this one.  ``budget_s`` stops after the first epoch that ends past it.
     """
-    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
-        raise BadInputError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    epochs = whole_number("epochs", epochs, hi=MAX_EPOCHS, hint="passes over the training set, e.g. 10")
     if data.device != model.device:
         raise BadInputError(f"the data is on the {data.device.upper()} but the model is on the "
                             f"{model.device.upper()}: load it with load_digits(device={model.device!r})")
@@ -82,7 +84,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD")
     began = time.perf_counter()
     n = data.x_train.shape[0]
-    for ep in range(1, int(epochs) + 1):
+    for ep in range(1, epochs + 1):
         t0 = time.perf_counter()
         losses = []
         for idx in batches(n, batch_size, rng):

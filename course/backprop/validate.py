@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 
 __all__ = ["check_batch", "check_labels"]
 
 
 def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype):
     """``x`` as a ``(batch, n_in)`` array of ``dtype`` on ``device`` (cast if needed), or a clear error."""
+    n_in = whole_number("n_in", n_in, hint="the input width of the model")
     if array_device(x) != device:
         raise BadInputError(f"x is on the {array_device(x).upper()} but the model is on the "
                             f"{device.upper()}: move it first with course.to_device(x, {device!r})")
@@ -34,6 +35,8 @@ def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype):
 
 def check_labels(y: Any, batch: int, n_classes: int, device: str):
     """``y`` as ``batch`` integer labels in ``0..n_classes-1`` on ``device``, or a clear error."""
+    batch = whole_number("batch", batch, lo=0, hint="the rows of x")
+    n_classes = whole_number("n_classes", n_classes, hint="the classes of the model")
     if array_device(y) != device:
         raise BadInputError(f"labels y are on the {array_device(y).upper()} but the model is on "
                             f"the {device.upper()}: use course.to_device(y, {device!r})")

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, check_fits, get_xp
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 
 __all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
            "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "check_chain", "CHUNK_FRACTION"]
@@ -77,6 +77,9 @@ def check_chain(jacobians: Any, grad: Any) -> tuple[Any, Any, Any, int, int | No
     if T == 0:
         raise BadInputError(f"the chain is empty: jacobians has shape {tuple(J.shape)} (T = 0 steps). "
                             "Pass at least one Jacobian.")
+    if n == 0 or (J.ndim == 4 and J.shape[1] == 0):
+        raise BadInputError(f"jacobians has shape {tuple(J.shape)}: the state size n and the batch B must be "
+                            "at least 1 (an empty state has nothing to back-propagate).")
     B = int(J.shape[1]) if J.ndim == 4 else None
     want = (n,) if B is None else (B, n)
     if tuple(g.shape) != want:
@@ -338,10 +341,8 @@ def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     >>> c["steps_sequential"], c["steps_scan"]
     (30000, 30)
     """
-    for name, v, lo in (("T", T, 1), ("n", n, 1), ("batch", batch, 1), ("itemsize", itemsize, 1)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-            raise BadInputError(f"{name} must be a whole number >= {lo}, got {v!r}")
-    T, n, batch = int(T), int(n), int(batch)
+    T, n, batch = whole_number("T", T), whole_number("n", n), whole_number("batch", batch)
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
     combines, levels = _blelloch_combines(T + 1)
     flops_seq = 2.0 * n * n * T * batch
     flops_scan = 2.0 * n ** 3 * combines * batch
@@ -375,9 +376,8 @@ def scan_memory(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     >>> round(m["peak"] / m["jacobians"], 2)
     1.06
     """
-    for name, v in (("T", T), ("n", n), ("batch", batch), ("itemsize", itemsize)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise BadInputError(f"{name} must be a whole number >= 1, got {v!r}")
+    T, n, batch = whole_number("T", T), whole_number("n", n), whole_number("batch", batch)
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
     elem = int(batch) * int(n) * int(n) * int(itemsize)
     m = int(T) + 1
     chunk = min(m, max(64, int(m * CHUNK_FRACTION)))

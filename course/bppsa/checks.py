@@ -1,8 +1,8 @@
 """Checks for lesson 05's exercises (BPPSA).
 
-* :func:`bppsa_operator` -- ``op(a, b)``, the scan operator with the right operand order;
-* :func:`bppsa_rnn_jacobian_t` -- the transposed Jacobian of one tanh RNN step;
-* :func:`bppsa_backprop_sequential` -- the sequential backprop loop over given Jacobians.
+* :func:`check_bppsa_operator` -- ``op(a, b)``, the scan operator with the right operand order;
+* :func:`check_rnn_jacobian_t` -- the transposed Jacobian of one tanh RNN step;
+* :func:`check_backprop_sequential` -- the sequential backprop loop over given Jacobians.
 
 Each runs the learner's function on fresh random inputs, compares it with the
 course's implementation, prints what is wrong (or that it is right) and returns a bool.
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..checking import call_learner
 
-__all__ = ["bppsa_operator", "bppsa_rnn_jacobian_t", "bppsa_backprop_sequential"]
+__all__ = ["check_bppsa_operator", "check_rnn_jacobian_t", "check_backprop_sequential"]
 
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
@@ -36,7 +36,7 @@ def _shape_ok(out: Any, want: tuple) -> bool:
     return True
 
 
-def bppsa_operator(fn: Callable) -> bool:
+def check_bppsa_operator(fn: Callable) -> bool:
     """Check ``fn(a, b)``: stacks of matrices, ``a`` earlier, ``b`` later -> ``b @ a`` (A ◇ B = B·A)."""
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((5, 3, 3)), rng.standard_normal((5, 3, 3))
@@ -72,7 +72,7 @@ def bppsa_operator(fn: Callable) -> bool:
     return False
 
 
-def bppsa_rnn_jacobian_t(fn: Callable) -> bool:
+def check_rnn_jacobian_t(fn: Callable) -> bool:
     """Check ``fn(W_hh, h_next)`` -> ``(B, h, h)``: ``J_tᵀ = W_hhᵀ · diag(1 - h_next²)`` per sequence.
 
     ``h_next (B, h)`` is the hidden state *after* the step, ``tanh(a)``.
@@ -112,7 +112,7 @@ def bppsa_rnn_jacobian_t(fn: Callable) -> bool:
     return False
 
 
-def bppsa_backprop_sequential(fn: Callable) -> bool:
+def check_backprop_sequential(fn: Callable) -> bool:
     """Check ``fn(jacobians (T, n, n), grad (n,))`` -> ``G (T+1, n)`` with ``G[t] = J[t]ᵀ G[t+1]``."""
     from .algorithm import backprop_sequential
 

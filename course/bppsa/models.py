@@ -10,7 +10,9 @@ back-propagate either way:
 * ``method="scan"``: form every Jacobian, then :func:`course.bppsa.backprop_scan` (BPPSA).
 
 All three give the same gradients for every weight and input; the tests check
-them against finite differences (:func:`finite_difference_check`).
+them against finite differences (:func:`finite_difference_check`).  The loss is lesson 01's
+stable softmax cross-entropy and the error measure lesson 01's ``rel_error``
+(:mod:`course.backprop`).
 
 The RNN is the paper's workload (input size 1, hidden size 20, batch 16, a
 readout of the last hidden state into classes, softmax cross-entropy):
@@ -28,57 +30,35 @@ True
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, check_fits, get_xp, normalize_device, to_device, to_numpy
-from ..errors import BadInputError
+from ..backprop.gradcheck import rel_error
+from ..backprop.layers import softmax_cross_entropy, softmax_cross_entropy_backward
+from ..devices import check_dtype, check_fits, get_xp, normalize_device, to_device
+from ..errors import BadInputError, whole_number
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
 
-__all__ = ["TanhRNN", "MLPChain", "METHODS", "softmax_cross_entropy", "finite_difference_check",
-           "rel_error"]
+__all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]
 
 #: The ways a model can back-propagate through its chain.
 METHODS = ("sequential", "jacobian", "scan")
 
 
-def _whole(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise BadInputError(f"{name} must be a whole number >= {lo}, got {v!r}")
-    return int(v)
+def _check_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
+    """Refuse before drawing ``count`` random numbers (float64 on the host, then ``dtype`` on ``device``)."""
+    check_fits(8 * count, "cpu", what=what)
+    if device != "cpu":
+        check_fits(count * dtype.itemsize, device, what=what)
 
 
 def _method(method: str) -> str:
     if method not in METHODS:
         raise BadInputError(f"method must be one of {METHODS}, got {method!r}")
     return method
-
-
-def softmax_cross_entropy(logits: Any, labels: Any, xp: Any = np) -> tuple[float, Any]:
-    """Mean cross-entropy of ``softmax(logits)`` against integer ``labels``, and dL/dlogits.
-
-    ``labels`` must hold one class number in ``0..C-1`` per row of ``logits (B, C)``: an
-    out-of-range label would silently index another class (or wrap around), so it is refused.
-    """
-    B, C = logits.shape
-    if getattr(labels, "ndim", None) != 1 or labels.shape[0] != B or labels.dtype.kind not in "iu":
-        got = f"{getattr(labels, 'dtype', type(labels).__name__)} of shape {getattr(labels, 'shape', '?')}"
-        raise BadInputError(f"labels must be {B} integer class numbers, one per sequence; got {got}")
-    lo, hi = int(labels.min()), int(labels.max())
-    if lo < 0 or hi >= C:
-        raise BadInputError(f"label {lo if lo < 0 else hi} is out of range: the model has {C} classes, "
-                            f"so labels must lie in 0..{C - 1}")
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = xp.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
-    rows = xp.arange(B)
-    loss = -xp.log(p[rows, labels]).mean()
-    dlogits = p
-    dlogits[rows, labels] -= 1
-    dlogits /= B
-    return float(loss), dlogits
 
 
 def _chain_backward(jac_fn: Callable[[], Any], G_T: Any, method: str, step: Callable[[int, Any], Any],
@@ -116,13 +96,16 @@ class TanhRNN:
 
     def __init__(self, input_size: int = 1, hidden_size: int = 20, n_classes: int = 10, seed: int = 0,
                  device: str = "cpu", dtype: Any = "float32"):
-        self.input_size = _whole("input_size", input_size)
-        self.hidden_size = h = _whole("hidden_size", hidden_size)
-        self.n_classes = _whole("n_classes", n_classes, 2)
+        self.input_size = whole_number("input_size", input_size, hint="numbers per input step")
+        self.hidden_size = h = whole_number("hidden_size", hidden_size, hint="the state size")
+        self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
         self.device = normalize_device(device)
         self.dtype = check_dtype(dtype, self.device)
         if self.dtype.kind != "f":
             raise BadInputError(f"an RNN needs a floating-point dtype, got {self.dtype.name}")
+        _check_draw(h * (self.input_size + h + 2) + self.n_classes * (h + 1), self.device, self.dtype,
+                    what=f"the weights of an RNN with hidden_size={h:,}, input_size={self.input_size:,}, "
+                         f"n_classes={self.n_classes:,}")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         k = 1.0 / np.sqrt(h)
@@ -133,7 +116,9 @@ class TanhRNN:
 
     def example_data(self, T: int, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
         """Random inputs ``x (T, batch, input_size)`` and labels ``(batch,)`` on the model's device."""
-        T, batch = _whole("T", T), _whole("batch", batch)
+        T, batch = whole_number("T", T, hint="the sequence length"), whole_number("batch", batch)
+        _check_draw(T * batch * self.input_size, self.device, self.dtype,
+                    what=f"inputs of T={T:,} steps x batch {batch:,} x {self.input_size:,} numbers")
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((T, batch, self.input_size))
         y = rng.integers(0, self.n_classes, batch)
@@ -164,8 +149,8 @@ class TanhRNN:
         for t in range(T):                                 # T dependent steps
             hs[t + 1] = xp.tanh(xin[t] + hs[t] @ W_hh_T)
         logits = hs[T] @ p["W_out"].T + p["b_out"]
-        loss, dlogits = softmax_cross_entropy(logits, labels, xp)
-        return loss, {"x": x, "hs": hs, "dlogits": dlogits}
+        loss, lcache = softmax_cross_entropy(logits, labels)        # lesson 01's loss
+        return float(loss), {"x": x, "hs": hs, "dlogits": softmax_cross_entropy_backward(lcache)}
 
     def jacobians(self, cache: dict) -> Any:
         """``J (T, B, h, h)``: ``J[t] = ∂h_{t+1}/∂h_t = diag(1 - h_{t+1}²) · W_hh`` per sequence."""
@@ -243,9 +228,9 @@ class MLPChain:
 
     def __init__(self, width: int = 16, depth: int = 8, n_classes: int = 10, activation: str = "tanh",
                  seed: int = 0, device: str = "cpu", dtype: Any = "float32"):
-        self.width = n = _whole("width", width)
-        self.depth = L = _whole("depth", depth)
-        self.n_classes = _whole("n_classes", n_classes, 2)
+        self.width = n = whole_number("width", width, hint="numbers per layer")
+        self.depth = L = whole_number("depth", depth, hint="the number of layers")
+        self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
         if activation not in ("tanh", "relu"):
             raise BadInputError(f"activation must be 'tanh' or 'relu', got {activation!r}")
         self.activation = activation
@@ -254,6 +239,8 @@ class MLPChain:
         if self.dtype.kind != "f":
             raise BadInputError(f"a network needs a floating-point dtype, got {self.dtype.name}: integer "
                                 "weights would round to zero")
+        _check_draw(L * n * (n + 1) + self.n_classes * (n + 1), self.device, self.dtype,
+                    what=f"the weights of {L:,} layers of width {n:,}")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         gain = np.sqrt(2.0 / n) if activation == "relu" else 1.0 / np.sqrt(n)
@@ -265,7 +252,9 @@ class MLPChain:
         }
 
     def example_data(self, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
-        batch = _whole("batch", batch)
+        batch = whole_number("batch", batch)
+        _check_draw(batch * self.width, self.device, self.dtype,
+                    what=f"inputs of batch {batch:,} x width {self.width:,}")
         rng = np.random.default_rng(seed)
         return (to_device(rng.standard_normal((batch, self.width)), self.device, self.dtype),
                 to_device(rng.integers(0, self.n_classes, batch), self.device))
@@ -287,8 +276,8 @@ class MLPChain:
         for l in range(self.depth):
             xs[l + 1] = self._act(xs[l] @ p["W"][l].T + p["b"][l])
         logits = xs[-1] @ p["W_out"].T + p["b_out"]
-        loss, dlogits = softmax_cross_entropy(logits, xp.asarray(labels), xp)
-        return loss, {"xs": xs, "dlogits": dlogits}
+        loss, lcache = softmax_cross_entropy(logits, xp.asarray(labels))
+        return float(loss), {"xs": xs, "dlogits": softmax_cross_entropy_backward(lcache)}
 
     def jacobians(self, cache: dict) -> Any:
         """``J (L, B, n, n)``: ``J[l] = diag(act'(z_l)) · W_l`` for each example."""
@@ -319,31 +308,22 @@ class MLPChain:
 
 # ------------------------------------------------------------------ gradient checking
 
-def rel_error(a: Any, b: Any) -> float:
-    """``|a - b| / (|a| + |b|)`` with Euclidean norms: 0 for equal arrays, 1 for opposite ones.
-
-    (Norms rather than cs231n's per-entry ratio, so that an entry whose true
-    gradient is ~0 does not turn rounding noise into a large error.)
-    """
-    a, b = to_numpy(a).astype(float).ravel(), to_numpy(b).astype(float).ravel()
-    den = np.linalg.norm(a) + np.linalg.norm(b)
-    return float(np.linalg.norm(a - b) / den) if den > 0 else 0.0
-
-
 def finite_difference_check(model: Any, x: Any, labels: Any, method: str = "scan", n_checks: int = 12,
                             eps: float = 1e-6, seed: int = 0) -> dict:
     """Compare ``model.backward(..., method)`` with central differences of the loss.
 
     Checks ``n_checks`` randomly chosen entries of every parameter (and of ``x``)
-    on a float64 model; returns ``{name: max relative error}``.  Values near 1e-7
-    or below mean the analytic gradient is right.
+    on a float64 model; returns ``{name: relative error}`` (:func:`course.backprop.rel_error`: the
+    largest entry's error over the largest entry).  Values near 1e-7 or below mean the analytic
+    gradient is right.
     """
     if np.dtype(model.dtype) != np.float64:
         raise BadInputError(f"finite differences need a float64 model (got {model.dtype}); build it "
                             "with dtype='float64'.")
-    _whole("n_checks", n_checks)  # 0 would check nothing and report an error of 0
-    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
+    whole_number("n_checks", n_checks, hint="0 would check nothing and report an error of 0")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
         raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
+    x = model.xp.asarray(x)  # perturbed in place below, so a list becomes an array first
     loss, cache = model.forward(x, labels)
     grads = model.backward(cache, _method(method))
     rng = np.random.default_rng(seed)

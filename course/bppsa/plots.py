@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..plots import COLORS, add_footer, new_figure
 from ..results import ResultSet
 from .algorithm import work_counts
@@ -69,8 +69,7 @@ def symbolic_scan(T: int):
     """
     from ..scan.algorithms import blelloch_scan
 
-    if not isinstance(T, (int, np.integer)) or T < 1 or T > 63:
-        raise BadInputError(f"the tree is drawn for 1 <= T <= 63 (a readable picture); got T = {T!r}")
+    T = whole_number("T", T, 1, 63, hint="the tree is drawn for 1 <= T <= 63 (a readable picture)")
     x = np.empty(T + 1, dtype=object)
     for p in range(T + 1):
         x[p] = _Span(p, p)
@@ -216,8 +215,7 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
 
 def work_figure(T_max: int = 30000, n: int = 20, batch: int = 16, highlight: float | None = None) -> Figure:
     """Dependent steps (left) and flops (right) of sequential backprop vs the scan, against T."""
-    if not isinstance(T_max, (int, np.integer)) or T_max < 2:
-        raise BadInputError(f"T_max must be a whole number >= 2, got {T_max!r}")
+    T_max = whole_number("T_max", T_max, 2)
     Ts = np.unique(np.round(np.logspace(0, np.log10(T_max), 40)).astype(int))
     c = [work_counts(int(t), n, batch) for t in Ts]
     fig, (ax, bx) = new_figure(2, width=10, height=3.6)

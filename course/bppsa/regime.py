@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import check_fits
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 from .algorithm import backprop_scan, backprop_sequential
@@ -42,9 +42,7 @@ def random_chain(T: int, n: int, seed: int = 0, dtype: Any = "float32") -> tuple
     >>> J.shape, g.shape
     ((3, 2, 2), (2,))
     """
-    for name, v in (("T", T), ("n", n)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise BadInputError(f"{name} must be a whole number >= 1, got {v!r}")
+    T, n = whole_number("T", T, hint="the chain length"), whole_number("n", n, hint="the state size")
     if T * n * n > MAX_ELEMENTS:
         raise BadInputError(f"T = {T:,} steps of {n}×{n} Jacobians is {T * n * n:,} numbers, more than the "
                             f"{MAX_ELEMENTS:,} this sweep allows; choose a smaller T or n")
@@ -65,8 +63,13 @@ def regime_sweep(ns: Sequence[int] = REGIME_NS, Ts: Sequence[int] = REGIME_TS, r
     larger than :data:`MAX_ELEMENTS` are skipped with a note; ``total_budget_s`` stops the sweep
     early, and says so.
     """
-    rs = ResultSet("bppsa_regime", params={"ns": list(map(int, ns)), "Ts": list(map(int, Ts)), "dtype": "float32"})
-    jobs = [(int(n), int(T)) for T in Ts for n in ns]
+    ns = [whole_number("ns", n, hint="each is a state size") for n in ns]
+    Ts = [whole_number("Ts", T, hint="each is a chain length") for T in Ts]
+    if not ns or not Ts:
+        raise BadInputError(f"ns and Ts must each list at least one size, got {ns!r} and {Ts!r}")
+    repeat = whole_number("repeat", repeat)
+    rs = ResultSet("bppsa_regime", params={"ns": ns, "Ts": Ts, "dtype": "float32"})
+    jobs = [(n, T) for T in Ts for n in ns]
     too_big = [(n, T) for n, T in jobs if T * n * n > MAX_ELEMENTS]
     if too_big:
         rs.notes.append(f"Not measured, over {MAX_ELEMENTS:,} numbers: " +

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..devices import get_xp, normalize_device
-from ..errors import BadInputError
+from ..devices import check_fits, get_xp, normalize_device
+from ..errors import BadInputError, whole_number
 
 __all__ = ["tanh_jacobian_t", "relu_jacobian_t", "conv2d", "conv2d_jacobian", "conv2d_jacobian_t",
            "csr_bytes", "dense_bytes", "jacobian_memory", "conv_jacobian_memory", "vgg11_first_conv_claim",
@@ -41,6 +41,8 @@ __all__ = ["tanh_jacobian_t", "relu_jacobian_t", "conv2d", "conv2d_jacobian", "c
 
 MIB = 2 ** 20   #: a mebibyte
 MB = 10 ** 6    #: a megabyte
+MAX_KERNEL_SIDE = 1024  #: the widest kernel conv_jacobian_memory counts
+MAX_FILL_IN_DEPTH = 64  #: the most Jacobians chain_fill_in multiplies (one product per depth)
 
 
 def _vector(v: Any, name: str) -> np.ndarray:
@@ -78,10 +80,9 @@ def _check_conv(x_shape: tuple, weight: np.ndarray, padding: int, stride: int) -
     if C != c_in:
         raise BadInputError(f"the input has {C} channels but the weight expects {c_in} (weight shape "
                             f"{weight.shape}); they must match.")
-    if not (isinstance(padding, (int, np.integer)) and padding >= 0):
-        raise BadInputError(f"padding must be a whole number >= 0, got {padding!r}")
-    if not (isinstance(stride, (int, np.integer)) and stride >= 1):
-        raise BadInputError(f"stride must be a whole number >= 1, got {stride!r}")
+    H, W = whole_number("H", H, hint="the image height"), whole_number("W", W, hint="the image width")
+    padding = whole_number("padding", padding, 0)
+    stride = whole_number("stride", stride)
     Ho = (H + 2 * padding - kh) // stride + 1
     Wo = (W + 2 * padding - kw) // stride + 1
     if Ho < 1 or Wo < 1:
@@ -97,6 +98,9 @@ def conv2d(x: Any, weight: Any, padding: int = 1, stride: int = 1) -> np.ndarray
     """
     x, w = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
     c_out, c_in, kh, kw, H, W, Ho, Wo = _check_conv(x.shape, w, padding, stride)
+    padding, stride = int(padding), int(stride)
+    check_fits(8 * (c_in * (H + 2 * padding) * (W + 2 * padding) + 2 * c_out * Ho * Wo), "cpu",
+               what=f"a {H}x{W} image padded by {padding} and its {c_out}x{Ho}x{Wo} output")
     xp_ = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
     out = np.zeros((c_out, Ho, Wo))
     for di in range(kh):
@@ -119,6 +123,10 @@ def conv2d_jacobian(weight: Any, H: int, W: int, padding: int = 1, stride: int =
     w = np.asarray(weight)
     c_out, c_in, kh, kw, H, W, Ho, Wo = _check_conv((w.shape[1] if w.ndim == 4 else -1, H, W), w,
                                                      padding, stride)
+    padding, stride = int(padding), int(stride)
+    # building it indexes a (C_out, H_out, W_out, C_in, kh, kw) grid: ~100 bytes per entry at the peak
+    check_fits(100 * c_out * Ho * Wo * c_in * kh * kw, "cpu",
+               what=f"the Jacobian of a {c_out}x{c_in}x{kh}x{kw} convolution on a {H}x{W} image")
     o, i, j, c, di, dj = np.meshgrid(np.arange(c_out), np.arange(Ho), np.arange(Wo), np.arange(c_in),
                                      np.arange(kh), np.arange(kw), indexing="ij", sparse=True)
     ii = i * stride + di - padding
@@ -147,7 +155,10 @@ def conv2d_jacobian_t(weight: Any, H: int, W: int, padding: int = 1, stride: int
 
 def dense_bytes(shape: tuple[int, int], itemsize: int = 4) -> int:
     """Bytes of a dense matrix of ``shape``."""
-    return int(shape[0]) * int(shape[1]) * int(itemsize)
+    if isinstance(shape, (str, bytes)) or len(shape) != 2:
+        raise BadInputError(f"shape must be (rows, columns), got {shape!r}")
+    rows, cols = (whole_number("shape", s, 0, hint="rows and columns of the matrix") for s in shape)
+    return rows * cols * whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
 
 
 def csr_bytes(m: Any) -> int:
@@ -168,8 +179,12 @@ def jacobian_memory(m: Any) -> dict:
 def _taps(size: int, k: int, padding: int, stride: int) -> tuple[int, int]:
     """(output length, total valid taps summed over the output positions) along one axis."""
     out = (size + 2 * padding - k) // stride + 1
-    pos = np.arange(max(out, 0))[:, None] * stride + np.arange(k)[None, :] - padding
-    return int(out), int(((pos >= 0) & (pos < size)).sum())
+    taps = 0
+    for d in range(k):      # tap d of output o reads input o*stride + d - padding: count the o that land inside
+        first = max(0, -(-(padding - d) // stride))
+        last = min(out - 1, (size - 1 + padding - d) // stride)
+        taps += max(0, last - first + 1)
+    return int(out), taps
 
 
 def conv_jacobian_memory(H: int, W: int, c_in: int, c_out: int, k: int = 3, padding: int = 1,
@@ -179,10 +194,11 @@ def conv_jacobian_memory(H: int, W: int, c_in: int, c_out: int, k: int = 3, padd
     Fast for any size (the notebook's sliders); :func:`conv2d_jacobian_t` builds the
     real matrix and the tests check that both agree.
     """
-    for name, v, lo in (("H", H, 1), ("W", W, 1), ("c_in", c_in, 1), ("c_out", c_out, 1), ("k", k, 1),
-                        ("padding", padding, 0), ("stride", stride, 1), ("itemsize", itemsize, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise BadInputError(f"{name} must be a whole number >= {lo}, got {v!r}")
+    H, W = whole_number("H", H), whole_number("W", W)
+    c_in, c_out = whole_number("c_in", c_in), whole_number("c_out", c_out)
+    k = whole_number("k", k, 1, MAX_KERNEL_SIDE, hint="the kernel side")
+    padding, stride = whole_number("padding", padding, 0), whole_number("stride", stride)
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
     Ho, th = _taps(H, k, padding, stride)
     Wo, tw = _taps(W, k, padding, stride)
     if Ho < 1 or Wo < 1:
@@ -233,8 +249,15 @@ def chain_fill_in(depth: int, size: int = 16, channels: int = 2, seed: int = 0) 
     convolutions is a (2k+1)×(2k+1) convolution, so its rows hold ever more
     non-zeros and sparse storage pays off less the higher a node sits in the tree.
     """
-    if not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise BadInputError(f"depth must be a whole number >= 1, got {depth!r}")
+    depth = whole_number("depth", depth, 1, MAX_FILL_IN_DEPTH,
+                         hint=f"the product is already dense once depth reaches size - 1 = {size - 1}"
+                         if isinstance(size, int) else "")
+    size = whole_number("size", size, 2, hint="the image side")
+    channels = whole_number("channels", channels)
+    n = channels * size * size                      # rows of each Jacobian
+    reach = min(2 * depth + 1, 2 * size - 1) ** 2   # taps of the widest product, per channel pair
+    check_fits(3 * 12 * n * min(n, channels * reach), "cpu",
+               what=f"products of {depth} convolution Jacobians on {channels}x{size}x{size} images")
     rng = np.random.default_rng(seed)
     prod = None
     out = []

@@ -25,15 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import get_xp, machine_load, normalize_device, out_of_memory_errors, resolve_devices, synchronize
-from ..errors import BadInputError, GPUUnavailableError
+from ..devices import check_fits, get_xp, normalize_device, out_of_memory_errors, resolve_devices, synchronize
+from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..peers import time_torch, torch_available, torch_device, torch_threads
 from ..results import ResultSet
-from ..timing import Timing, benchmark, get_threads
+from ..timing import Timing, interleaved_rounds
 from .algorithm import work_counts
 from .models import TanhRNN
 
-__all__ = ["time_rnn", "interleaved_rounds", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups",
+__all__ = ["time_rnn", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups",
            "PAPER", "SWEEP_T", "QUICK_T"]
 
 #: The paper's RNN workload (Wang, Bai, Pekhimenko, MLSys 2020, section 5).
@@ -42,38 +42,6 @@ PAPER = {"input_size": 1, "hidden_size": 20, "batch": 16, "n_classes": 10,
 
 SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
 QUICK_T = (10, 100, 1000)
-
-
-def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", warmup: int = 1,
-                       repeat: int = 5, budget_s: float | None = None,
-                       timer: Callable[..., Timing] = benchmark) -> dict[str, Timing]:
-    """Time several functions in alternating rounds: f1, f2, f3, f1, f2, f3, ...
-
-    Slow drifts of a shared machine (another process starting, clocks changing)
-    then hit every function alike instead of whichever happened to run during
-    them.  Each round times each function once (``course.timing.benchmark``, so
-    CUDA events on a GPU); ``budget_s`` stops after the round that spends it (one
-    round always runs).  Returns one :class:`~course.timing.Timing` per name, with
-    ``samples[i]`` from round i.  ``timer`` takes one sample: ``benchmark`` for the
-    course's code, :func:`course.peers.time_torch` for PyTorch's.
-    """
-    import time
-
-    dev = normalize_device(device)
-    load = machine_load()
-    for _ in range(int(warmup)):
-        for fn in fns.values():
-            fn()
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    began, stopped = time.perf_counter(), False
-    for i in range(int(repeat)):
-        if i and budget_s is not None and time.perf_counter() - began > budget_s:
-            stopped = True
-            break
-        for k, fn in fns.items():
-            samples[k].append(timer(fn, device=dev, warmup=0, repeat=1, name=k).samples[0])
-    return {k: Timing(samples=np.asarray(v), device=dev, name=k, warmup=int(warmup), stopped_early=stopped,
-                      budget_s=budget_s, threads=get_threads(), load=load) for k, v in samples.items()}
 
 
 def _paired_backward(full: Timing, forward: Timing) -> float:
@@ -87,7 +55,7 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
     """Time the forward pass and a full step (forward + backward) of the tanh RNN, per method.
 
     The forward pass and each method's full step run in alternating rounds
-    (:func:`interleaved_rounds`).  Returns ``{"forward": Timing, "full": {method: Timing},
+    (:func:`course.timing.interleaved_rounds`).  Returns ``{"forward": Timing, "full": {method: Timing},
     "backward_s": {method: s}, "max_grad_diff": float}``.  ``backward_s`` is the
     paper's definition, full step − forward, taken round by round and then the
     median; it can come out near zero or negative when the backward is lost in the
@@ -95,10 +63,17 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
     methods' ``W_hh`` gradients: they must compute the same thing for the times to mean anything.
     """
     dev = normalize_device(device)
+    T, batch, hidden_size, input_size = _rnn_sizes(T, batch, hidden_size, input_size)
+    repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
+    warmup = whole_number("warmup", warmup, 0, 100, hint="untimed rounds first")
+    if isinstance(methods, str) or not len(methods):
+        raise BadInputError(f"methods must be a non-empty list of 'sequential', 'jacobian', 'scan', got {methods!r}")
     for m in methods:
         if m not in ("sequential", "jacobian", "scan"):
             raise BadInputError(f"method {m!r} is not one of 'sequential', 'jacobian', 'scan'")
     rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
+    check_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, dev,
+               what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     x, y = rnn.example_data(T, batch, seed=seed + 1)
     grads: dict[str, Any] = {}
 
@@ -139,6 +114,10 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
     many times slower.  ``None`` leaves PyTorch's own setting.
     """
     dev = normalize_device(device)
+    T, batch, hidden_size, input_size = _rnn_sizes(T, batch, hidden_size, input_size)
+    repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
+    check_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, dev,
+               what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     tdev = torch_device(dev)        # a clear error without PyTorch, or without its CUDA build
     import torch
 
@@ -169,11 +148,17 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
 
 # ------------------------------------------------------------------ the sweep
 
+def _rnn_sizes(T: Any, batch: Any, hidden_size: Any, input_size: Any) -> tuple[int, int, int, int]:
+    return (whole_number("T", T, hint="the sequence length"), whole_number("batch", batch),
+            whole_number("hidden_size", hidden_size, hint="the state size"),
+            whole_number("input_size", input_size, hint="numbers per input step"))
+
+
 def _sizes(name: str, v: Any) -> list[int]:
-    vals = [v] if isinstance(v, (int, np.integer)) else list(v)
-    if not vals or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in vals):
-        raise BadInputError(f"{name} must be whole numbers >= 1, got {v!r}")
-    return sorted({int(x) for x in vals})
+    vals = list(v) if isinstance(v, (list, tuple, range, np.ndarray)) else [v]
+    if not vals:
+        raise BadInputError(f"{name} must be a non-empty list of whole numbers >= 1, got {v!r}")
+    return sorted({whole_number(name, x) for x in vals})
 
 
 def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20, batch: int | Sequence[int] = 16,

@@ -32,7 +32,7 @@ from ..devices import (
     resolve_devices,
     synchronize,
 )
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark
 
@@ -97,12 +97,9 @@ def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
     2
     """
     dev = normalize_device(device)
-    nbytes = int(nbytes)
-    if nbytes < 4:
-        raise BadInputError(f"nbytes must be at least 4, got {nbytes}")
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise BadInputError(f"threads must be a whole number >= 1, got {threads!r}")
-    threads = 1 if dev == "gpu" else int(threads)
+    nbytes = whole_number("nbytes", nbytes, lo=4, hint="at least 4 bytes (one float32 value), e.g. 2**26")
+    threads = whole_number("threads", threads, hi=1024, hint="the threads that copy slices at once")
+    threads = 1 if dev == "gpu" else threads
     check_fits(2 * nbytes, dev, what=f"two arrays of {nbytes / 2**20:.0f} MiB")
     xp = get_xp(dev)
     n = nbytes // 4
@@ -129,17 +126,22 @@ def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
 
 
 def matmul_flops(n: int) -> float:
-    """Floating-point operations of an n×n by n×n product: n² outputs × n multiply-adds × 2."""
-    return 2.0 * n ** 3
+    """Floating-point operations of an n×n by n×n product: n² outputs × n multiply-adds × 2.
+
+    >>> matmul_flops(10)
+    2000.0
+    """
+    return 2.0 * whole_number("n", n, hint="the matrix size n (n×n matrices)") ** 3
 
 
 def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
                 budget_s: float | None = 0.5, seed: int = 0):
     """Time ``a @ b`` for two random n×n matrices on ``device``; returns a :class:`~course.timing.Timing`."""
     dev = normalize_device(device)
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"matrix size n must be a whole number >= 1, got {n!r}")
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     dt = check_dtype(dtype, dev)
+    if dt.kind != "f":
+        raise BadInputError(f"time_matmul times float dtypes (float16, float32, float64), got {dt.name}")
     check_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
     xp = get_xp(dev)
     rng = np.random.default_rng(seed)
@@ -159,7 +161,9 @@ def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
     ``devices`` defaults to the CPU plus the GPU when one answers.  Each size gets
     at most ``budget_s`` seconds of measuring.
     """
-    sizes = [int(s) for s in sizes]
+    if isinstance(sizes, (int, np.integer)):
+        sizes = [sizes]
+    sizes = [whole_number("every size in sizes", s, hint=f"got sizes={sizes!r}") for s in sizes]
     if not sizes:
         raise BadInputError("matmul_sweep needs at least one size")
     devs = resolve_devices(devices or None)

@@ -2,7 +2,7 @@
 
 Read in this order:
 
-* :mod:`~course.parallel.allreduce`: all-reduce three ways (naive, tree, ring) on p simulated
+* :mod:`~course.parallel.collectives`: all-reduce three ways (naive, tree, ring) on p simulated
   workers in numpy, one step at a time, with the bytes each worker sends;
 * :mod:`~course.parallel.ring_mpi`: the same ring over MPI point-to-point messages (``Sendrecv``),
   checked against MPI's own ``Allreduce``;
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np  # noqa: F401  (the doctest above)
 
-from .allreduce import (
+from .collectives import (
     ALGORITHMS,
     AllreduceRun,
     allreduce,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .allreduce import allreduce, chunk_bounds, ring_chunks
+from .collectives import allreduce, chunk_bounds, ring_chunks
 from .data_parallel import make_batches, shard, single_process_gradients
 
 __all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_average"]
@@ -96,7 +96,7 @@ def check_bytes_per_worker(fn: Callable) -> bool:
     """Check ``fn(algorithm, n, p, itemsize) -> bytes`` (``"ring"`` and ``"naive"``) against the
     messages counted in the simulation.
 
-    >>> from course.parallel.allreduce import bytes_per_worker
+    >>> from course.parallel.collectives import bytes_per_worker
     >>> check_bytes_per_worker(bytes_per_worker)                   # doctest: +ELLIPSIS
     Correct: ...
     True
@@ -146,9 +146,13 @@ def check_gradient_average(fn: Callable) -> bool:
         if not done:
             return False
         want = single_process_gradients(sizes, x, y)
-        if got is None or len(got) != len(want):
+        if isinstance(got, (str, bytes)) or not hasattr(got, "__len__") or len(got) != len(want):
             return _say(f"batch={batch}, p={p}: return one array per parameter ({len(want)}), got "
                         f"{type(got).__name__}.", "")
+        for i, (g, w) in enumerate(zip(got, want)):
+            if np.asarray(g).shape != w.shape or np.asarray(g).dtype.kind not in "fiu":
+                return _say(f"batch={batch}, p={p}: parameter {i} must be an array of numbers of shape {w.shape}, "
+                            f"like the ranks' gradients; got {type(g).__name__} {np.asarray(g).shape}.", "")
         if all(np.allclose(g, w, atol=1e-12) for g, w in zip(got, want)):
             continue
         mean = [sum(g[i] for g in grads) / p for i in range(len(want))]

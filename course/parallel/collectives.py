@@ -32,13 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 
 __all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "check_workers", "check_length",
            "chunk_bounds", "ring_chunks", "naive_allreduce", "tree_allreduce", "ring_allreduce",
            "allreduce", "bytes_per_worker", "message_counts"]
 
 ALGORITHMS = ("naive", "tree", "ring")
+MAX_SIMULATED_WORKERS = 2 ** 16  # workers a simulated all-reduce may have (it keeps one vector each)
 
 
 @dataclass
@@ -95,17 +96,12 @@ class AllreduceRun:
 
 def check_workers(p: Any) -> int:
     """``p`` as an int, or a clear error: a whole number of workers >= 1."""
-    if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
-        raise BadInputError(f"p (the number of workers) must be a whole number >= 1; got {p!r}.")
-    return int(p)
+    return whole_number("p", p, hint="p is the number of workers")
 
 
 def check_length(n: Any, what: str = "N (the vector length)") -> int:
     """``n`` as an int, or a clear error: a whole number of elements >= 1."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"{what} must be a whole number >= 1; got {n!r}: an all-reduce of nothing "
-                            f"has nothing to send.")
-    return int(n)
+    return whole_number(what, n, hint="an all-reduce of nothing has nothing to send")
 
 
 def _check_vectors(x: Any) -> np.ndarray:
@@ -132,6 +128,8 @@ def chunk_bounds(n: int, p: int) -> np.ndarray:
     [0, 2, 5, 7, 10]
     """
     n, p = check_length(n), check_workers(p)
+    if p > MAX_SIMULATED_WORKERS:
+        raise BadInputError(f"p must be at most {MAX_SIMULATED_WORKERS:,} here (one chunk per worker), got {p:,}")
     return (np.arange(p + 1) * n) // p
 
 
@@ -148,8 +146,11 @@ def ring_chunks(rank: int, step: int, p: int) -> tuple[int, int]:
     [(0, 3), (3, 2), (2, 1), (1, 0), (0, 3), (3, 2)]
     """
     p = check_workers(p)
-    if not 0 <= step < 2 * (p - 1):
-        raise BadInputError(f"step must lie in 0 .. {2 * (p - 1) - 1} for p = {p}; got {step!r}.")
+    rank = whole_number("rank", rank, 0, p - 1, hint=f"workers are numbered 0 .. {p - 1}")
+    if p == 1:
+        raise BadInputError("a ring of p = 1 worker sends nothing: it has no steps; use p >= 2")
+    step = whole_number("step", step, 0, 2 * (p - 1) - 1,
+                        hint=f"a ring of p = {p} workers takes {2 * (p - 1)} steps, numbered from 0")
     if step < p - 1:                                  # reduce-scatter
         send = (rank - step) % p
     else:                                             # all-gather: pass on the finished chunks
@@ -274,6 +275,7 @@ def bytes_per_worker(algorithm: str, n: int, p: int, itemsize: int = 8) -> float
     (12000.0, 24000.0)
     """
     n, p = check_length(n), check_workers(p)
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 8 for float64")
     if algorithm == "ring":
         return 2 * (p - 1) / p * n * itemsize
     if algorithm == "naive":

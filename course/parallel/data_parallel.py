@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from ..errors import BadInputError
-from .allreduce import check_workers, chunk_bounds
+from ..devices import check_fits
+from ..errors import BadInputError, whole_number
+from .collectives import check_workers, chunk_bounds
 
 __all__ = ["make_batches", "shard", "flat_gradients", "apply_update", "average_gradients",
            "single_process_train", "single_process_gradients", "data_parallel_train",
@@ -43,11 +44,15 @@ def make_batches(sizes: Sequence[int], batch: int, steps: int, seed: int = 0) ->
 
     Every rank calls it with the same seed, so all hold the same data and each takes its own shard.
     """
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise BadInputError(f"batch must be a whole number >= 1; got {batch!r}.")
+    batch = whole_number("batch", batch, hint="samples per step")
+    steps = whole_number("steps", steps, hint="training steps")
+    if isinstance(sizes, (str, bytes)) or len(sizes) < 2:
+        raise BadInputError(f"sizes must list the layer widths, input first and classes last, got {sizes!r}")
+    d_in, classes = whole_number("sizes", sizes[0]), whole_number("sizes", sizes[-1])
+    check_fits(16 * steps * batch * (d_in + 1), "cpu", what=f"{steps:,} batches of {batch:,} x {d_in:,} inputs")
     rng = np.random.default_rng(seed + 1)
-    x = rng.standard_normal((steps, batch, sizes[0]))
-    y = rng.integers(0, sizes[-1], (steps, batch))
+    x = rng.standard_normal((steps, batch, d_in))
+    y = rng.integers(0, classes, (steps, batch))
     return x, y
 
 
@@ -58,6 +63,8 @@ def shard(batch: int, p: int, rank: int) -> slice:
     [slice(0, 3, None), slice(3, 6, None), slice(6, 10, None)]
     """
     p = check_workers(p)
+    batch = whole_number("batch", batch, hint="samples per step")
+    rank = whole_number("rank", rank, 0, p - 1, hint=f"ranks are numbered 0 .. {p - 1}")
     if batch < p:
         raise BadInputError(f"a batch of {batch} samples cannot be split over p = {p} ranks: each rank "
                             f"needs at least one sample. Use batch >= p.")
@@ -173,8 +180,7 @@ def bucket_plan(model: MLP, bucket_bytes: int) -> list[list[int]]:
     >>> bucket_plan(MLP([8, 8, 8, 8]), 10**9)
     [[2, 1, 0]]
     """
-    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, np.integer)) or bucket_bytes < 1:
-        raise BadInputError(f"bucket_bytes must be a whole number of bytes >= 1; got {bucket_bytes!r}.")
+    bucket_bytes = whole_number("bucket_bytes", bucket_bytes, hint="bytes of gradients per bucket")
     buckets: list[list[int]] = [[]]
     filled = 0
     layers = model.linear_layers()

@@ -17,6 +17,8 @@ True
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import queue
 import shutil
@@ -33,7 +35,7 @@ from typing import Any
 
 from ..devices import usable_cores
 from ..errors import BadInputError, CourseError
-from .allreduce import check_workers
+from .collectives import check_workers
 
 __all__ = ["MPIError", "TASK_NAMES", "find_mpiexec", "mpi_unavailable_reason", "mpi_available", "max_ranks",
            "cores", "oversubscribed", "run_mpi", "INSTALL_HINT"]
@@ -141,7 +143,7 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
     if task not in TASK_NAMES:
         raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASK_NAMES)}.")
     p = _check_ranks(p)
-    if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
         raise BadInputError(f"timeout_s must be a positive number of seconds; got {timeout_s!r}.")
     why = mpi_unavailable_reason()
     if why:

@@ -5,7 +5,7 @@ On a machine where two or more GPUs answer, :func:`nccl_ring_check` starts one M
 communicator (``cupyx.distributed.init_process_group``, using MPI for the rendezvous) and runs
 
 * the course's ring over NCCL point-to-point messages (send right and receive from the left in one
-  NCCL group, so the pair never deadlocks), the very schedule of :func:`course.parallel.allreduce.ring_chunks`;
+  NCCL group, so the pair never deadlocks), the very schedule of :func:`course.parallel.collectives.ring_chunks`;
 * NCCL's own ``all_reduce`` (itself a ring, or a tree, chosen by NCCL),
 
 checks that they agree and times both with CUDA events (:func:`course.timing.benchmark` on the GPU).
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..devices import gpu_info, gpu_unavailable_reason
 from ..errors import GPUUnavailableError
-from .allreduce import chunk_bounds, ring_chunks
+from .collectives import chunk_bounds, ring_chunks
 
 __all__ = ["gpus_answering", "nccl_unavailable_reason", "ring_allreduce_nccl", "task_nccl_ring", "nccl_ring_check"]
 

@@ -25,6 +25,8 @@ cores than ranks a stage that waits lets one that works run (as an idle GPU woul
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import time
 from collections.abc import Sequence
@@ -33,16 +35,19 @@ from typing import Any
 import numpy as np
 
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from ..errors import BadInputError
-from .allreduce import check_workers, chunk_bounds
+from ..errors import BadInputError, whole_number
+from .collectives import check_workers, chunk_bounds
 
 __all__ = ["stage_bounds", "stage_layers", "bubble_fraction", "measured_bubble", "gpipe_step",
            "ideal_timeline"]
+
+MAX_TIMELINE_EVENTS = 10 ** 5  # stages x micro-batches drawn by ideal_timeline
 
 
 def stage_bounds(n_linear: int, p: int) -> np.ndarray:
     """Which Linear layers each of p stages holds: stage s has layers ``bounds[s] .. bounds[s+1]-1``."""
     p = check_workers(p)
+    n_linear = whole_number("n_linear", n_linear, hint="the number of Linear layers")
     if p > n_linear:
         raise BadInputError(f"cannot split {n_linear} Linear layers over p = {p} stages: each stage needs "
                             f"at least one layer. Use p <= {n_linear} or a deeper model.")
@@ -52,6 +57,7 @@ def stage_bounds(n_linear: int, p: int) -> np.ndarray:
 def stage_layers(model: MLP, stage: int, p: int) -> list:
     """The layers (Linear, activation, ...) of one stage, in order, taken from ``model``."""
     bounds = stage_bounds(len(model.linear_layers()), p)
+    stage = whole_number("stage", stage, 0, len(bounds) - 2, hint="stages are numbered from 0")
     out, j = [], -1
     for layer in model.layers:
         j += isinstance(layer, Linear)
@@ -66,12 +72,15 @@ def bubble_fraction(p: int, m: int) -> float:
     >>> bubble_fraction(1, 4), bubble_fraction(4, 1)
     (0.0, 0.75)
     """
-    p, m = check_workers(p), check_workers(m)
+    p, m = check_workers(p), whole_number("m", m, hint="the number of micro-batches")
     return (p - 1) / (m + p - 1)
 
 
 def measured_bubble(events: Sequence[dict], p: int) -> float:
     """Idle share of a recorded timeline: ``1 - busy time / (p * makespan)``."""
+    p = check_workers(p)
+    if not len(events):
+        raise BadInputError("events is empty: pass the busy intervals that gpipe_step recorded")
     start = min(e["t0"] for e in events)
     end = max(e["t1"] for e in events)
     busy = sum(e["t1"] - e["t0"] for e in events)
@@ -80,7 +89,12 @@ def measured_bubble(events: Sequence[dict], p: int) -> float:
 
 def ideal_timeline(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> list[dict]:
     """GPipe's schedule with equal stages and no communication cost: the formula's picture."""
-    p, m = check_workers(p), check_workers(m)
+    p, m = check_workers(p), whole_number("m", m, hint="the number of micro-batches")
+    if p * m > MAX_TIMELINE_EVENTS:
+        raise BadInputError(f"p x m must be at most {MAX_TIMELINE_EVENTS:,} (two events each), got {p:,} x {m:,}")
+    for name, v in (("forward", forward), ("backward", backward)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
+            raise BadInputError(f"{name} must be a positive duration, got {v!r}")
     ev = []
     for s in range(p):
         for j in range(m):
@@ -117,7 +131,7 @@ def gpipe_step(comm: Any, sizes: Sequence[int], x: np.ndarray, y: np.ndarray, m:
     """
     p, s = comm.Get_size(), comm.Get_rank()
     batch = x.shape[0]
-    m = check_workers(m)
+    m = whole_number("m", m, hint="the number of micro-batches")
     if m > batch:
         raise BadInputError(f"m = {m} micro-batches cannot be cut from a batch of {batch}: use m <= {batch}.")
     model = MLP(sizes, dtype="float64", seed=seed)

@@ -4,7 +4,7 @@ Figures of measurements name the machine in their footer (:func:`course.plots.ad
 when ranks were oversubscribed; figures of the simulation or of the model say that they are not
 measurements.
 
->>> from course.parallel.allreduce import ring_allreduce
+>>> from course.parallel.collectives import ring_allreduce
 >>> fig = ring_step_figure(ring_allreduce(np.ones((3, 7))), 2)
 >>> "step 2 of 4" in fig.axes[0].get_title()
 True
@@ -20,7 +20,7 @@ from matplotlib.patches import Rectangle
 
 from ..plots import add_footer, new_figure
 from ..results import ResultSet
-from .allreduce import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
+from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
 
 __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
@@ -75,7 +75,7 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
     ax.set_yticks(range(p), [f"worker {w}" for w in range(p)], fontsize=8)
     ax.set_xlabel(f"element of the vector (N = {n})")
     if run.algorithm == "ring":
-        from .allreduce import chunk_bounds
+        from .collectives import chunk_bounds
 
         for b in chunk_bounds(n, p)[1:-1]:
             ax.axvline(b - 0.5, color="0.2", lw=1)

@@ -1,6 +1,6 @@
 """The all-reduces of lesson 06 on real MPI processes: the code that runs *inside* each rank.
 
-The ring here follows exactly the schedule of the simulation (:func:`course.parallel.allreduce.ring_chunks`):
+The ring here follows exactly the schedule of the simulation (:func:`course.parallel.collectives.ring_chunks`):
 each step is one ``Sendrecv`` (send a chunk to the right-hand neighbour, receive one from the left
 at the same time, so no pair of ranks can deadlock), then an add (reduce-scatter) or nothing more
 (all-gather: the chunk was received straight into place).  The naive all-reduce uses plain
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .allreduce import chunk_bounds, ring_chunks
+from .collectives import chunk_bounds, ring_chunks
 
 __all__ = ["ring_allreduce_mpi", "naive_allreduce_mpi", "mpi_allreduce", "ALLREDUCES"]
 
@@ -37,7 +37,7 @@ def ring_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None,
     ``x`` is a contiguous 1-D float array (the same length on every rank); the sum is written
     into ``out`` (a new array if None) and returned.  Every rank ends with identical bits: the
     all-gather copies each finished chunk, it never re-adds.  ``reduce_scatter_chunks(rank, step, p)
-    -> (send, add)`` replaces :func:`~course.parallel.allreduce.ring_chunks` in the reduce-scatter
+    -> (send, add)`` replaces :func:`~course.parallel.collectives.ring_chunks` in the reduce-scatter
     steps (the learner's exercise, run on real processes).
     """
     p, r = comm.Get_size(), comm.Get_rank()

@@ -16,12 +16,14 @@ from __future__ import annotations
 import inspect
 import textwrap
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..errors import BadInputError
+from ..devices import check_fits
+from ..errors import BadInputError, whole_number
 from ..results import ResultSet
-from .allreduce import check_length
+from .collectives import check_length, check_workers
 from .data_parallel import single_process_train
 from .mpi import cores, oversubscribed, run_mpi
 from .pipeline import bubble_fraction, measured_bubble, stage_bounds
@@ -37,6 +39,21 @@ DP_SIZES = [256, 512, 512, 512, 10]
 PIPE_SIZES = [256, 256, 256, 256, 256, 256, 10]
 
 Progress = Callable[[str], None] | None
+#: The most timed repeats an MPI run takes (each rank repeats the whole measurement).
+MAX_MPI_REPEAT = 1000
+
+
+def _ranks_list(ps: Any) -> list[int]:
+    if isinstance(ps, (str, bytes)) or not isinstance(ps, Sequence) or not len(ps):
+        raise BadInputError(f"ps must be a non-empty list of rank counts, got {ps!r}")
+    return [check_workers(p) for p in ps]
+
+
+def _check_sizes(sizes: Any) -> None:
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) < 2:
+        raise BadInputError(f"sizes must list the layer widths, input first and classes last, got {sizes!r}")
+    for s in sizes:
+        whole_number("sizes", s, hint="each is a layer width")
 
 
 def _note(rs: ResultSet, ps: Sequence[int]) -> None:
@@ -55,7 +72,10 @@ def ring_check(p: int, lengths: Sequence[int] = (1, 7, 1000, 12345), chunks: Cal
     must be a plain function defined in a cell or a file, using nothing but numpy as ``np``).
     Returns one dict per (algorithm, length): ``max_rel_error`` and ``identical_on_every_rank``.
     """
+    p = check_workers(p)
     lengths = [check_length(n, "every vector length") for n in lengths]
+    longest = max(lengths, default=0)
+    check_fits(4 * p * 8 * longest, "cpu", what=f"{p} ranks' vectors of {longest:,} float64")
     params: dict = {"lengths": lengths}
     if chunks is not None:
         if not callable(chunks):
@@ -74,10 +94,11 @@ def allreduce_sweep(ps: Sequence[int] = (2, 3, 4), nbytes: Sequence[int] = tuple
                     algorithms: Sequence[str] = ("ring (course)", "naive (course)", "MPI Allreduce"),
                     repeat: int = 3, timeout_s: float = 300, progress: Progress = print) -> ResultSet:
     """Time the three MPI all-reduces for each message size (float64 vectors) on p ranks, each p."""
+    ps = _ranks_list(ps)
+    repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed runs on every rank")
     for b in nbytes:
-        check_length(b, "every message size in bytes")
-        if b < 8:
-            raise BadInputError(f"message sizes are float64 vectors, so at least 8 bytes; got {b}.")
+        whole_number("nbytes", b, 8, hint="message sizes are float64 vectors, so at least 8 bytes")
+    check_fits(4 * max(ps) * max(nbytes, default=0), "cpu", what=f"{max(ps)} ranks' messages")
     rs = ResultSet("allreduce_mpi", params={"ps": list(ps), "nbytes": list(nbytes), "repeat": repeat,
                                             "algorithms": list(algorithms), "cores": cores()})
     for p in ps:
@@ -102,6 +123,10 @@ def train_data_parallel(p: int, sizes: Sequence[int] = (16, 32, 32, 10), batch: 
     """
     if mode not in ("ring", "ddp"):
         raise BadInputError(f"mode must be 'ring' or 'ddp'; got {mode!r}.")
+    p, batch = check_workers(p), whole_number("batch", batch, hint="samples per step, split over the ranks")
+    steps = whole_number("steps", steps, hint="training steps")
+    _check_sizes(sizes)
+    check_fits(2 * p * 16 * steps * batch * (sizes[0] + 1), "cpu", what=f"{p} ranks' copies of {steps} batches")
     if batch < p:
         raise BadInputError(f"batch = {batch} cannot be split over p = {p} ranks: use batch >= p.")
     out = run_mpi("data_parallel", p, {"sizes": list(sizes), "batch": batch, "steps": steps, "lr": lr,
@@ -118,6 +143,12 @@ def data_parallel_timing(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = t
                          batch: int = 256, repeat: int = 5, bucket_bytes: int = 2**20,
                          timeout_s: float = 300, progress: Progress = print) -> ResultSet:
     """Per step on p ranks: compute, ring communication, and whole DDP steps without/with overlap."""
+    ps = _ranks_list(ps)
+    batch = whole_number("batch", batch)
+    repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed steps on every rank")
+    bucket_bytes = whole_number("bucket_bytes", bucket_bytes, hint="bytes of gradients per bucket")
+    _check_sizes(sizes)
+    check_fits(4 * max(ps) * 8 * batch * max(sizes), "cpu", what=f"{max(ps)} ranks' activations at batch {batch:,}")
     rs = ResultSet("data_parallel_mpi", params={"ps": list(ps), "sizes": list(sizes), "batch": batch,
                                                 "repeat": repeat, "bucket_bytes": bucket_bytes,
                                                 "cores": cores()})
@@ -140,10 +171,15 @@ def pipeline_runs(p: int = 2, ms: Sequence[int] = (1, 2, 4, 8), sizes: Sequence[
     (``(p-1)/(m+p-1)``), ``max_abs_diff`` of the gradients against unsplit training, the span of the
     step, and ``events`` (every stage's busy intervals).
     """
+    _check_sizes(sizes)
     stage_bounds(len(sizes) - 1, p)                      # a clear error before anything starts
+    batch = whole_number("batch", batch)
+    repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed steps on every rank")
+    if isinstance(ms, (str, bytes)) or not len(ms):
+        raise BadInputError(f"ms must list the micro-batch counts to run, got {ms!r}")
     for m in ms:
-        if not 1 <= m <= batch:
-            raise BadInputError(f"every m must lie in 1 .. batch = {batch}; got {m!r}.")
+        whole_number("ms", m, 1, batch, hint="each is a number of micro-batches cut from the batch")
+    check_fits(4 * p * 8 * batch * max(sizes), "cpu", what=f"{p} stages' activations at batch {batch:,}")
     out = run_mpi("pipeline", p, {"sizes": list(sizes), "batch": batch, "ms": list(ms), "repeat": repeat},
                   timeout_s, progress)
     rs = ResultSet("pipeline_mpi", params={"p": p, "ms": list(ms), "sizes": list(sizes), "batch": batch,

@@ -61,7 +61,10 @@ def _report(problem: str | None, ok_text: str) -> bool:
 def _differs(got: Any, want: np.ndarray, what: str) -> str | None:
     if got is None:
         return f"{what}: your function returned None; return the result."
-    got = np.asarray(got, dtype=float)
+    try:
+        got = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        return f"{what}: return an array of numbers, got {type(got).__name__} {got!r:.60}."
     if got.shape != want.shape:
         return f"{what}: the result has shape {got.shape}, expected {want.shape}."
     if not np.allclose(got, want, atol=1e-9):
@@ -145,6 +148,10 @@ def check_reverse_recurrence(fn: Callable) -> bool:
         if not done:
             return False
         want = state_gradients(a, d)
+        try:
+            np.asarray(got, dtype=float)
+        except (TypeError, ValueError):
+            return _report(f"a of shape {shape}: return an array of numbers, got {type(got).__name__}.", "")
         if got is not None and np.shape(got) == want.shape and not np.allclose(got, want) and shape[0] > 1:
             got = np.asarray(got, dtype=float)
             if np.allclose(got, reverse_recurrence(a, d, "loop")):

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, quiet_numba_launches
-from ..errors import BadInputError, GPUUnavailableError
+from ..errors import BadInputError, GPUUnavailableError, whole_number
 
 __all__ = ["kernels_available", "kernels_unavailable_reason", "diagonal_scan_kernels",
            "diagonal_scan", "chunk_plan", "KERNEL_DTYPES"]
@@ -124,10 +124,8 @@ def _check(a, b, h0, chunk, threads):
         raise BadInputError(f"a and b must share one dtype of {KERNEL_DTYPES}; got {a.dtype} and {b.dtype}.")
     if h0 is not None and tuple(np.shape(h0)) != (a.shape[1],):
         raise BadInputError(f"h0 must have shape (n,) = ({a.shape[1]},); got {tuple(np.shape(h0))}.")
-    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise BadInputError(f"chunk (steps per thread) must be a whole number >= 1; got {chunk!r}.")
-    if not isinstance(threads, (int, np.integer)) or not 1 <= threads <= 1024:
-        raise BadInputError(f"threads per block must be a whole number from 1 to 1024; got {threads!r}.")
+    whole_number("chunk", chunk, hint="steps per thread")
+    whole_number("threads", threads, 1, 1024, hint="threads per block")
 
 
 def diagonal_scan(a: Any, b: Any, h0: Any = None, chunk: int = 64, threads: int = 128) -> Any:
@@ -199,9 +197,9 @@ def chunk_plan(T: int, n: int, chunk: int = 64, threads: int = 128) -> dict:
     >>> p["chunks"], p["threads"], p["dependent_steps"]
     (64, 1024, 192)
     """
-    for name, v in (("T", T), ("n", n), ("chunk", chunk), ("threads", threads)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise BadInputError(f"{name} must be a whole number >= 1; got {v!r}.")
+    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
+    chunk = whole_number("chunk", chunk, hint="steps per thread")
+    threads = whole_number("threads", threads, 1, 1024, hint="threads per block")
     K = -(-T // chunk)
     grid = (-(-n // threads), K)
     steps = min(chunk, T)

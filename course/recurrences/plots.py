@@ -10,13 +10,14 @@ reference results recorded on another machine are drawn dashed and labelled.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..plots import COLORS, add_footer, new_figure
 from ..results import ResultSet
 from .kernels import chunk_plan
@@ -26,6 +27,8 @@ from .work import KINDS, work_counts
 
 __all__ = ["closed_form_figure", "work_figure", "timing_figure", "loss_figure", "chunk_figure",
            "first_bad_step"]
+
+MAX_DRAWN_T = 10 ** 6  # steps closed_form_figure draws
 
 _STYLE = {("diagonal", "loop"): ("#1b9e77", "-"), ("diagonal", "scan"): ("#1b9e77", "--"),
           ("dense", "loop"): ("#7570b3", "-"), ("dense", "scan"): ("#7570b3", "--"),
@@ -62,9 +65,8 @@ def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", se
     leaves the dtype's range) and as a running sum of logs.  Right: ``h_t`` of
     ``h_t = a·h_(t-1) + b_t`` (random b) by the loop, the closed form and the log-space form.
     """
-    if not isinstance(T, (int, np.integer)) or T < 1:
-        raise BadInputError(f"T must be a whole number >= 1; got {T!r}.")
-    if not np.isfinite(a) or a == 0:
+    T = whole_number("T", T, 1, MAX_DRAWN_T, hint="steps drawn in the figure")
+    if isinstance(a, bool) or not isinstance(a, numbers.Real) or not np.isfinite(a) or a == 0:
         raise BadInputError(f"a must be a finite, nonzero number; got {a!r}.")
     av = np.full(T, a, dtype=dtype)
     bv = np.random.default_rng(seed).normal(size=T).astype(dtype)

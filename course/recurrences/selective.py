@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import rel_error
-from ..devices import array_device, get_xp
-from ..errors import BadInputError
+from ..devices import array_device, check_fits, get_xp
+from ..errors import BadInputError, whole_number
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
 
 __all__ = ["PARAM_NAMES", "init_params", "forward", "backward", "mse_loss", "loss_and_grads",
@@ -49,9 +49,10 @@ def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype
     >>> sorted(init_params(2, 4, 1))
     ['W_B', 'W_C', 'W_delta', 'c_delta', 'c_y', 'log_lam']
     """
-    for name, v in (("d_in", d_in), ("n", n), ("d_out", d_out)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise BadInputError(f"{name} must be a whole number >= 1; got {v!r}.")
+    d_in, n = whole_number("d_in", d_in, hint="inputs per step"), whole_number("n", n, hint="the state size")
+    d_out = whole_number("d_out", d_out, hint="outputs per step")
+    check_fits(8 * (2 * d_in * n + n * d_out + 2 * n + d_out), "cpu",
+               what=f"the weights of a selective scan with d_in={d_in:,}, n={n:,}, d_out={d_out:,}")
     rng = np.random.default_rng(seed)
     p = {"W_delta": rng.normal(0, 1 / np.sqrt(d_in), (d_in, n)), "c_delta": np.full(n, -2.0),
          "log_lam": np.log(np.geomspace(0.01, 1.0, n)), "W_B": rng.normal(0, 1 / np.sqrt(d_in), (d_in, n)),

@@ -20,23 +20,23 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import get_xp, to_numpy
-from ..errors import BadInputError
+from ..devices import check_fits, get_xp, to_numpy
+from ..errors import whole_number
 from .selective import PARAM_NAMES, init_params, loss_and_grads
 
 __all__ = ["adding_problem", "TrainingRun", "train_adding", "BASELINE_MSE"]
 
 #: The mean squared error of always answering 1.0: the variance of a sum of two U(0, 1) numbers.
 BASELINE_MSE = 1 / 6
+MAX_TRAIN_STEPS = 20_000  # Adam steps train_adding may take (each is a forward and a backward)
 
 
 def adding_problem(T: int = 32, batch: int = 64, seed: int = 0, dtype: Any = "float64",
                    device: Any = "cpu") -> tuple[Any, Any]:
     """Inputs ``(T, batch, 2)`` (number, marker) and targets ``(batch, 1)`` of the adding problem."""
-    if not isinstance(T, (int, np.integer)) or T < 2:
-        raise BadInputError(f"T must be a whole number >= 2 (one marker in each half); got {T!r}.")
-    if not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise BadInputError(f"batch must be a whole number >= 1; got {batch!r}.")
+    T = whole_number("T", T, 2, hint="one marker in each half")
+    batch = whole_number("batch", batch, hint="sequences per batch")
+    check_fits(8 * 5 * T * batch, "cpu", what=f"an adding problem of T={T:,} steps x batch {batch:,}")
     rng = np.random.default_rng(seed)
     values = rng.uniform(0, 1, (T, batch))
     marks = np.zeros((T, batch))
@@ -88,8 +88,7 @@ def train_adding(T: int = 32, n: int = 16, steps: int = 300, batch: int = 64, lr
     >>> len(run.losses)
     3
     """
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise BadInputError(f"steps must be a whole number >= 1; got {steps!r}.")
+    steps = whole_number("steps", steps, 1, MAX_TRAIN_STEPS, hint="training steps")
     params = init_params(2, n, 1, seed=seed, device=device)
     run = TrainingRun(T=T, n=n, params=params)
     state: dict = {}

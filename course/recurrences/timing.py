@@ -26,7 +26,7 @@ import numpy as np
 
 from ..bppsa.algorithm import backprop_scan, backprop_sequential
 from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, to_numpy
-from ..errors import BadInputError, GPUUnavailableError
+from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..peers import time_torch, torch_device
 from ..results import ResultSet
 from ..timing import Timing, benchmark, sweep_within_budget
@@ -57,9 +57,7 @@ def recurrence_input(T: int, n: int, kind: str = "diagonal", dtype: Any = "float
     [(5, 3, 3), (3,)]
     """
     dev = normalize_device(device)
-    for name, v in (("T", T), ("n", n)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise BadInputError(f"{name} must be a whole number >= 1; got {v!r}.")
+    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
     if kind not in KINDS:
         raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
     dt = check_dtype(dtype, dev)
@@ -118,6 +116,7 @@ def time_recurrence(kind: str, method: str, T: int, n: int, device: Any = "cpu",
                     repeat: int = 5, budget_s: float | None = 0.5) -> Timing:
     """Time one implementation at one (T, n); a clear error for a combination that cannot run."""
     dev = normalize_device(device)
+    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
     if "loop" in method and method != "torch loop" and T > LOOP_MAX_T:
         raise BadInputError(f"the Python loop is timed only up to T = {LOOP_MAX_T:,}; got T = {T:,}.")
     if kind == "dense" and method == "scan":
@@ -144,9 +143,11 @@ def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequen
     >>> sorted(r["method"] for r in rs.records)
     ['loop', 'scan']
     """
+    Ts = [whole_number("Ts", T, hint="each is a number of steps") for T in Ts]
+    ns = [whole_number("ns", n, hint="each is a number of channels") for n in ns]
     devs = resolve_devices(devices or None)
     dt = np.dtype(dtype)
-    rs = ResultSet("recurrence_sweep", params={"Ts": [int(T) for T in Ts], "ns": [int(n) for n in ns],
+    rs = ResultSet("recurrence_sweep", params={"Ts": Ts, "ns": ns,
                                                "kinds": list(kinds), "dtype": dt.name, "devices": devs,
                                                "repeat": repeat})
     jobs = [(d, k, m, int(T), int(n)) for d in devs for k in kinds for m in METHODS[(d, k)]

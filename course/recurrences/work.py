@@ -19,22 +19,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..bppsa.algorithm import work_counts as bppsa_work_counts
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..scan.algorithms import operation_counts
 
 __all__ = ["KINDS", "work_counts", "work_table", "combine_flops"]
 
 #: The two transitions compared in this lesson.
 KINDS = ("diagonal", "dense")
-
-
-def _whole(name: str, v: object, lo: int = 1) -> int:
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-        raise BadInputError(f"{name} must be a whole number >= {lo}; got {v!r}.")
-    return int(v)
 
 
 def combine_flops(n: int, kind: str = "diagonal") -> int:
@@ -46,7 +38,7 @@ def combine_flops(n: int, kind: str = "diagonal") -> int:
     >>> combine_flops(4, "diagonal"), combine_flops(4, "dense")
     (12, 128)
     """
-    n = _whole("n", n)
+    n = whole_number("n", n, hint="the channels")
     if kind not in KINDS:
         raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
     return 3 * n if kind == "diagonal" else 2 * n ** 3
@@ -74,7 +66,8 @@ def work_counts(T: int, n: int, kind: str = "diagonal", itemsize: int = 4) -> di
     >>> round(work_counts(1024, 16, "dense")["work_ratio"])
     32
     """
-    T, n, itemsize = _whole("T", T), _whole("n", n), _whole("itemsize", itemsize)
+    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
     if kind not in KINDS:
         raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
     if kind == "dense":

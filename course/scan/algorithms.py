@@ -5,6 +5,11 @@ A *scan* combines every prefix of a sequence with an associative operator ``op``
 * exclusive: ``out[i] = x[0] op x[1] op ... op x[i-1]`` and ``out[0] = identity``;
 * inclusive: ``out[i] = x[0] op x[1] op ... op x[i]``.
 
+Each function's ``exclusive`` default is the scan its algorithm produces without a final shift,
+on purpose: the Blelloch down-sweep and the sequential loop here give the exclusive scan, while
+Hillis-Steele (and ``numpy.cumsum``, the blocked CPU scan of :mod:`course.scan.blocked`) give
+the inclusive one.  Pass ``exclusive=`` explicitly when comparing two of them.
+
 The sequential loop needs n dependent steps.  Because ``op`` is associative, the
 brackets can be moved freely, and a balanced tree of combinations needs only
 about log2(n) *levels*; all combinations inside one level are independent, so each
@@ -23,7 +28,11 @@ example subtraction, or averaging) gives a result that depends on the bracketing
 so the tree scans and the sequential scan then disagree: that is documented
 behaviour, not a bug.  Likewise ``identity`` must be a true identity,
 ``op(identity, a) == a``: the down-sweep starts from it, so a wrong one shows up in
-every result.  Results have the dtype of ``x`` (what ``op`` returns is stored into it).
+every result.  For the ready operators, and for a scalar identity spread over non-scalar
+elements (a scalar ``1`` for a matrix product), the scans test ``op(identity, x[0])`` once
+and refuse an identity that changes ``x[0]``; ``op`` must return an array of the shape of
+its arguments, or the scan stops with a message saying so.  Results have the dtype of
+``x`` (what ``op`` returns is stored into it).
 
 Ready operators (defined in :mod:`course.scan.ops`, importable from here):
 :func:`add`, :func:`maximum`, :func:`matmul`, :func:`affine`, and :func:`interval`
@@ -47,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, get_xp
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from .ops import (
     OPERATORS,
     Op,
@@ -96,7 +105,41 @@ def prepare_scan(x, op, identity):
                                     f"{x.dtype}; use an integer (e.g. the dtype's minimum for a "
                                     f"maximum, np.iinfo({x.dtype}).min) or convert x to floats.")
         ident = xp.broadcast_to(ident.astype(x.dtype), elem_shape)
+        if x.shape[0] and x.dtype.kind != "O" and (op in OPERATORS.values() or ident.ndim != xp.asarray(identity).ndim):
+            _check_identity(x, xp, op, ident, identity)
     return x, xp, op, ident
+
+
+def _check_identity(x, xp, op, ident, given) -> None:
+    """One ``op(identity, x[0])`` must give ``x[0]`` back; a wrong identity would spoil every prefix.
+
+    Run for the ready operators and for a scalar identity spread over non-scalar elements
+    (a scalar ``1`` for a matrix product becomes the all-ones matrix, not the identity matrix).
+    """
+    first = x[:1]
+    got = _combine(op, ident[None], first)
+    got = xp.asarray(got).astype(x.dtype)
+    if x.dtype.kind in "fc":
+        same = bool(xp.allclose(got, first, rtol=1e-6 if x.dtype.itemsize > 2 else 1e-3, atol=0.0,
+                                equal_nan=True))
+    else:
+        same = bool(xp.array_equal(got, first))
+    if not same:
+        hint = (f"a matrix product's identity is the identity matrix, np.eye({x.shape[1]})"
+                if op is matmul else "the operator's identity e has op(e, a) == a for every a")
+        raise BadInputError(f"identity={given!r} is not an identity of this op: op(identity, x[0]) gives "
+                            f"{_snapshot(got[0]).tolist()!r}, not x[0] = {_snapshot(first[0]).tolist()!r}; {hint}. "
+                            f"Pass identity=None to use the operator's own.")
+
+
+def _combine(op, a, b):
+    """``op(a, b)``, checked: the stack of pairwise combinations, with the shape of ``a``."""
+    r = op(a, b)
+    if getattr(r, "shape", None) is None or tuple(r.shape) != tuple(a.shape):
+        got = f"an array of shape {tuple(r.shape)}" if hasattr(r, "shape") else f"{type(r).__name__} {r!r}"
+        raise BadInputError(f"op must return the stack of pairwise combinations, an array of shape "
+                            f"{tuple(a.shape)} here; it returned {got}. End it with e.g. `return a + b`.")
+    return r
 
 
 # ------------------------------------------------------------------ traces
@@ -173,7 +216,7 @@ def sequential_scan(x, op: Op | None = None, identity: Any = None, exclusive: bo
     for i in range(x.shape[0]):
         if exclusive:
             out[i] = acc[0]
-        acc = op(acc, x[i:i + 1])
+        acc = op(acc, x[i:i + 1]) if i else _combine(op, acc, x[:1])   # what op returns: checked once
         if not exclusive:
             out[i] = acc[0]
     return out
@@ -198,7 +241,7 @@ def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive:
     offset, depth = 1, 0
     while offset < n:
         nxt = cur.copy()
-        nxt[offset:] = op(cur[:-offset], cur[offset:])   # earlier element on the left
+        nxt[offset:] = _combine(op, cur[:-offset], cur[offset:])   # earlier element on the left
         cur = nxt
         if trace:
             snap = _snapshot(cur)
@@ -207,7 +250,7 @@ def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive:
         offset, depth = 2 * offset, depth + 1
     if exclusive and n:
         shifted = xp.empty_like(cur)
-        shifted[0] = ident
+        shifted[:1] = ident[None]        # a slice: an object array would store the 0-d array itself
         shifted[1:] = cur[:-1]
         cur = shifted
     return (cur, tr) if trace else cur
@@ -219,13 +262,18 @@ def blelloch_levels(n: int):
     Level 0 holds the ``n`` leaves; level ``d + 1`` holds one node per pair of level
     ``d``, ``ceil(m / 2)`` nodes for ``m`` below.  When ``m`` is odd the last node has no
     partner and moves up unchanged (as if it were combined with an identity from a
-    padding up to a power of two).  Yields ``(depth, nodes, pairs)`` with
+    padding up to a power of two).  Returns an iterator of ``(depth, nodes, pairs)`` with
     ``pairs = nodes // 2`` operator applications; the down-sweep walks them backwards.
+    A bad ``n`` is refused at the call, not at the first step.
 
     >>> list(blelloch_levels(5))
     [(0, 5, 2), (1, 3, 1), (2, 2, 1)]
     """
-    m, depth = int(n), 0
+    return _levels(whole_number("n", n, 0, hint="the number of leaves"))
+
+
+def _levels(m: int):
+    depth = 0
     while m > 1:
         yield depth, m, m // 2
         m, depth = -(-m // 2), depth + 1
@@ -287,7 +335,7 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
     tree = [x]                                          # tree[d]: the nodes of level d
     for depth, m, _ in blelloch_levels(n):              # up-sweep: a reduction tree
         a = tree[-1]
-        sums = _owned(xp, op(a[0:m - 1:2], a[1:m:2]), a)  # earlier (left) op later (right)
+        sums = _owned(xp, _combine(op, a[0:m - 1:2], a[1:m:2]), a)  # earlier (left) op later (right)
         if m % 2:                                       # odd node out: moves up unchanged
             sums = xp.concatenate([sums, a[m - 1:]])
         tree.append(sums)
@@ -296,7 +344,7 @@ def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool
     prefix = xp.asarray(ident)[None]                    # the root's prefix: nothing before it
     for depth, m, _ in reversed(list(blelloch_levels(n))):  # down-sweep: hand prefixes down
         a = tree[depth]
-        right = _owned(xp, op(prefix[:m // 2], a[0:m - 1:2]), a)  # prefix op left sibling
+        right = _owned(xp, _combine(op, prefix[:m // 2], a[0:m - 1:2]), a)  # prefix op left sibling
         if depth:
             out = a               # the level's own values are used up: reuse its memory
         else:                     # the leaves' prefixes are the result (+1 slot for the total)
@@ -370,6 +418,7 @@ def operation_counts(algorithm: str, n: int) -> dict:
     >>> operation_counts("hillis-steele", 8)
     {'work': 17, 'steps': 3}
     """
+    n = whole_number("n", n, 0, hint="the length of the scan")
     if algorithm == "sequential":
         return {"work": n, "steps": n}
     if algorithm == "hillis-steele":

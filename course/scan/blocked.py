@@ -75,7 +75,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 
 __all__ = ["STRATEGIES", "SCAN_DTYPES", "BYTES_PER_ELEMENT", "TILE_BYTES", "blocked_scan", "sequential_cumsum",
            "block_bounds", "bytes_per_element", "warm_up", "scan_threads"]
@@ -87,6 +87,7 @@ BYTES_PER_ELEMENT = {"sequential": 2, "scan-then-add": 4, "scan-then-add, tiled"
 #: Bytes of ``x`` each core scans per round of the tiled scan-then-add (``tile="cache"``): with the same
 #: of ``out`` it stays in the core's cache (L2, or its share of L3) until the add.
 TILE_BYTES = 2**20
+MAX_BLOCKS = 2**16  # blocks a scan may be split into (a few per core is plenty)
 #: Elements one core scans as two chains before joining them (:func:`_scan_two`): the join then
 #: finds the chunk in the core's nearest caches.
 CHUNK = 2**13
@@ -268,12 +269,6 @@ def _check_x(x: Any) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
-def _check_whole(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise BadInputError(f"{name} must be a whole number >= {lo}, got {v!r}")
-    return int(v)
-
-
 def scan_threads(threads: int | None = None) -> int:
     """The threads numba's parallel loops will use: ``threads``, or the course's default.
 
@@ -285,7 +280,7 @@ def scan_threads(threads: int | None = None) -> int:
     """
     from ..timing import get_threads
 
-    want = get_threads() if threads is None else _check_whole("threads", threads)
+    want = get_threads() if threads is None else whole_number("threads", threads, hint="or None for the default")
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))
 
 
@@ -295,7 +290,8 @@ def block_bounds(n: int, blocks: int) -> list[tuple[int, int]]:
     >>> block_bounds(10, 3)
     [(0, 3), (3, 6), (6, 10)]
     """
-    n, blocks = _check_whole("n", n, 0), _check_whole("blocks", blocks)
+    n = whole_number("n", n, 0)
+    blocks = whole_number("blocks", blocks, 1, MAX_BLOCKS, hint="one block per thread: a few per core is plenty")
     return [((n * b) // blocks, (n * (b + 1)) // blocks) for b in range(blocks)]
 
 
@@ -378,11 +374,12 @@ def blocked_scan(x: Any, exclusive: bool = False, strategy: str = "scan-then-add
     if strategy not in STRATEGIES:
         raise BadInputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     nthreads = scan_threads(threads)
-    nblocks = nthreads if blocks is None else _check_whole("blocks", blocks)
+    nblocks = nthreads if blocks is None else whole_number("blocks", blocks, 1, MAX_BLOCKS,
+                                                           hint="or None for one per thread")
     if isinstance(tile, str) and tile == "cache":
         tile = max(1, TILE_BYTES // x.dtype.itemsize)
     elif tile is not None:
-        tile = _check_whole("tile", tile)
+        tile = whole_number("tile", tile, hint="elements per tile, 'cache' or None")
     out = _check_out(x, out)
     nblocks = max(1, min(nblocks, x.shape[0]))
     before = numba.get_num_threads()

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, quiet_numba_launches
-from ..errors import BadInputError, GPUUnavailableError
+from ..errors import BadInputError, GPUUnavailableError, whole_number
 
 __all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
            "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS", "STRATEGIES",
@@ -131,7 +131,8 @@ def shared_memory_bytes(dtype: Any = "float32", threads: int = 256, items: int =
     True
     """
     pad = 1 if conflict_free else 0
-    tile, t = int(threads) * int(items), int(threads)
+    t = whole_number("threads", threads, 1, 1024, hint="threads per block")
+    tile = t * whole_number("items", items, hint="elements per thread")
     slots = (tile + pad * (tile // BANKS) + 1) + (t + pad * (t // BANKS) + 1)
     return slots * np.dtype(dtype).itemsize
 
@@ -413,7 +414,9 @@ def kernel_bank_conflicts(threads: int = 256, items: int = 8, conflict_free: boo
     down-sweep level of the tree over the thread partials.  Returns one dict per step:
     ``{"step", "threads", "degree"}`` (worst over the warps taking part).
     """
-    T = int(threads)
+    T = whole_number("threads", threads, 1, 1024, hint="threads per block")
+    items = whole_number("items", items, 1, 1024, hint="elements per thread")
+    warp = whole_number("warp", warp, 1, 1024, hint="threads per warp, 32 on NVIDIA GPUs")
 
     def slot(i):
         i = np.asarray(i, dtype=np.int64)

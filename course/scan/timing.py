@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices
-from ..errors import BadInputError, DeviceMemoryError
+from ..errors import BadInputError, DeviceMemoryError, whole_number
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan
@@ -54,8 +54,7 @@ def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "c
     dev = normalize_device(device)
     if op not in OPERATORS:
         raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
-    if not isinstance(n, (int, np.integer)) or n < 0:
-        raise BadInputError(f"n must be a whole number >= 0; got {n!r}.")
+    n = whole_number("n", n, 0, hint="the length of the scan")
     dt = check_dtype(dtype, dev)
     shape = {"matmul": (n, 2, 2), "affine": (n, 2), "interval": (n, 2)}.get(op, (n,))
     check_fits(3 * int(np.prod(shape)) * dt.itemsize, dev, what=f"a scan of {n:,} elements")
@@ -130,6 +129,7 @@ def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
               device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5) -> Timing:
     """Time one algorithm at one size; raises a clear error for impossible combinations."""
     dev = normalize_device(device)
+    n = whole_number("n", n, 0, hint="the length of the scan")
     if algorithm == "sequential" and n > SEQUENTIAL_MAX_N:
         raise BadInputError(f"the Python loop is timed only up to n = {SEQUENTIAL_MAX_N:,} "
                             f"(about a microsecond per element); got n = {n:,}.")
@@ -151,9 +151,10 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
     """
     from ..hardware.machine import copy_bandwidth
 
+    ns = [whole_number("ns", n, 0, hint="each is a scan length") for n in ns]
     devs = resolve_devices(devices or None)
     dt = np.dtype(dtype)
-    rs = ResultSet("scan_sweep", params={"ns": [int(n) for n in ns], "op": op, "dtype": dt.name,
+    rs = ResultSet("scan_sweep", params={"ns": ns, "op": op, "dtype": dt.name,
                                          "devices": devs, "repeat": repeat, "budget_s": budget_s})
     jobs = [(d, a, int(n)) for d in devs for a in (algorithms or ALGORITHMS[d])
             if a in ALGORITHMS[d] for n in ns]

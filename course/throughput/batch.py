@@ -24,6 +24,7 @@ bfloat16 has no numpy type; it is timed through PyTorch when that is installed.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from ..backprop import MLP
 from ..devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize
-from ..errors import BadInputError, UnsupportedDtypeError
+from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..peers import time_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
@@ -49,7 +50,8 @@ def littles_law(throughput_per_s: float, latency_s: float) -> float:
     >>> littles_law(1000.0, 0.064)  # 1000 samples/s, 64 ms each: 64 in flight
     64.0
     """
-    if throughput_per_s < 0 or latency_s < 0:
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0
+               for v in (throughput_per_s, latency_s)):
         raise BadInputError(f"throughput and latency must be >= 0, got {throughput_per_s!r}, {latency_s!r}")
     return float(throughput_per_s) * float(latency_s)
 
@@ -66,7 +68,9 @@ def batch_for_fraction(batch_sizes: Sequence[float], samples_per_s: Sequence[flo
     if b.shape != s.shape or b.ndim != 1 or not len(b):
         raise BadInputError(f"need two equally long, non-empty lists, got {len(b)} batch sizes and "
                             f"{len(s)} throughputs")
-    if not 0 < fraction <= 1:
+    if not np.all(np.isfinite(b)) or not np.all(np.isfinite(s)):
+        raise BadInputError("batch_sizes and samples_per_s must be finite numbers (no NaN or infinity)")
+    if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool) or not 0 < fraction <= 1:
         raise BadInputError(f"fraction must be in (0, 1], got {fraction!r}")
     order = np.argsort(b)
     b, s = b[order], s[order]
@@ -93,13 +97,13 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
     over ``stream_steps`` consecutive steps timed as one run; median of up to 3 runs), ``in_flight`` (Little's law:
     ``stream_samples_per_s × median_s``, to compare with ``batch``) and ``gflops``.
     """
-    bs = [int(b) for b in batch_sizes]
+    bs = [whole_number("batch_sizes", b, hint="each is a batch size") for b in batch_sizes]
     if not bs:
         raise BadInputError("the batch-size range is empty: give at least one batch size, e.g. [1, 64]")
-    if min(bs) < 1:
-        raise BadInputError(f"batch sizes must be >= 1, got {min(bs)}")
-    sizes = [int(s) for s in sizes]
-    if len(sizes) < 2 or min(sizes) < 1:
+    sizes = [whole_number("sizes", s, hint="each is a layer width") for s in sizes]
+    repeat = whole_number("repeat", repeat)
+    stream_steps = whole_number("stream_steps", stream_steps, 1, 10_000)
+    if len(sizes) < 2:
         raise BadInputError(f"sizes must list at least an input and an output width, got {sizes!r}")
     devs = resolve_devices(devices)
     dt = check_dtype(dtype, "cpu")
@@ -133,8 +137,15 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
 
 def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: float | None) -> dict:
     """One n×n matrix product in ``dtype`` (bfloat16, ...) timed through PyTorch: a record with its GFLOP/s."""
+    n = whole_number("n", n, hint="the matrix side")
+    check_fits(3 * n * n * 2, "gpu" if device == "gpu" else "cpu", what=f"three {n:,}x{n:,} {dtype} matrices")
+    if not torch_available():
+        raise UnsupportedDtypeError(f"{dtype} is timed through PyTorch, which is not installed here; "
+                                    "pip install torch, or choose float32 or float16")
     import torch
 
+    if not isinstance(dtype, str) or not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise UnsupportedDtypeError(f"dtype must name a PyTorch dtype such as 'bfloat16', got {dtype!r}")
     tdev = "cuda" if device == "gpu" else "cpu"
     if tdev == "cuda" and not torch_cuda_available():
         raise UnsupportedDtypeError("bfloat16 on the GPU is timed through PyTorch, whose CUDA build is not "
@@ -162,19 +173,19 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
     note when PyTorch is not installed.  Each record has ``dtype``, ``library``, ``n``,
     ``gflops``, ``median_s`` and ``matrix_bytes`` (one n×n matrix).
     """
-    sizes = [int(s) for s in sizes]
+    sizes = [whole_number("sizes", s, hint="each is a matrix side") for s in sizes]
     if not sizes:
         raise BadInputError("the size range is empty: give at least one matrix size, e.g. [256]")
-    if min(sizes) < 1:
-        raise BadInputError(f"matrix sizes must be >= 1, got {min(sizes)}")
     dtypes = list(dtypes)
     if not dtypes:
         raise BadInputError("dtypes is empty: give at least one of float32, float16, bfloat16")
     devs = resolve_devices(devices)
     for dtn in dtypes:
-        if dtn != "bfloat16":
-            for d in devs:
+        for d in devs:
+            if dtn != "bfloat16":
                 check_dtype(dtn, d)
+            check_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
+                       what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
     rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devs,
                                              "repeat": repeat, "stopped_early": False})
     if "bfloat16" in dtypes and not torch_available():

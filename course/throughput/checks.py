@@ -127,7 +127,11 @@ def check_batch_for_fraction(fn: Callable, seed: int = 5) -> bool:
         if not ok:
             return False
         want = batch_for_fraction(b, s, frac)
-        if got is None or not np.isscalar(got) or int(got) != want:
+        if isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(got):
+            print(f"For fraction {frac}: return one batch size (a number), got {type(got).__name__} {got!r}")
+            return False
+        if int(got) != want:
             pairs = ", ".join(f"{bb}: {ss:,.0f}" for bb, ss in sorted(zip(b, s)))
             hint = ""
             if got in range(len(b)) and got not in b:

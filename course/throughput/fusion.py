@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize, to_numpy
-from ..errors import BadInputError, UnsupportedDtypeError
+from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark
 
@@ -55,9 +55,7 @@ MAX_STEPS = len(FUSION_STEPS)
 
 
 def _check_steps(steps: Any) -> int:
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= MAX_STEPS:
-        raise BadInputError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}")
-    return int(steps)
+    return whole_number("steps", steps, 1, MAX_STEPS, hint="the chain has that many steps")
 
 
 def fusion_chain(steps: int) -> list[str]:
@@ -77,8 +75,13 @@ def unfused(x, steps: int):
 def blocked(x, steps: int, tile: int = 2 ** 16, out=None):
     """CPU: the chain tile by tile, each tile going through every step while it is in cache."""
     k = _check_steps(steps)
+    tile = whole_number("tile", tile, hint="elements per tile")
     if type(x).__module__.startswith("cupy"):
         raise BadInputError("blocked() is the CPU's way of fusing; on the GPU use fused()")
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        raise UnsupportedDtypeError(f"blocked() updates each tile in place, so x must hold floats; got "
+                                    f"{x.dtype.name}: convert with x.astype('float32')")
     out = np.empty_like(x) if out is None else out
     buf = np.empty(min(tile, x.size), dtype=x.dtype)
     for i in range(0, x.size, tile):
@@ -130,6 +133,7 @@ def fused(x, steps: int, out=None):
     k = _check_steps(steps)
     if type(x).__module__.startswith("cupy"):
         return _cupy_fused(k)(x) if out is None else _cupy_fused(k)(x, out)
+    x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
         raise UnsupportedDtypeError(f"the CPU's fused loop (numba) handles float32 and float64, got "
                                     f"{x.dtype.name}; choose float32, or the 'blocked' mode")
@@ -141,6 +145,9 @@ def fused(x, steps: int, out=None):
 def fusion_counts(n: int, steps: int, itemsize: int, mode: str, tile: int = 2 ** 16) -> dict:
     """Kernels (calls) launched and bytes moved through main memory by one run of the chain."""
     k = _check_steps(steps)
+    n = whole_number("n", n, 0)
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per element, e.g. 4 for float32")
+    tile = whole_number("tile", tile)
     if mode == "unfused":
         return {"kernels": k, "bytes": 2.0 * k * n * itemsize}
     if mode == "fused":
@@ -168,15 +175,18 @@ def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", dev
     result (the oracle).  ``"blocked"`` runs on the CPU only.
     """
 
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"n must be a whole number >= 1, got {n!r}")
-    n, k = int(n), _check_steps(steps)
+    n, k = whole_number("n", n), _check_steps(steps)
     bad = [m for m in modes if m not in ("unfused", "fused", "blocked")]
     if bad or not modes:
         raise BadInputError(f"modes must be some of 'unfused', 'blocked', 'fused'; got {list(modes)!r}")
     devs = resolve_devices(devices)
     rs = ResultSet("fusion", params={"n": n, "steps": k, "chain": fusion_chain(k), "dtype": str(dtype),
                                     "devices": devs, "modes": list(modes)})
+    for d in devs:
+        dt = check_dtype(dtype, d)
+        if dt.kind != "f":
+            raise UnsupportedDtypeError(f"dtype must be a floating type (float16, float32, float64): the chain "
+                                        f"multiplies by 0.5 in place, got {dt.name}")
     for d in devs:
         dt = check_dtype(dtype, d)
         check_fits(4 * n * dt.itemsize, d, what=f"the chain on {n:,} {dt.name}")

@@ -33,17 +33,11 @@ from typing import Any
 import numpy as np
 
 from ..devices import check_dtype, check_fits, cupy_module, get_xp, normalize_device, require_gpu
-from ..errors import BadInputError
+from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 
 __all__ = ["smallest_op_latency", "async_chain", "transfer_bandwidth", "latency_summary"]
-
-
-def _check_repeat(repeat: Any) -> int:
-    if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
-        raise BadInputError(f"repeat must be a whole number >= 1, got {repeat!r}")
-    return int(repeat)
 
 
 def _record(rs: ResultSet, t: Timing, what: str, device: str, **extra: Any) -> None:
@@ -69,7 +63,7 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
     median/quartiles and every sample in ``samples_s``.
     """
     dev = normalize_device(device)
-    repeat = _check_repeat(repeat)
+    repeat = whole_number("repeat", repeat)
     xp = get_xp(dev)
     rs = ResultSet("launch_latency", params={"device": dev, "repeat": repeat, "budget_s": budget_s})
 
@@ -143,12 +137,13 @@ def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: A
     just the launch cost: the work is still in the queue when the timer stops.
     """
     dev = normalize_device(device)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"n must be a whole number >= 1, got {n!r}")
-    if isinstance(chain, bool) or not isinstance(chain, (int, np.integer)) or not 1 <= chain <= 10_000:
-        raise BadInputError(f"chain must be a whole number of ops from 1 to 10000, got {chain!r}")
-    repeat = _check_repeat(repeat)
+    n = whole_number("n", n)
+    chain = whole_number("chain", chain, 1, 10_000, hint="the number of ops in the chain")
+    repeat = whole_number("repeat", repeat)
     dt = check_dtype(dtype, dev)
+    if dt.kind != "f":
+        raise UnsupportedDtypeError(f"dtype must be a floating type (float16, float32, float64): each op "
+                                    f"multiplies by 1.0 into a preallocated output, got {dt.name}")
     check_fits(2 * int(n) * dt.itemsize, dev, what=f"two arrays of {n:,} {dt.name}")
     xp = get_xp(dev)
     x = xp.full(int(n), 0.5, dtype=dt)
@@ -210,13 +205,13 @@ def transfer_bandwidth(sizes: Sequence[int] = (2 ** 12, 2 ** 16, 2 ** 20, 2 ** 2
     pinned staging buffer, then DMAs it.  Pinned (page-locked) memory is DMA'd
     directly.  Needs a GPU (there is no host↔device copy without one).
     """
-    require_gpu()
-    sizes = [int(s) for s in sizes]
-    if not sizes or min(sizes) < 4:
-        raise BadInputError(f"transfer sizes must be a non-empty list of byte counts >= 4, got {sizes!r}")
+    sizes = [whole_number("sizes", s, 4, hint="byte counts of at least 4") for s in sizes]
+    if not sizes:
+        raise BadInputError("sizes must be a non-empty list of byte counts >= 4, got an empty list")
     bad = [m for m in memory if m not in ("pageable", "pinned")]
     if bad or not memory:
         raise BadInputError(f"memory must name 'pageable' and/or 'pinned', got {list(memory)!r}")
+    require_gpu()
     check_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
     check_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
     cp = cupy_module()

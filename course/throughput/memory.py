@@ -19,13 +19,14 @@ thousands of threads — each stalled thread is one more outstanding load.
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..devices import check_fits, cupy_module, get_xp, normalize_device, resolve_devices, synchronize
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark
 
@@ -35,6 +36,7 @@ __all__ = ["LINE_BYTES", "random_cycle", "chase", "memory_latency", "memory_late
 #: One node per 64-byte cache line, so that no two hops share a line.
 LINE_BYTES = 64
 _STRIDE = LINE_BYTES // 8  # int64 slots per line
+MAX_HOPS = 2 ** 26  # one chase of this many dependent loads takes seconds from DRAM (~100 ns each)
 
 #: CUDA C of the GPU chase: one thread, so every load waits for the previous one.
 CHASE_KERNEL = r"""
@@ -54,9 +56,10 @@ def random_cycle(nbytes: int, seed: int = 0) -> np.ndarray:
     One node per ``LINE_BYTES`` (64-byte line); the order is a single random cycle, so the
     hardware prefetchers cannot guess the next address.
     """
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 2 * LINE_BYTES:
-        raise BadInputError(f"nbytes must be a whole number of at least {2 * LINE_BYTES} bytes, got {nbytes!r}")
-    lines = int(nbytes) // LINE_BYTES
+    nbytes = whole_number("nbytes", nbytes, 2 * LINE_BYTES,
+                          hint="the working set needs at least two 64-byte cache lines")
+    lines = nbytes // LINE_BYTES
+    check_fits(3 * lines * LINE_BYTES, "cpu", what=f"a {nbytes / 2**20:.1f} MiB pointer chase")
     order = np.random.default_rng(seed).permutation(lines)
     nxt = np.zeros(lines * _STRIDE, dtype=np.int64)
     nxt[order * _STRIDE] = np.roll(order, -1) * _STRIDE  # node order[k] points to order[k + 1]
@@ -85,6 +88,7 @@ def _gpu_chase():
 
 def chase(nxt: Any, hops: int) -> int:
     """Follow ``hops`` pointers from index 0 (compiled loop on the CPU, one GPU thread on the GPU)."""
+    hops = whole_number("hops", hops, 1, MAX_HOPS, hint="each hop is one dependent load")
     if type(nxt).__module__.startswith("cupy"):
         cp = cupy_module()
         out = cp.zeros(1, dtype=cp.int64)
@@ -97,8 +101,10 @@ def memory_latency(nbytes: int = 2 ** 26, device: Any = "cpu", hops: int = 2 ** 
                    budget_s: float | None = 1.0) -> dict:
     """Latency of one dependent load with a working set of ``nbytes``: ``seconds_per_hop`` and its record."""
     dev = normalize_device(device)
-    if isinstance(hops, bool) or not isinstance(hops, (int, np.integer)) or hops < 1:
-        raise BadInputError(f"hops must be a whole number >= 1, got {hops!r}")
+    hops = whole_number("hops", hops, 1, MAX_HOPS, hint="each hop is one dependent load of ~100 ns, so 2**26 "
+                        "hops take seconds")
+    nbytes = whole_number("nbytes", nbytes, 2 * LINE_BYTES,
+                          hint="the working set needs at least two 64-byte cache lines")
     check_fits(int(nbytes), dev, what=f"a {int(nbytes) / 2**20:.1f} MiB pointer chase")
     xp = get_xp(dev)
     nxt = xp.asarray(random_cycle(nbytes))
@@ -116,7 +122,8 @@ def memory_latency_sweep(sizes: Sequence[int] = tuple(2 ** k for k in range(12, 
                          progress: Any = None) -> ResultSet:
     """Pointer-chase latency against working-set size on each device: a ``ResultSet`` ``"memory_latency"``."""
 
-    sizes = [int(s) for s in sizes]
+    sizes = [whole_number("sizes", s, 2 * LINE_BYTES, hint="working sets in bytes") for s in sizes]
+    hops = whole_number("hops", hops, 1, MAX_HOPS)
     if not sizes:
         raise BadInputError("the working-set range is empty: give at least one size in bytes, e.g. [2**20]")
     devs = resolve_devices(devices)
@@ -134,7 +141,8 @@ def bytes_in_flight(bandwidth_bytes_per_s: float, latency_s: float) -> dict:
     >>> bytes_in_flight(20e9, 100e-9)["lines"]
     31.25
     """
-    if not bandwidth_bytes_per_s > 0 or not latency_s > 0:
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+               for v in (bandwidth_bytes_per_s, latency_s)):
         raise BadInputError(f"bandwidth and latency must be positive, got {bandwidth_bytes_per_s!r} B/s and "
                             f"{latency_s!r} s")
     b = float(bandwidth_bytes_per_s) * float(latency_s)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, synchronize
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 
@@ -102,12 +102,6 @@ def default_sizes(op: str | Op, quick: bool = True) -> list[int]:
     return [2 ** k for k in range(0, 23 if quick else 28, 2)]
 
 
-def _check_size(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"size n must be a whole number >= 1, got {n!r}")
-    return int(n)
-
-
 def _prepare(o: Op, xp, n: int, dt: np.dtype) -> tuple[Callable, tuple, dict]:
     """Arrays on the device and the call to time (outputs preallocated: no allocation is timed)."""
     if o.name == "add":
@@ -151,7 +145,7 @@ def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", r
     True
     """
     o = get_op(op)
-    n = _check_size(n)
+    n = whole_number("n", n, hint="the size of the operation")
     dev = normalize_device(device)
     dt = check_dtype(dtype, dev)
     check_fits(o.memory(n, dt.itemsize), dev, what=f"{o.name} at n={n:,} in {dt.name}")
@@ -197,7 +191,7 @@ def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, d
     o = get_op(op)
     if sizes is None:
         sizes = default_sizes(o)
-    sizes = [_check_size(n) for n in sizes]
+    sizes = [whole_number("sizes", n, hint="each size is an operation size") for n in sizes]
     if not sizes:
         raise BadInputError(f"the size range for {o.name!r} is empty: give at least one size "
                             "(for example [2**10, 2**20])")

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..backprop import MLP
 from ..devices import check_dtype, check_fits, get_xp, resolve_devices, synchronize
-from ..errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
+from ..errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark, get_threads, sweep_within_budget
 from .batch import DEFAULT_MLP_SIZES, time_torch_matmul, torch_available
@@ -118,6 +118,8 @@ def theoretical_peak(dtype: str = "float32", fma_units: int | None = None) -> di
 
     if dtype not in ("float32", "float64"):
         raise BadInputError(f"dtype must be float32 or float64 for a SIMD peak, got {dtype!r}")
+    if fma_units is not None:
+        fma_units = whole_number("fma_units", fma_units, 1, 64, hint="FMA units per core, or None")
     info = cpu_info()
     bits = info.get("simd_width_bits")
     lanes = bits // (8 * np.dtype(dtype).itemsize) if bits else None
@@ -253,9 +255,7 @@ def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu",
     """
     (dev,) = resolve_devices([device])
     dt = check_dtype(dtype, dev)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"size n must be a whole number >= 1, got {n!r}")
-    n = int(n)
+    n = whole_number("n", n, hint="the size of the operation")
     if op in OPS:
         rec = time_op(get_op(op), n, dt, dev, repeat=repeat, budget_s=budget_s)
         return rec | {"kind": "point", "name": f"{op} n={n:,}", "op": op, "flops_per_s": rec["gflops"] * 1e9}

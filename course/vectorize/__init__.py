@@ -5,7 +5,7 @@ Read in this order:
 * :mod:`~course.vectorize.rungs`: ReLU and friends as a Python loop, in explicit SIMD lanes, as
   one numpy call, on threads, on a GPU; the bytes each moves;
 * :mod:`~course.vectorize.simd`: which SIMD code numpy really runs for each operation;
-* :mod:`~course.vectorize.ladder`: every rung timed and checked against numpy, and ReLU against
+* :mod:`~course.vectorize.timing`: the ladder, every rung timed and checked against numpy, and ReLU against
   the copy bandwidth;
 * :mod:`~course.vectorize.gpu`: the GPU rungs, one thread per element and a fused kernel;
 * :mod:`~course.vectorize.matmul`: the matrix product at every rung, in GFLOP/s;
@@ -22,10 +22,6 @@ from .exercises import (
     softmax_rows,
     softmax_rows_loop,
 )
-from .ladder import (
-    ladder,
-    relu_bandwidth,
-)
 from .rungs import (
     CPU_RUNGS,
     FLOAT_DTYPES,
@@ -35,6 +31,7 @@ from .rungs import (
     RUNGS,
     bytes_moved,
     compiled_relu,
+    default_workers,
     effective_bandwidth,
     elementwise,
     lane_steps,
@@ -47,11 +44,16 @@ from .rungs import (
     threaded_elementwise,
     tolerance,
 )
+from .timing import (
+    ladder,
+    relu_bandwidth,
+)
 
 __all__ = [
     "OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise", "loop_elementwise",
     "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise", "lane_steps",
     "bytes_moved", "effective_bandwidth", "tolerance", "simd_summary", "compiled_relu", "random_input",
+    "default_workers",
     "leaky_relu", "leaky_relu_loop", "softmax_rows", "softmax_rows_loop",
     "ladder", "relu_bandwidth",
 ]

@@ -29,11 +29,26 @@ def _call(fn: Callable, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
                         f"dtype {getattr(args[0], 'dtype', '?')}", **kwargs)
 
 
+def _numeric(got: Any) -> np.ndarray | None:
+    """``got`` as a numpy array of real numbers, or None when it is not one (a string, a dict, ...)."""
+    if got is None or isinstance(got, (str, bytes)):
+        return None
+    try:
+        arr = np.asarray(got)
+    except Exception:  # e.g. a GPU array or an object numpy cannot read
+        return None
+    return arr if arr.dtype.kind in "biuf" else None
+
+
 def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float) -> str | None:
     """A sentence saying how ``got`` differs from ``want``, or None when they agree."""
     if got is None:
         return f"{what}: your function returned None; return the result array"
-    got = np.asarray(got)
+    arr = _numeric(got)
+    if arr is None:
+        return (f"{what}: your function returned {type(got).__name__} {str(got)[:40]!r}, not an array of "
+                "numbers; return the result array")
+    got = arr
     if got.shape != want.shape:
         return f"{what}: shape {got.shape}, expected {want.shape} (same shape as the input)"
     if got.dtype != want.dtype:
@@ -87,7 +102,7 @@ def check_leaky_relu(fn: Callable, slope: float = 0.01, speed: bool = True) -> b
         want = leaky_relu(x, s)
         msg = _same_array(got, want, f"leaky_relu of {n} {dt} values, slope={s}", 1e-6, 1e-7)
         if msg:
-            got = np.asarray(got) if got is not None else None
+            got = _numeric(got)
             neg = x < 0
             if got is not None and got.shape == x.shape and neg.any():
                 if np.allclose(got[neg], 0):
@@ -129,8 +144,9 @@ def check_softmax_rows(fn: Callable, speed: bool = True) -> bool:
         msg = _same_array(got, want, f"softmax of a {shape} {dt} array" +
                           (f" with values near {shift:g}" if shift else ""), *tol)
         if msg:
-            g = np.asarray(got, dtype=np.float64) if got is not None else None
+            g = _numeric(got)
             if g is not None and g.shape == want.shape:
+                g = g.astype(np.float64)
                 if not np.all(np.isfinite(g)):
                     msg += (". Some values are nan/inf: exp overflows for large inputs; subtract each "
                             "row's maximum first (x - x.max(axis=1, keepdims=True))")

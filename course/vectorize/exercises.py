@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, get_xp
+from ..errors import BadInputError
 
 __all__ = ["leaky_relu", "leaky_relu_loop", "softmax_rows", "softmax_rows_loop"]
 
 
 def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
     """Leaky ReLU, one element at a time: ``v if v > 0 else slope * v``.  Exercise 1 starts here."""
-    x = np.asarray(x)
+    x = _floats(np.asarray(x), "leaky_relu")
     out = np.empty_like(x)
     for i in range(x.size):
         v = x.flat[i]
@@ -34,12 +35,13 @@ def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
 def leaky_relu(x: Any, slope: float = 0.01) -> Any:
     """Leaky ReLU, vectorized for numpy or CuPy arrays."""
     xp = get_xp(array_device(x))
+    x = _floats(xp.asarray(x), "leaky_relu")
     return xp.where(x > 0, x, x * x.dtype.type(slope))
 
 
 def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
     """Row-wise softmax with loops, subtracting each row's maximum first.  Exercise 2 starts here."""
-    x = np.asarray(x)
+    x = _rows(np.asarray(x))
     out = np.empty_like(x)
     for i in range(x.shape[0]):
         m = max(x[i, j] for j in range(x.shape[1]))
@@ -55,7 +57,24 @@ def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
 def softmax_rows(x: Any) -> Any:
     """Row-wise softmax, vectorized: subtract the row maximum (no overflow), exp, normalise."""
     xp = get_xp(array_device(x))
+    x = _rows(xp.asarray(x))
     e = xp.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
+
+
+def _rows(x: Any) -> Any:
+    """``x`` if it is a 2-D float array (one softmax per row); else a clear error."""
+    if x.ndim != 2:
+        raise BadInputError(f"softmax_rows takes a 2-D array (one softmax per row), got shape {x.shape}; "
+                            "for a single vector use x.reshape(1, -1)")
+    return _floats(x, "softmax_rows")
+
+
+def _floats(x: Any, what: str) -> Any:
+    """``x`` if its dtype is a float one; else a clear error (an integer result would be truncated)."""
+    if x.dtype.kind != "f":
+        raise BadInputError(f"{what} takes a float array, got dtype {x.dtype}; convert it first, "
+                            "e.g. x.astype('float64')")
+    return x

@@ -22,16 +22,18 @@ Two ways to run the ladder's ops on a GPU:
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
 
 from ..devices import array_device, cupy_module, quiet_numba_launches, require_gpu
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 
-__all__ = ["CUDA_BODIES", "ELEMENT_FUNCTIONS", "cuda_source", "fused_elementwise", "numba_elementwise",
-           "blocks_for"]
+__all__ = ["CUDA_BODIES", "ELEMENT_FUNCTIONS", "cuda_source", "numba_kernel_source", "fused_elementwise",
+           "numba_elementwise", "blocks_for"]
 
 #: The body of each fused kernel for one element; ``C`` is the compute type (float or double).
 CUDA_BODIES = {
@@ -84,9 +86,9 @@ def blocks_for(n: int, threads_per_block: int = 256) -> int:
     >>> blocks_for(1000, 256)
     4
     """
-    if threads_per_block < 1 or threads_per_block > 1024:
-        raise BadInputError(f"threads_per_block must be 1..1024 (a CUDA limit), got {threads_per_block}")
-    return max(1, -(-int(n) // threads_per_block))
+    threads_per_block = whole_number("threads_per_block", threads_per_block, hi=1024, hint="1..1024 is a CUDA limit")
+    n = whole_number("n", n, lo=0, hint="the number of elements")
+    return max(1, -(-n // threads_per_block))
 
 
 #: What one thread does to one element, as plain Python: compiled for the GPU (below) and, in the
@@ -129,6 +131,12 @@ def _numba_kernels(dtype_name: str) -> dict:
         return kernel
 
     return {op: make(body) for op, body in ELEMENT_FUNCTIONS.items()}
+
+
+def numba_kernel_source() -> str:
+    """The Python source of the one ``numba.cuda`` kernel every op shares: one thread per element."""
+    body = inspect.getsource(_numba_kernels).split("@cuda.jit")[1].split("return kernel")[0]
+    return textwrap.dedent("        @cuda.jit" + body).rstrip() + "\n"
 
 
 def numba_elementwise(op: str, x: Any, threads_per_block: int = 128, a: float = 2.0,

@@ -28,24 +28,29 @@ wrapper) costs nothing measurable over calling ``numpy.matmul`` directly.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device, synchronize, to_numpy
-from ..errors import BadInputError, UnsupportedDtypeError
+from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..hardware.machine import matmul_flops
 from ..peers import time_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
-from ..timing import benchmark
+from ..timing import benchmark, interleaved_rounds
+from .simd import fastest_call_s
 
-__all__ = ["MATMUL_RUNGS", "MATMUL_LIMITS", "matmul", "matmul_loop", "matmul_dots", "matmul_blas",
-           "torch_available", "random_matrices", "time_matmul_rung", "matmul_ladder", "wrapper_overhead",
-           "matmul_tolerance"]
+__all__ = ["MATMUL_RUNGS", "MATMUL_LIMITS", "CPU_FLOAT16_MATMUL_MAX_N", "matmul", "matmul_loop", "matmul_dots",
+           "matmul_blas", "torch_available", "random_matrices", "time_matmul_rung", "matmul_ladder",
+           "wrapper_overhead", "matmul_tolerance"]
 
 MATMUL_RUNGS = ("loop", "dots", "blas", "gpu", "torch")
 #: The largest n each slow rung accepts (the loop takes n³ Python steps).
 MATMUL_LIMITS = {"loop": 96, "dots": 384}
+#: The largest n the ladder times numpy's float16 product at on the CPU: numpy has no float16 BLAS and
+#: runs its own loop at well under 1 GFLOP/s, so one product of n = 1,024 already takes many seconds.
+CPU_FLOAT16_MATMUL_MAX_N = 512
 
 
 def _check_square(a: Any, b: Any) -> None:
@@ -74,6 +79,8 @@ def matmul_loop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def matmul_dots(a: Any, b: Any) -> Any:
     """One vectorized dot product per output element: n² library calls of length n."""
+    if not hasattr(a, "ndim") or not hasattr(b, "ndim"):  # nested lists: as numpy arrays
+        a, b = np.asarray(a), np.asarray(b)
     _check_square(a, b)
     if max(a.shape + b.shape) > MATMUL_LIMITS["dots"]:
         raise BadInputError(f"rung 'dots' makes n² calls; shapes {a.shape}, {b.shape} are too big for it "
@@ -106,8 +113,15 @@ def matmul(a: Any, b: Any, rung: str = "blas", out: Any = None) -> Any:
     if rung == "dots":
         return matmul_dots(a, b)
     if rung == "torch":
+        if not torch_available():
+            raise UnsupportedDtypeError("rung 'torch' needs PyTorch (pip install torch), which is not installed "
+                                        "here; use rung='blas'")
         import torch
 
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            raise BadInputError(f"rung 'torch' multiplies PyTorch tensors, got {type(a).__name__} and "
+                                f"{type(b).__name__}; make them with random_matrices(n, rung='torch') or "
+                                "torch.as_tensor(a)")
         return torch.matmul(a, b, out=out)
     raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
 
@@ -120,11 +134,15 @@ def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", rung: s
     otherwise ``dtype`` goes through :func:`course.check_dtype`, which explains that
     numpy and CuPy have no bfloat16.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BadInputError(f"matrix size n must be a whole number >= 1, got {n!r}")
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     dev = normalize_device(device)
+    # the two float64 draws, made on the CPU before any conversion, must fit first
+    check_fits(2 * n * n * 8, "cpu", what=f"two {n}×{n} float64 random matrices")
     rng = np.random.default_rng(seed)
-    a64, b64 = (rng.uniform(-1, 1, (int(n), int(n))) for _ in range(2))
+
+    def draw() -> tuple[np.ndarray, np.ndarray]:
+        return rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, (n, n))
+
     if rung == "torch":
         if not torch_available():
             raise UnsupportedDtypeError("the 'torch' rung needs PyTorch (pip install torch); "
@@ -139,19 +157,21 @@ def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", rung: s
             raise UnsupportedDtypeError("this PyTorch build sees no CUDA GPU; install a CUDA build of "
                                         "PyTorch or use device='cpu'")
         check_fits(3 * int(n) ** 2 * torch.tensor([], dtype=tdt).element_size(), dev, what="three matrices")
-        a, b = (torch.as_tensor(m).to(device=tdev, dtype=tdt) for m in (a64, b64))
+        a, b = (torch.as_tensor(m).to(device=tdev, dtype=tdt) for m in draw())
         return a, b, torch.empty((int(n), int(n)), dtype=tdt, device=tdev)
     dt = check_dtype(dtype, dev)
     if dt.kind != "f":
         raise BadInputError(f"the matrix ladder times float dtypes, got {dt.name}")
     check_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
     xp = get_xp(dev)
+    a64, b64 = draw()
     a, b = xp.asarray(a64.astype(dt)), xp.asarray(b64.astype(dt))
     return a, b, xp.empty((int(n), int(n)), dtype=dt)
 
 
 def matmul_tolerance(dtype: Any, n: int) -> float:
     """Relative error allowed against a float64 product: rounding grows like sqrt(n)."""
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     eps = {"float16": 2**-10, "bfloat16": 2**-7, "float32": 2**-23, "float64": 2**-52}.get(str(dtype), 1e-3)
     return 8 * eps * max(1.0, float(n) ** 0.5)
 
@@ -161,6 +181,7 @@ def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "c
     """Time one rung at size n; return seconds, GFLOP/s and (with ``check``) the error vs float64."""
     if rung not in MATMUL_RUNGS:
         raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     dev = "gpu" if rung == "gpu" else normalize_device(device)
     if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
         raise BadInputError(f"rung {rung!r} is limited to n <= {MATMUL_LIMITS[rung]} (got n={n}): "
@@ -198,6 +219,7 @@ def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), d
     ``torch`` rung runs only when PyTorch is installed; dtypes a rung cannot hold
     (bfloat16 in numpy) are skipped with the device's own error message as a note.
     """
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     devs = [normalize_device(d) for d in devices]
     rungs = list(rungs) if rungs is not None else (
         ["loop", "dots", "blas"] + (["gpu"] if "gpu" in devs else []) + (["torch"] if torch_available() else []))
@@ -208,6 +230,12 @@ def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), d
     for rung, dev, dt in it:
         if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
             note = f"{rung}: skipped at n={n} (limit {MATMUL_LIMITS[rung]})"
+            if note not in rs.notes:
+                rs.notes.append(note)
+            continue
+        if dev == "cpu" and rung != "torch" and str(dt) == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
+            note = (f"{rung} float16: skipped at n={n} (numpy emulates float16 on the CPU, without BLAS: "
+                    f"at most n = {CPU_FLOAT16_MATMUL_MAX_N} here)")
             if note not in rs.notes:
                 rs.notes.append(note)
             continue
@@ -237,45 +265,19 @@ def wrapper_overhead(n: int = 256, dtype: Any = "float32", rounds: int = 30) -> 
     >>> r["overhead"] < 1.0
     True
     """
-    import time
-
-    if rounds < 1:
-        raise BadInputError(f"rounds must be >= 1, got {rounds}")
+    rounds = whole_number("rounds", rounds, hi=10_000, hint="pairs of calls to time, e.g. 30")
     a, b, out = random_matrices(n, dtype, "cpu")
-    direct, wrapped = [], []
-    np.matmul(a, b, out=out)
-    matmul(a, b, out=out)
-    for i in range(rounds):  # alternate which call goes first, so order effects cancel
-        for first in ((0, 1) if i % 2 == 0 else (1, 0)):
-            t0 = time.perf_counter()
-            if first == 0:
-                np.matmul(a, b, out=out)
-            else:
-                matmul(a, b, out=out)
-            (direct if first == 0 else wrapped).append(time.perf_counter() - t0)
-    d, w = np.array(direct), np.array(wrapped)
+    t = interleaved_rounds({"direct": partial(np.matmul, a, b, out=out), "wrapper": partial(matmul, a, b, out=out)},
+                           warmup=1, repeat=rounds, alternate=True)   # ABBA: order effects cancel
+    d, w = t["direct"], t["wrapper"]
     # The wrapper's own cost, seen directly: both calls on 1×1 matrices, best of many.
     a1, b1, o1 = random_matrices(1, dtype, "cpu")
-    tiny_d = min(_best(lambda: np.matmul(a1, b1, out=o1)) for _ in range(3))
-    tiny_w = min(_best(lambda: matmul(a1, b1, out=o1)) for _ in range(3))
+    tiny_d = fastest_call_s(lambda: np.matmul(a1, b1, out=o1), calls=600, per_sample=20)
+    tiny_w = fastest_call_s(lambda: matmul(a1, b1, out=o1), calls=600, per_sample=20)
     added = max(tiny_w - tiny_d, 0.0)
     return {"n": int(n), "dtype": str(dtype), "rounds": int(rounds),
-            "direct_s": float(np.median(d)), "wrapper_s": float(np.median(w)), "direct_best_s": float(d.min()),
-            "overhead": float(np.median(w) / np.median(d) - 1.0),
-            "overhead_best": float(w.min() / d.min() - 1.0),
-            "added_s": added, "added_fraction": added / float(d.min()),
-            "direct_gflops": matmul_flops(n) / float(np.median(d)) / 1e9,
-            "wrapper_gflops": matmul_flops(n) / float(np.median(w)) / 1e9}
-
-
-def _best(fn: Callable, calls: int = 200) -> float:
-    """The fastest of ``calls`` timed calls divided into batches of 20 (for microsecond costs)."""
-    import time
-
-    best = float("inf")
-    for _ in range(calls // 20):
-        t0 = time.perf_counter()
-        for _ in range(20):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / 20)
-    return best
+            "direct_s": d.median, "wrapper_s": w.median, "direct_best_s": d.min,
+            "overhead": w.median / d.median - 1.0, "overhead_best": w.min / d.min - 1.0,
+            "added_s": added, "added_fraction": added / d.min,
+            "direct_gflops": matmul_flops(n) / d.median / 1e9, "wrapper_gflops": matmul_flops(n) / w.median / 1e9,
+            "noisy": d.noisy or w.noisy}

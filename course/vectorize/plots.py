@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from ..devices import cpu_info, gpu_info
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags
 from ..results import ResultSet
 from .rungs import RUNG_INFO, lane_trace, numpy_elementwise
@@ -110,8 +110,8 @@ def lanes_figure(n: int = 24, lanes: int = 8, step: int = 0, op: str = "relu", s
     Steps before ``step`` are done (outputs filled in), the current one is highlighted,
     later ones wait.  ``step`` beyond the last step shows everything done.
     """
-    if not 1 <= n <= 64:
-        raise BadInputError(f"the lanes picture draws 1 to 64 elements, got n={n}")
+    n = whole_number("n", n, hi=64, hint="the lanes picture draws 1 to 64 elements")
+    step = whole_number("step", step, lo=0, hint="the step to highlight, 0 for the first")
     trace = lane_trace(n, lanes)  # (start, stop) of each step
     steps = len(trace)
     step = int(min(max(step, 0), steps))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,7 @@ from ..errors import BadInputError, whole_number
 __all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",
            "loop_elementwise", "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise",
            "lane_steps", "bytes_moved", "effective_bandwidth", "tolerance", "simd_summary",
-           "compiled_relu", "random_input"]
+           "compiled_relu", "random_input", "default_workers"]
 
 #: The elementwise operations: ReLU, the logistic sigmoid, and ReLU(a·x + b) in one pass.
 OPS = ("relu", "sigmoid", "affine_relu")
@@ -68,6 +69,10 @@ RUNG_INFO = {
 }
 
 DEFAULT_A, DEFAULT_B = 2.0, -0.5  # affine_relu: max(a*x + b, 0)
+#: The most steps :func:`lane_trace` lists (a trace is drawn; a longer one would only fill memory).
+LANE_TRACE_MAX_STEPS = 100_000
+#: The most threads :func:`threaded_elementwise` starts (more than the cores only adds overhead).
+MAX_WORKERS = 1024
 
 
 # ----------------------------------------------------------------- validation
@@ -106,7 +111,7 @@ def _check_out(x: Any, out: Any) -> Any:
 
 def _scalar_rule(op: str, a: float, b: float) -> Callable[[float], float]:
     if op == "relu":
-        return lambda v: v if v > 0.0 else 0.0
+        return lambda v: 0.0 if v <= 0.0 else v  # NaN stays NaN, as with numpy's maximum
 
     if op == "sigmoid":
         def sig(v: float) -> float:
@@ -118,7 +123,7 @@ def _scalar_rule(op: str, a: float, b: float) -> Callable[[float], float]:
 
     def aff(v: float) -> float:
         z = a * v + b
-        return z if z > 0.0 else 0.0
+        return 0.0 if z <= 0.0 else z
     return aff
 
 
@@ -193,9 +198,8 @@ def lane_steps(n: int, lanes: int) -> int:
     3
     """
     lanes = _check_lanes(lanes)
-    if n < 0:
-        raise BadInputError(f"n must be >= 0, got {n}")
-    return -(-int(n) // lanes)
+    n = whole_number("n", n, lo=0, hint="the number of elements")
+    return -(-n // lanes)
 
 
 def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
@@ -205,7 +209,11 @@ def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
     [(0, 4), (4, 8), (8, 10)]
     """
     lanes = _check_lanes(lanes)
-    return [(s, min(s + lanes, int(n))) for s in range(0, lane_steps(n, lanes) * lanes, lanes)]
+    steps = lane_steps(n, lanes)
+    if steps > LANE_TRACE_MAX_STEPS:
+        raise BadInputError(f"lane_trace(n={n}, lanes={lanes}) would list {steps:,} steps; a trace is for a picture, "
+                            f"so n / lanes may be at most {LANE_TRACE_MAX_STEPS:,} (use lane_steps for the count)")
+    return [(s, min(s + lanes, n)) for s in range(0, steps * lanes, lanes)]
 
 
 def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | None = None,
@@ -266,9 +274,9 @@ def threaded_elementwise(op: str, x: np.ndarray, out: np.ndarray | None = None,
     _check_op(op)
     x = np.asarray(x)
     _check_float(x)
-    workers = default_workers() if workers is None else whole_number("workers", workers)
-    if chunk < 1:
-        raise BadInputError(f"chunk must be >= 1 element, got {chunk}")
+    workers = default_workers() if workers is None else whole_number(
+        "workers", workers, hi=MAX_WORKERS, hint=f"the threads to start; this machine has {default_workers()} cores")
+    chunk = whole_number("chunk", chunk, hint="the elements each thread handles at a time, e.g. 16384")
     flat = x.reshape(-1)
     res = np.empty_like(flat) if out is None else _check_out(x, out).reshape(-1)
     step = _kernel(op, np, x.dtype, a, b)
@@ -344,6 +352,9 @@ def elementwise(op: str, x: Any, rung: str = "numpy", *, lanes: int = 8, out: An
     _check_op(op)
     if rung not in RUNGS:
         raise BadInputError(f"rung must be one of {RUNGS}, got {rung!r}")
+    lanes = _check_lanes(lanes)            # checked whatever the rung, so a typo never goes unnoticed
+    if workers is not None:
+        workers = whole_number("workers", workers, hi=MAX_WORKERS, hint="the threads of the 'threads' rung")
     want = RUNG_INFO[rung][2]
     if array_device(x) != want:
         raise BadInputError(f"rung {rung!r} runs on the {want.upper()}, but x is on the "
@@ -375,14 +386,15 @@ def bytes_moved(n: int, dtype: Any) -> int:
     >>> bytes_moved(1000, "float32")
     8000
     """
-    return 2 * int(n) * np.dtype(dtype).itemsize
+    n = whole_number("n", n, lo=0, hint="the number of elements")
+    return 2 * n * check_dtype(dtype, "cpu").itemsize
 
 
 def effective_bandwidth(seconds: float, n: int, dtype: Any) -> float:
     """Useful bytes per second: :func:`bytes_moved` divided by the time of one call."""
-    if not seconds > 0:
-        raise BadInputError(f"seconds must be > 0, got {seconds!r}")
-    return bytes_moved(n, dtype) / seconds
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not 0 < seconds < math.inf:
+        raise BadInputError(f"seconds must be a positive, finite time in seconds, got {seconds!r}")
+    return bytes_moved(n, dtype) / float(seconds)
 
 
 def tolerance(dtype: Any) -> dict:
@@ -403,8 +415,7 @@ def simd_summary() -> str:
 
 def random_input(n: int, dtype: Any = "float32", device: Any = "cpu", seed: int = 0) -> Any:
     """``n`` standard-normal values (half of them negative) on ``device``, after size checks."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise BadInputError(f"size n must be a whole number >= 0, got {n!r}")
+    n = whole_number("size n", n, lo=0, hint="the number of values to draw")
     dev = normalize_device(device)
     dt = check_dtype(dtype, dev)
     if dt.name not in FLOAT_DTYPES:

@@ -17,14 +17,16 @@ True
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import BadInputError
+from ..devices import check_dtype
+from ..errors import BadInputError, whole_number
+from ..timing import benchmark
 
-__all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html", "operand_probe"]
+__all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html", "operand_probe", "fastest_call_s"]
 
 #: The numpy ufuncs each elementwise op of :mod:`course.vectorize` calls, in order.
 OP_UFUNCS = {"relu": ("maximum",), "sigmoid": ("negative", "exp", "add", "reciprocal"),
@@ -100,14 +102,25 @@ def dispatch_table_html(dtype: Any = "float32", ops: tuple[str, ...] = tuple(OP_
             f"<th>built for</th></tr>{''.join(rows)}</table>")
 
 
-def _best(fn, calls: int = 60) -> float:
-    best = float("inf")
-    for _ in range(calls // 10):
-        t0 = time.perf_counter()
-        for _ in range(10):
+def fastest_call_s(fn: Callable[[], Any], calls: int = 60, per_sample: int = 10) -> float:
+    """Seconds per call of ``fn``, the fastest of ``calls`` calls timed ``per_sample`` at a time.
+
+    For costs of a few microseconds: one call is too short for the clock, and the fastest
+    batch is the one the machine disturbed least (:func:`course.timing.benchmark` times each batch).
+
+    >>> fastest_call_s(lambda: None, calls=20) < 1e-3
+    True
+    """
+    if not callable(fn):
+        raise BadInputError(f"fastest_call_s needs a function to call, got {fn!r}")
+    calls = whole_number("calls", calls, hi=10**6, hint="calls to time in all, e.g. 60")
+    per_sample = whole_number("per_sample", per_sample, hi=10**4, hint="calls timed together, e.g. 10")
+
+    def batch() -> None:
+        for _ in range(per_sample):
             fn()
-        best = min(best, (time.perf_counter() - t0) / 10)
-    return best
+
+    return benchmark(batch, warmup=0, repeat=max(calls // per_sample, 1), name="batch of calls").min / per_sample
 
 
 def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> dict:
@@ -120,15 +133,17 @@ def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> d
     >>> r["scalar_gb_per_s"] > 0 and r["array_gb_per_s"] > 0
     True
     """
-    if not 1 <= int(n) <= 2**22:
-        raise BadInputError(f"n must be 1 .. 2**22 (a cache-sized array), got {n}")
-    dt = np.dtype(dtype)
+    n = whole_number("n", n, hi=2**22, hint="a cache-sized array")
+    calls = whole_number("calls", calls, lo=10, hi=100_000, hint="timed calls per kind, e.g. 200")
+    dt = check_dtype(dtype, "cpu")
+    if dt.kind != "f":
+        raise BadInputError(f"operand_probe times a float dtype, got {dt.name}")
     x = np.random.default_rng(0).standard_normal(int(n)).astype(dt)
     out, zeros, zero = np.empty_like(x), np.zeros_like(x), dt.type(0)
     bytes_ = 2 * x.nbytes
-    times = {"scalar": _best(lambda: np.maximum(x, zero, out=out), calls),
-             "array": _best(lambda: np.maximum(x, zeros, out=out), calls),
-             "copy": _best(lambda: np.copyto(out, x), calls)}
+    times = {"scalar": fastest_call_s(lambda: np.maximum(x, zero, out=out), calls),
+             "array": fastest_call_s(lambda: np.maximum(x, zeros, out=out), calls),
+             "copy": fastest_call_s(lambda: np.copyto(out, x), calls)}
     res = {"n": int(n), "dtype": dt.name}
     for k, t in times.items():
         res[f"{k}_gb_per_s"] = bytes_ / t / 1e9

@@ -28,7 +28,7 @@ from ..devices import check_dtype, cpu_info, get_xp, normalize_device, to_device
 from ..errors import BadInputError, whole_number
 from ..hardware.machine import copy_bandwidth
 from ..results import ResultSet
-from ..timing import benchmark
+from ..timing import Timing, benchmark
 from .rungs import (
     CPU_RUNGS,
     GPU_RUNGS,
@@ -98,17 +98,10 @@ def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Se
     devs = [normalize_device(d) for d in devices]
     if not devs:
         raise BadInputError("ladder needs at least one device, e.g. devices=('cpu',)")
-    if rungs is None:
-        rungs = list(CPU_RUNGS) + (list(GPU_RUNGS) if "gpu" in devs else [])
-    for r in rungs:
-        if r not in RUNGS:
-            raise BadInputError(f"unknown rung {r!r}; choose from {RUNGS}")
+    rungs = _resolve_rungs(rungs, devs)
     lanes = whole_number("lanes", cpu_info()["float32_lanes"] or 8 if lanes is None else lanes)
-    if isinstance(loop_max, bool) or not isinstance(loop_max, (int, np.integer)) or loop_max < 1:
-        raise BadInputError(f"loop_max must be a whole number >= 1, got {loop_max!r}")
+    loop_max = whole_number("loop_max", loop_max, hint="the most elements the pure-Python loop rung handles")
     dt = check_dtype(dtype, "cpu")
-    if any(RUNG_INFO[r][2] == "gpu" for r in rungs):
-        get_xp("gpu")  # a clear GPUUnavailableError before any work
     x = random_input(n, dt, "cpu", seed=seed)
     # The oracle is the pure-Python loop (math module, float64, one element at a time), which
     # shares no code with the array rungs; on big inputs it checks the first ORACLE_MAX elements.
@@ -116,42 +109,70 @@ def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Se
     reference = loop_elementwise(op, x[:m_ref].astype(np.float64)).astype(dt)
     rs = ResultSet("vectorize_ladder", params={"op": op, "n": int(n), "dtype": dt.name, "lanes": lanes,
                                                "workers": workers, "loop_max": int(loop_max)})
-    copy_rate = {}
-    if copy:
-        for d in sorted({RUNG_INFO[r][2] for r in rungs}):
-            bw = copy_bandwidth(d, nbytes=max(int(n) * dt.itemsize, 4096), repeat=repeat,
-                                budget_s=budget_s)
-            copy_rate[d] = bw["bytes_per_s"]
-            rs.add(device=d, rung="copy", label="copy (the limit)", flynn="", op="copy", dtype=dt.name,
-                   n=int(n), n_timed=int(n), median_s=bw["timing"].median,
-                   gb_per_s=bw["gb_per_s"], copy_fraction=1.0)
-    it = progress(rungs, total=len(rungs), desc=f"{op} ladder") if progress else rungs
-    for rung in it:
-        label, flynn, dev = RUNG_INFO[rung]
-        limit = {"loop": loop_max, "lanes": loop_max * lanes}.get(rung, int(n))
-        m = min(int(n), limit)
-        xs = x[:m] if dev == "cpu" else to_device(x[:m], "gpu")
-        out = None if rung == "numpy_new" else get_xp(dev).empty_like(xs)
-        kw = {"lanes": lanes, "workers": workers, "out": out}
-        k = min(m, m_ref)
-        ok, diff = agree(to_numpy(elementwise(op, xs, rung, **kw))[:k], reference[:k], dt)
-        t = benchmark(elementwise, op, xs, rung, device=dev, warmup=1 if rung in _SLOW else 2,
-                      repeat=3 if rung in _SLOW else repeat, budget_s=budget_s, name=label, **kw)
-        per = t.median / max(m, 1)
-        rate = bytes_moved(m, dt) / t.median
-        rs.add_timing(t, rung=rung, label=label if rung != "lanes" else f"{lanes} lanes per step",
-                      flynn=flynn, op=op, dtype=dt.name, n=int(n), n_timed=m, s_per_element=per,
-                      elements_per_s=m / t.median, gb_per_s=rate / 1e9,
-                      copy_fraction=rate / copy_rate[dev] if dev in copy_rate else None,
-                      agrees=ok, max_abs_diff=diff, lanes=lanes if rung == "lanes" else None)
-    loop = [r for r in rs.records if r.get("rung") == "loop"]
-    for r in rs.records:
-        if loop and r.get("s_per_element"):
-            r["speedup_vs_loop"] = loop[0]["s_per_element"] / r["s_per_element"]
+    copy_rate = _copy_limits(rs, sorted({RUNG_INFO[r][2] for r in rungs}), int(n), dt, repeat, budget_s) \
+        if copy else {}
+    for rung in (progress(rungs, total=len(rungs), desc=f"{op} ladder") if progress else rungs):
+        m = min(int(n), {"loop": loop_max, "lanes": loop_max * lanes}.get(rung, int(n)))
+        t, fields = _time_rung(op, rung, x[:m], reference, dt, lanes, workers, repeat, budget_s, copy_rate)
+        rs.add_timing(t, rung=rung, label=fields.pop("label"), flynn=RUNG_INFO[rung][1], op=op, dtype=dt.name,
+                      n=int(n), n_timed=m, **fields)
+    _add_speedups(rs)
     if int(n) > loop_max and any(r in _SLOW for r in rungs):
         rs.notes.append(f"The Python-loop rungs were timed on the first {loop_max:,} elements "
                         f"('lanes' on up to {loop_max * lanes:,}) and are compared per element.")
     return rs
+
+
+def _resolve_rungs(rungs: Sequence[str] | None, devs: list[str]) -> list[str]:
+    """The rungs asked for (default: the CPU rungs, plus the GPU ones when ``devs`` has the GPU), checked."""
+    rungs = list(CPU_RUNGS) + (list(GPU_RUNGS) if "gpu" in devs else []) if rungs is None else list(rungs)
+    unknown = [r for r in rungs if r not in RUNGS]
+    if unknown:
+        raise BadInputError(f"unknown rung {unknown[0]!r}; choose from {RUNGS}")
+    if any(RUNG_INFO[r][2] == "gpu" for r in rungs):
+        get_xp("gpu")  # a clear GPUUnavailableError before any work
+    return rungs
+
+
+def _copy_limits(rs: ResultSet, devices: list[str], n: int, dt: np.dtype, repeat: int,
+                 budget_s: float) -> dict[str, float]:
+    """Measure the copy bandwidth (the limit) of ``n`` elements on each device: one record each, and
+    device -> bytes per second."""
+    rate = {}
+    for d in devices:
+        bw = copy_bandwidth(d, nbytes=max(n * dt.itemsize, 4096), repeat=repeat, budget_s=budget_s)
+        rate[d] = bw["bytes_per_s"]
+        rs.add(device=d, rung="copy", label="copy (the limit)", flynn="", op="copy", dtype=dt.name,
+               n=n, n_timed=n, median_s=bw["timing"].median, gb_per_s=bw["gb_per_s"], copy_fraction=1.0)
+    return rate
+
+
+def _time_rung(op: str, rung: str, x: np.ndarray, reference: np.ndarray, dt: np.dtype, lanes: int,
+               workers: int | None, repeat: int, budget_s: float, copy_rate: dict) -> tuple[Timing, dict]:
+    """Run ``rung`` on ``x`` once, checked against the oracle's ``reference`` on the elements both
+    have, then time it; the :class:`~course.timing.Timing` and the record's other fields."""
+    label, _, dev = RUNG_INFO[rung]
+    m = len(x)
+    xs = x if dev == "cpu" else to_device(x, "gpu")
+    kw = {"lanes": lanes, "workers": workers, "out": None if rung == "numpy_new" else get_xp(dev).empty_like(xs)}
+    k = min(m, len(reference))
+    ok, diff = agree(to_numpy(elementwise(op, xs, rung, **kw))[:k], reference[:k], dt)
+    slow = rung in _SLOW
+    t = benchmark(elementwise, op, xs, rung, device=dev, warmup=1 if slow else 2, repeat=3 if slow else repeat,
+                  budget_s=budget_s, name=label, **kw)
+    rate = bytes_moved(m, dt) / t.median
+    return t, {"label": label if rung != "lanes" else f"{lanes} lanes per step", "s_per_element": t.median / max(m, 1),
+               "elements_per_s": m / t.median, "gb_per_s": rate / 1e9,
+               "copy_fraction": rate / copy_rate[dev] if dev in copy_rate else None,
+               "agrees": ok, "max_abs_diff": diff, "lanes": lanes if rung == "lanes" else None}
+
+
+def _add_speedups(rs: ResultSet) -> None:
+    """Give every timed rung its ``speedup_vs_loop`` (per element) when the loop rung was timed."""
+    loop = rs.select(rung="loop")
+    for r in rs.records:
+        if loop and r.get("s_per_element"):
+            r["speedup_vs_loop"] = loop[0]["s_per_element"] / r["s_per_element"]
 
 
 def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", rounds: int = 3,
@@ -171,8 +192,7 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
     True
     """
     dev = normalize_device(device)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise BadInputError(f"rounds must be a whole number >= 1, got {rounds!r}")
+    rounds = whole_number("rounds", rounds, hi=1000, hint="interleaved rounds of measurements, e.g. 3")
     dt = check_dtype(dtype, dev)
     xp = get_xp(dev)
     x = random_input(n, dt, dev)
