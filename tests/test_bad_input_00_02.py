@@ -65,7 +65,7 @@ devices = importlib.import_module("course.devices")   # the module (course.devic
 
 HUGE = 10**12
 PEAK_LIMIT = 100 * 2**20          # bytes a refusal may allocate (tracemalloc's peak)
-ALARM_S = 20                      # a refusal is immediate; this only turns a hang into a failure
+ALARM_S = 90   # a refusal is immediate; this only turns a hang into a failure (numba may compile first)
 
 
 def _rng():

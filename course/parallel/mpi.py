@@ -161,7 +161,8 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=env, start_new_session=True)
         lines: queue.Queue = queue.Queue()
-        threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+        reader = threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True)
+        reader.start()
         log: list[str] = []
         try:
             while True:
@@ -177,6 +178,11 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
                     else:
                         log.append(line)
                 if rc is not None:
+                    reader.join(timeout=10)      # the ranks' last lines (their tracebacks) may still be in the pipe
+                    while not lines.empty():
+                        line = lines.get()
+                        if not line.startswith("@@progress "):
+                            log.append(line)
                     break
                 if time.perf_counter() - began > timeout_s:
                     _kill_group(proc)
