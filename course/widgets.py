@@ -248,7 +248,7 @@ _RATES: dict = {}
 
 
 def measured_rate(key: Hashable, work: float, fn: Callable[[], Any]) -> float:
-    """Units of ``work`` per second: ``work`` over the median time of ``fn()``, measured once per ``key``.
+    """Units of ``work`` per second: ``work`` over the fastest of a few calls of ``fn()``, measured once per ``key``.
 
     ``fn`` runs the same kind of work at a *small* size (a fraction of a second); the rate
     is kept for the session, so a cost estimate costs one small measurement, once.  The
