@@ -15,7 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--out", default="report", help="output folder (default: ./report)")
     rep.add_argument("--quick", action="store_true", help="small sizes: a few seconds per experiment")
     rep.add_argument("--only", nargs="*", help="run only these experiments")
-    rep.add_argument("--cpu-only", action="store_true", help="skip the GPU even where one answers")
+    only_dev = rep.add_mutually_exclusive_group()
+    only_dev.add_argument("--cpu-only", action="store_true", help="skip the GPU even where one answers")
+    only_dev.add_argument("--gpu-only", action="store_true",
+                          help="measure the GPU alone (with --record-reference: learners measure their own CPU)")
     rep.add_argument("--record-reference", action="store_true",
                      help="on a GPU machine: also store the GPU results in course/reference/")
     rep.add_argument("--list", action="store_true", help="list the experiments and exit")
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         index = run_report(args.out, quick=args.quick, only=args.only,
-                           devices=["cpu"] if args.cpu_only else None,
+                           devices=["cpu"] if args.cpu_only else ["gpu"] if args.gpu_only else None,
                            record_reference=args.record_reference)
     except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)

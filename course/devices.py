@@ -513,13 +513,17 @@ def quiet_numba_launches():
     ...     pass
     """
     with warnings.catch_warnings():
-        try:
-            from numba.core.errors import NumbaPerformanceWarning
-        except ImportError:  # numba missing: nothing to silence
-            pass
-        else:
-            warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        # numba-cuda has its own copy of the class (numba.cuda.core.errors) beside numba's; the
+        # message catches both, and whichever module a version raises it from
+        warnings.filterwarnings("ignore", message=r".*GPU under-utilization")
         yield
+
+
+# numba-cuda (0.30.4, the newest at the time of writing) registers ``np.row_stack`` when it compiles
+# its first kernel, and NumPy 2.5 removed that old alias of ``np.vstack``: every numba.cuda kernel then
+# fails with "module 'numpy' has no attribute 'row_stack'".  The alias is put back, as it always was.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
 
 
 # ------------------------------------------------------------------ dtypes and sizes

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .devices import cpu_info, gpu_available, gpu_info
+from .devices import cpu_info, gpu_available, gpu_info, gpu_unavailable_reason
 from .errors import BadInputError
 from .plots import figure_to_png
 from .results import ResultSet, load_reference, merge, provenance, save_reference
@@ -159,6 +159,8 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
         devices = ["cpu"] + (["gpu"] if gpu_available() else [])
     if record_reference and not gpu_available():
         raise BadInputError("--record-reference needs a GPU that answers; none does here")
+    if "gpu" in devices and not gpu_available():
+        raise BadInputError(f"--gpu-only needs a GPU that answers; none does here ({gpu_unavailable_reason()})")
     out = prepare_out(out)
     (out / "results").mkdir()
 

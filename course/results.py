@@ -237,9 +237,11 @@ class ResultSet:
             if r["device"] == "gpu" and not prov["gpus"]:
                 raise ResultsError(f"record {i} of {name!r} is a GPU record, but the "
                                    "provenance names no GPU")
-            for k, v in r.items():  # times are numbers (or null), never text
-                if k.endswith("_s") and v is not None and not _is_number(v):
-                    raise ResultsError(f"record {i} of {name!r}: {k} must be a number of seconds, got {v!r}")
+            for k, v in r.items():  # times are numbers, lists of numbers (samples) or null; never text
+                if k.endswith("_s") and v is not None and not (
+                        _is_number(v) or (isinstance(v, list) and all(_is_number(x) for x in v))):
+                    raise ResultsError(f"record {i} of {name!r}: {k} must be a number of seconds (or a list of "
+                                       f"them), got {str(v)[:200]}")
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write JSON atomically (a temporary file, then a rename): never half-written."""

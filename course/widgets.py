@@ -183,18 +183,27 @@ class LiveApp:
         t0 = time.perf_counter()
         self.errors.outputs = ()
         self.status.value = "<small><i>measuring ...</i></small>"
+        result, error = None, None
         try:
+            # The try sits inside the ``with``: in a running kernel, an Output widget's ``__exit__``
+            # prints an exception into itself and swallows it, so an error raised through it would
+            # vanish with the progress area cleared below.
             with self.progress_area:
-                result = self.update_fn(**self.values())
-        except Exception as exc:  # shown, never raised into the widget machinery
-            self.last_error = exc
-            self.errors.append_stderr(error_message(exc) + "\n")
-        else:
-            self.last_error = None
-            self.last_result = result
-            t_render = time.perf_counter()
-            self._show(result)
-            self.last_render_seconds = time.perf_counter() - t_render
+                try:
+                    result = self.update_fn(**self.values())
+                except Exception as exc:  # shown, never raised into the widget machinery
+                    error = exc
+            if error is None:
+                self.last_result = result
+                t_render = time.perf_counter()
+                try:
+                    self._show(result)
+                except Exception as exc:  # a drawing error is shown the same way
+                    error = exc
+                self.last_render_seconds = time.perf_counter() - t_render
+            self.last_error = error
+            if error is not None:
+                self.errors.append_stderr(error_message(error) + "\n")
         finally:
             self.progress_area.outputs = ()
             self.status.value = ""

@@ -97,6 +97,31 @@ def test_live_app_shows_errors_in_its_output_area_and_stays_alive():
 
 
 @pytest.mark.widgets
+def test_live_app_shows_an_error_where_the_output_widget_swallows_it_as_in_a_kernel():
+    """In a running kernel an Output widget's ``__exit__`` swallows the exception it prints."""
+    class Swallowing(w.Output):
+        def __exit__(self, *exc):
+            super().__exit__(*exc)
+            return True
+
+    calls = []
+
+    def update(n):
+        calls.append(n)
+        if n > 5:
+            raise BadInputError(f"n={n} is too big for this demo; choose n <= 5")
+        return f"ok {n}"
+
+    app = LiveApp(update, {"n": w.IntSlider(value=1, min=0, max=10)}, run_now=False)
+    app.progress_area = Swallowing()
+    app.controls["n"].value = 7
+    assert calls == [7] and isinstance(app.last_error, BadInputError)
+    assert "n=7 is too big" in app.errors.outputs[0]["text"]
+    app.controls["n"].value = 2
+    assert app.last_error is None and app.html.value == "ok 2"
+
+
+@pytest.mark.widgets
 def test_control_builders_give_sliders_over_the_sizes():
     s = log2_slider(4, 8, 64)
     assert s.options == (("16", 16), ("32", 32), ("64", 64), ("128", 128), ("256", 256))

@@ -101,7 +101,8 @@ def checkpointed_backward(model: MLP, x, y, every: int) -> CheckpointRun:
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
     pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
-    pool_base = pool.used_bytes() if pool is not None else 0
+    # the input batch is already in the pool; it is counted, as peak_activation_bytes counts it
+    pool_base = pool.used_bytes() - int(x.nbytes) if pool is not None else 0
     with PoolPeak(pool, pool_base) as watch:
         run = _checkpointed(model, x, y, int(every), pool, pool_base)
     if pool is not None:

@@ -20,6 +20,14 @@ def _no_mpi(name: str) -> ResultSet | None:
     return rs
 
 
+def _cpu_ranks(rs: ResultSet, devices) -> ResultSet:
+    """Say why a run asked for the GPU has no GPU records: the MPI ranks compute with NumPy."""
+    if "gpu" in devices:
+        rs.notes.append("No GPU records: the MPI ranks compute on the CPU with NumPy. A GPU all-reduce "
+                        "goes through NCCL (course.parallel.nccl), which needs two GPUs or more.")
+    return rs
+
+
 def _message(rs: ResultSet):
     """A figure that says why there is nothing to draw (MPI missing)."""
     fig, (ax,) = new_figure(1, height=1.6)
@@ -45,7 +53,7 @@ def allreduce_mpi(devices, quick, progress):
     rs = allreduce_sweep((2, 3, 4), sizes, repeat=3 if quick else 7, progress=None)
     fit = fit_alpha_beta(rs)
     rs.params.update(alpha_s=fit.alpha, beta_s_per_byte=fit.beta, fit_rel_rms=fit.rel_rms, fit_ps=list(fit.ps))
-    return rs
+    return _cpu_ranks(rs, devices)
 
 
 @allreduce_mpi.plot
@@ -68,8 +76,8 @@ def data_parallel_mpi(devices, quick, progress):
         return rs
     from .runs import data_parallel_timing
 
-    return data_parallel_timing((1, 2, 3), batch=128 if quick else 256, repeat=3 if quick else 7,
-                                progress=None)
+    return _cpu_ranks(data_parallel_timing((1, 2, 3), batch=128 if quick else 256, repeat=3 if quick else 7,
+                                           progress=None), devices)
 
 
 @data_parallel_mpi.plot
@@ -87,8 +95,8 @@ def pipeline_mpi(devices, quick, progress):
         return rs
     from .runs import pipeline_runs
 
-    return pipeline_runs(2, (1, 2, 4, 8) if quick else (1, 2, 4, 8, 16), repeat=2 if quick else 3,
-                         progress=None)
+    return _cpu_ranks(pipeline_runs(2, (1, 2, 4, 8) if quick else (1, 2, 4, 8, 16), repeat=2 if quick else 3,
+                                    progress=None), devices)
 
 
 @pipeline_mpi.plot
