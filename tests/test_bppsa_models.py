@@ -82,10 +82,10 @@ def test_rnn_matches_pytorch_when_installed():
     np.testing.assert_allclose(ours["W_ih"], t.weight_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_time_rnn_reports_backward_as_full_minus_forward():
+def test_time_rnn_reports_each_backward_pass_timed_alone():
     r = time_rnn(T=30, hidden_size=4, batch=2, repeat=2)
     for m in ("sequential", "scan"):
-        assert r["backward_s"][m] == pytest.approx(r["full"][m].median - r["forward"].median)
+        assert r["backward_s"][m] == r["backward"][m].median > 0 and r["backward"][m].repeat == 2
     assert r["max_grad_diff"] < 1e-4
 
 

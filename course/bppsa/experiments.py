@@ -10,9 +10,10 @@ from .timing import PAPER, QUICK_T, SWEEP_T, rnn_sweep
 @experiment("bppsa_rnn", title="BPPSA: backward pass of a tanh RNN against T, Blelloch scan vs sequential",
             lesson="05")
 def run(devices, quick, progress):
-    """The paper's workload (input 1, hidden 20, batch 16, float32): backward time = full step − forward
-    for sequential backprop, the scan, and PyTorch's nn.RNN when installed, at T = 10 … 1,000 (quick)
-    or 10 … 30,000 (full).  The paper reports up to 108× for the scan (RTX 2070 / 2080 Ti, T up to 30,000)."""
+    """The paper's workload (input 1, hidden 20, batch 16, float32): each backward pass timed alone
+    (from one saved forward) for sequential backprop, the scan, and PyTorch's nn.RNN when installed,
+    at T = 10 … 1,000 (quick) or 10 … 30,000 (full).  The paper reports up to 108× for the scan
+    (RTX 2070 / 2080 Ti, T up to 30,000)."""
     return rnn_sweep(QUICK_T if quick else SWEEP_T, hidden_size=PAPER["hidden_size"], batch=PAPER["batch"],
                      devices=devices, repeat=3 if quick else 5, budget_s=20.0 if quick else 600.0,
                      progress=progress)

@@ -172,7 +172,8 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             for over, ls in (("sequential", "-"), ("torch", ":")):
                 px, py = speedups(rs, dev, over=over, x=x, **(where or {}))
                 if len(px):
-                    bx.plot(px, py, marker="o" if dev == "cpu" else "s", ms=4, ls="--" if ref else ls,
+                    mark = ("o" if dev == "cpu" else "s") if over == "sequential" else "^"
+                    bx.plot(px, py, marker=mark, ms=4, ls=(":" if over == "torch" else "--") if ref else ls,
                             color=COLORS[dev], alpha=0.7 if ref else 1.0,
                             label=f"scan vs {'sequential' if over == 'sequential' else 'PyTorch'}, "
                                   f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else ""))
@@ -184,11 +185,11 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
         a.grid(True, which="both", alpha=0.25)
         if highlight is not None:
             a.axvline(highlight, color="0.3", lw=1, ls=":")
-    ax.set_ylabel("backward time = full step − forward (s)")
+    ax.set_ylabel("backward pass, timed alone (s)")
     ax.set_title("backward pass of the tanh RNN" + "".join(f", {k} = {v}" for k, v in (where or {}).items()),
                  fontsize=10)
-    if ax.lines:
-        ax.legend(fontsize=6.5, loc="upper left")
+    if ax.lines:   # below the axes: inside, the legend hid curves once reference results were drawn too
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     bx.axhline(1.0, color="0.4", lw=1)
     if paper and x == "T":  # one measured point of the paper, drawn where it was measured: not a line
         T_paper = PAPER["T_max"]
@@ -206,7 +207,7 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 va="center", fontsize=7.5, color="0.3",
                 bbox=dict(fc="white", ec="0.8", alpha=0.85))
     if bx.get_legend_handles_labels()[0]:
-        bx.legend(fontsize=6.5, loc="lower right")
+        bx.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     if not drawn:
         bx.set_ylim(0.01, 1000)
     add_footer(fig, live, list(references))
@@ -276,7 +277,7 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     for k, (_, v, _) in enumerate(items):
         ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=8)
     ax.margins(x=0.25)
-    ax.set_xlabel("seconds (medians; backward = full step − forward, round by round)")
+    ax.set_xlabel("seconds (medians; each backward pass timed alone from one saved forward)")
     ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
     add_footer(fig)
     return fig

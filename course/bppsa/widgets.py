@@ -97,7 +97,7 @@ def _summary(T: int, h: int, B: int, dev: str, r: dict, torch_r: dict | None) ->
         verdict = "one backward time is lost in the timing noise (try a larger T)"
     lines = [
         f"<b>{dev.upper()}, T = {T:,}, hidden {h}, batch {B}</b>: {verdict} than sequential backprop "
-        "(backward = full step − forward, median over alternating rounds).",
+        "(each backward pass timed alone from the same saved forward; median over alternating rounds).",
         f"Dependent steps: {c['steps_sequential']:,} (sequential) vs {c['steps_scan']} levels (scan) "
         f"— at most {c['step_ratio']:.0f}× fewer waits.",
         f"Work: {c['flops_sequential'] / 1e6:,.1f} MFLOP vs {c['flops_scan'] / 1e6:,.1f} MFLOP — the scan "
@@ -120,23 +120,21 @@ def _summary(T: int, h: int, B: int, dev: str, r: dict, torch_r: dict | None) ->
                          f"time is mostly the fixed cost of its {T:,} steps (one NumPy call or more each), while the "
                          "scan makes a few large calls per level. Raise the hidden size or the batch and watch the "
                          "arithmetic take over.</i>")
-    note = noisy_note([r["forward"], *r["full"].values()])
+    note = noisy_note([r["forward"], *r["backward"].values()])
     if note:
         lines.append(f"<span style='color:#a40'><i>{html.escape(note)}</i></span>")
     return "<br>".join(lines)
 
 
 def _merge_rounds(parts: list[dict]) -> dict:
-    """One ``time_rnn`` result from several one-round results: samples joined, backward = median of
-    the round-by-round differences full − forward (the definition ``time_rnn`` uses)."""
+    """One ``time_rnn`` result from several one-round results: samples joined, medians retaken."""
     def join(ts: list[Timing]) -> Timing:
         return Timing(samples=np.concatenate([t.samples for t in ts]), device=ts[0].device, name=ts[0].name,
                       threads=ts[0].threads, load=max((t.load for t in ts if t.load is not None), default=None))
 
     forward = join([p["forward"] for p in parts])
-    full = {m: join([p["full"][m] for p in parts]) for m in parts[0]["full"]}
-    back = {m: float(np.median(full[m].samples - forward.samples)) for m in full}
-    return {"forward": forward, "full": full, "backward_s": back,
+    back = {m: join([p["backward"][m] for p in parts]) for m in parts[0]["backward"]}
+    return {"forward": forward, "backward": back, "backward_s": {m: t.median for m, t in back.items()},
             "max_grad_diff": max(p["max_grad_diff"] for p in parts)}
 
 
