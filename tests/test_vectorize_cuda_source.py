@@ -29,6 +29,13 @@ def test_fused_kernel_body_compiles_with_nvrtc(op, dtype):
     assert ok, log
 
 
+def test_vector_relu_kernels_compile_with_nvrtc():
+    from course.vectorize.gpu import VECTOR_RELU_SOURCE
+
+    ok, log = compile_cuda(VECTOR_RELU_SOURCE, "vector_relu.cu")
+    assert ok, log
+
+
 def test_a_broken_body_is_caught_by_the_compiler():
     ok, log = compile_cuda(FRAME.format(body="y = undefined_name(x);", t="float"), "broken.cu")
     assert not ok and "undefined_name" in log

@@ -81,6 +81,37 @@ def test_numba_kernels_on_the_gpu_match_numpy():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 1023, 2**20 + 3])
+def test_vector_relu_equals_numpy_with_every_tail_length(dtype, n):
+    import course
+
+    x = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    x[:: max(n // 3, 1)] = np.nan                       # NaN stays NaN, as numpy's maximum keeps it
+    want = np.maximum(x, np.dtype(dtype).type(0))
+    got = course.to_numpy(vg.vector_relu(course.to_device(x, "gpu")))
+    np.testing.assert_array_equal(got, want)
+    xg = course.to_device(x, "gpu")
+    out = course.get_xp("gpu").empty_like(xg[1:])         # an odd offset: the cupy.maximum fallback
+    np.testing.assert_array_equal(course.to_numpy(vg.vector_relu(xg[1:], out)), want[1:])
+
+
+@pytest.mark.gpu
+def test_relu_bandwidth_on_the_gpu_measures_the_vector_kernel():
+    r = v.relu_bandwidth(n=2**20, device="gpu", rounds=1, repeat=3)
+    assert 0 < r["vector_fraction"] and 0 < r["out_fraction"] and "threads_fraction" not in r
+
+
+def test_vector_relu_without_a_gpu_says_what_to_do():
+    import course
+
+    if course.gpu_available():
+        pytest.skip("a GPU answers here")
+    with pytest.raises(course.GPUUnavailableError):
+        vg.vector_relu(np.ones(4, np.float32))
+
+
+@pytest.mark.gpu
 def test_gpu_ladder_records_gpu_rungs_that_agree():
     rs = v.ladder("sigmoid", n=2**16, devices=("cpu", "gpu"), repeat=2, budget_s=0.1)
     gpu = [r for r in rs.records if r["device"] == "gpu" and r["rung"] != "copy"]

@@ -35,7 +35,7 @@ def vectorize_bandwidth(devices, quick, progress):
     for d, n in (progress(jobs, total=len(jobs), desc="relu bandwidth") if progress else jobs):
         r = relu_bandwidth(n, device=d, rounds=1 if quick else 3, repeat=3 if quick else 7,
                            budget_s=0.3 if quick else 3.0)
-        for kind in ("copy", "out", "new", "threads"):
+        for kind in ("copy", "out", "new", "threads", "vector"):
             if f"{kind}_gb_per_s" in r:
                 rs.add(device=d, n=n, dtype="float32", kind=kind, gb_per_s=r[f"{kind}_gb_per_s"],
                        copy_fraction=r.get(f"{kind}_fraction", 1.0))

@@ -253,7 +253,8 @@ def bandwidth_figure(result: dict) -> Figure:
     """Bars from :func:`course.vectorize.relu_bandwidth`: copy, ReLU with ``out=``, ReLU
     allocating a new array, threads; each as GB/s and as a fraction of the copy limit."""
     names = {"copy": "copy (the limit)", "out": "ReLU, out= (no allocation)",
-             "new": "ReLU, new array per call", "threads": "ReLU, threads, out="}
+             "new": "ReLU, new array per call", "threads": "ReLU, threads, out=",
+             "vector": "ReLU, 16-byte loads, out="}
     keys = [k for k in names if f"{k}_gb_per_s" in result]
     vals = [result[f"{k}_gb_per_s"] for k in keys]
     fig, (ax,) = new_figure(1, width=8, height=0.8 + 0.45 * len(keys))
@@ -305,7 +306,8 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
 
 
 _KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "-"), "out": ("ReLU, out=", None, "-"),
-               "new": ("ReLU, new array", None, "--"), "threads": ("ReLU, threads, out=", None, ":")}
+               "new": ("ReLU, new array", None, "--"), "threads": ("ReLU, threads, out=", None, ":"),
+               "vector": ("ReLU, 16-byte loads, out=", None, "-.")}
 
 
 def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:

@@ -185,7 +185,8 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
     shared machine.
 
     Returns ``{"copy_gb_per_s", "out_gb_per_s", "new_gb_per_s", "out_fraction",
-    "new_fraction", ...}`` (``threads_*`` too on the CPU), plus ``"samples"``.
+    "new_fraction", ...}`` (``threads_*`` too on the CPU; on a GPU ``vector_*``, the course's
+    kernel with 16-byte loads, :func:`course.vectorize.gpu.vector_relu`), plus ``"samples"``.
 
     >>> r = relu_bandwidth(n=2**12, rounds=1, repeat=2, threads=False)
     >>> 0 < r["out_fraction"]
@@ -201,6 +202,10 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
     kinds = {"out": lambda: xp.maximum(x, zero, out=out), "new": lambda: xp.maximum(x, zero)}
     if threads and dev == "cpu":
         kinds["threads"] = lambda: elementwise("relu", x, "threads", out=out)
+    if dev == "gpu" and dt.name in ("float32", "float64"):
+        from .gpu import vector_relu
+
+        kinds["vector"] = lambda: vector_relu(x, out)
     per_round: dict[str, list[float]] = {"copy": [], **{k: [] for k in kinds}}
     for _ in range(rounds):
         bw = copy_bandwidth(dev, nbytes=max(int(n) * dt.itemsize, 4096), repeat=repeat,
