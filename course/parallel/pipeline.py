@@ -118,6 +118,16 @@ def _recv(comm: Any, buf: np.ndarray, source: int, tag: int) -> None:
         _yield()
 
 
+def _progress(sends: list) -> None:
+    """Let MPI move the messages in flight.  A message too large to be sent eagerly waits until its
+    receiver is ready *and* its sender makes its next MPI call (the rendezvous protocol): a stage
+    busy computing its next micro-batch would otherwise hold back the stage that waits for it."""
+    if sends:
+        from mpi4py import MPI
+
+        MPI.Request.Testall(sends)
+
+
 def gpipe_step(comm: Any, sizes: Sequence[int], x: np.ndarray, y: np.ndarray, m: int,
                seed: int = 0) -> tuple[list[np.ndarray], list[dict]]:
     """One GPipe forward/backward of the batch ``(x, y)`` on the ranks of ``comm`` (rank = stage).
@@ -158,6 +168,7 @@ def gpipe_step(comm: Any, sizes: Sequence[int], x: np.ndarray, y: np.ndarray, m:
         for layer in layers:
             h, cache = layer.forward(h)
             caches[j].append(cache)
+            _progress(sends)
         if s == p - 1:                                        # the loss of the whole batch is the
             _, lcache = softmax_cross_entropy(h, y[lo:hi])    # micro-batches' losses weighted by size
             top[j] = softmax_cross_entropy_backward(lcache) * ((hi - lo) / batch)
@@ -183,6 +194,7 @@ def gpipe_step(comm: Any, sizes: Sequence[int], x: np.ndarray, y: np.ndarray, m:
                 grads[k + 1] += layer.db
             else:
                 g = layer.backward(g, cache)
+            _progress(sends)
         t1 = time.perf_counter()
         events.append({"stage": s, "kind": "B", "micro": j, "t0": t0 - t_start, "t1": t1 - t_start})
         if s > 0:
