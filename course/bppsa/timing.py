@@ -2,7 +2,7 @@
 
 The paper times a whole training step (forward + backward) and the forward pass
 alone, and calls the difference the backward time.  That difference fails where the
-forward pass dominates: on an H100 at T = 30,000 the forward pass takes about 2.5 s
+forward pass dominates: on an H100 at T = 30,000 the forward pass takes over a second
 and the scan's backward about 20 ms, so the round-to-round noise of the two large
 times swamps the small one, and the course's first GPU recording of the difference
 came out negative.  Here the backward pass is timed on its own instead: the forward
