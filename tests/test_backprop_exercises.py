@@ -109,8 +109,11 @@ def test_training_app_shows_a_diverging_learning_rate_as_an_error():
 
 
 @pytest.mark.widgets
-def test_step_time_app_redraws_and_explains_a_missing_gpu():
+def test_step_time_app_redraws_and_explains_a_missing_gpu(monkeypatch):
+    import course.backprop.widgets as bw
     from course.devices import gpu_available
+
+    monkeypatch.setattr(bw, "load_reference", lambda name: [])   # the branch without references
 
     app = step_time_app(width=32, depth=1, batch=16)
     assert app.last_error is None and "ms</b>" in app.html.value

@@ -33,14 +33,28 @@ def test_timing_app_measures_and_reports_the_ratio():
 
 
 @pytest.mark.widgets
-def test_timing_app_without_gpu_says_what_to_do():
+def test_timing_app_without_gpu_or_reference_says_what_to_do(monkeypatch):
     if course.gpu_available():
         pytest.skip("a GPU answers here")
+    monkeypatch.setattr(bppsa_widgets, "load_reference", lambda name: [])
     app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
     app.controls["device"].value = "gpu"
     assert isinstance(app.last_error, course.GPUUnavailableError)
     text = "".join(o.get("text", "") for o in app.errors.outputs)
     assert "No GPU is available" in text and "no reference" in text.lower()
+
+
+@pytest.mark.widgets
+def test_timing_app_without_gpu_shows_the_shipped_reference_results():
+    if course.gpu_available():
+        pytest.skip("a GPU answers here")
+    refs = course.load_reference("bppsa_rnn")
+    if not refs:
+        pytest.skip("no reference results ship in this checkout")
+    app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
+    app.controls["device"].value = "gpu"
+    assert app.last_error is None and app.image.value
+    assert "No GPU here" in app.html.value and refs[0].gpu_name in app.html.value
 
 
 @pytest.mark.widgets
@@ -127,7 +141,7 @@ def test_bppsa_batch_experiment_runs_in_the_report(tmp_path):
     index = run_report(tmp_path, quick=True, only=["bppsa_rnn_batch"], show_progress=False)
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["failures"] == []
-    (rs,) = [s for s in doc["result_sets"] if s["experiment"] == "bppsa_rnn_batch"]
+    (rs,) = [s for s in doc["result_sets"] if s["experiment"] == "bppsa_rnn_batch" and s["source"] == "live"]
     assert {r["batch"] for r in rs["records"]} == {1, 16, 64}
     assert (tmp_path / "bppsa_rnn_batch.png").stat().st_size > 10_000
     assert "Lesson 05" in index.read_text()
@@ -160,7 +174,7 @@ def _fake_rnn_result(seq_s: float, scan_s: float) -> dict:
     def t(v):
         return Timing(samples=np.array([v, v, v]))
 
-    return {"forward": t(1e-3), "full": {"sequential": t(1e-3 + seq_s), "scan": t(1e-3 + scan_s)},
+    return {"forward": t(1e-3), "backward": {"sequential": t(seq_s), "scan": t(scan_s)},
             "backward_s": {"sequential": seq_s, "scan": scan_s}, "max_grad_diff": 1e-9}
 
 

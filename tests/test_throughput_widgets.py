@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import course
 from course.devices import gpu_available
 from course.throughput import widgets as TW
 
@@ -14,7 +15,8 @@ def _err(app) -> str:
     return "".join(o.get("text", "") for o in app.errors.outputs)
 
 
-def test_sweep_app_redraws_for_a_new_op_and_marks_no_crossover_without_gpu():
+def test_sweep_app_redraws_for_a_new_op_and_marks_no_crossover_without_gpu(monkeypatch):
+    monkeypatch.setattr(TW, "load_reference", lambda name: [])   # the branch without references
     app = TW.sweep_app(lo=0, hi=8)
     assert app.last_error is None and app.image.value
     before, calls = app.image.value, app.calls
@@ -51,10 +53,19 @@ def test_sweep_app_dtype_the_device_lacks_is_explained():
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
-def test_choosing_the_gpu_without_one_explains_what_to_do():
+def test_choosing_the_gpu_without_one_or_a_reference_explains_what_to_do(monkeypatch):
+    monkeypatch.setattr(TW, "load_reference", lambda name: [])
     app = TW.latency_app()
     app.controls["device"].value = "gpu"
     assert "No GPU is available here" in _err(app) and "Colab" in _err(app)
+
+
+def test_choosing_the_gpu_without_one_shows_the_shipped_reference():
+    if gpu_available() or not course.load_reference("launch_latency"):
+        pytest.skip("a GPU answers here, or no reference results ship in this checkout")
+    app = TW.latency_app()
+    app.controls["device"].value = "gpu"
+    assert app.last_error is None and "No GPU here" in app.html.value and app.image.value
 
 
 def test_latency_app_shows_a_table_of_distributions():
