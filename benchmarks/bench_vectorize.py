@@ -7,7 +7,8 @@
   cores); the copy peers are ``numpy.copyto`` and the STREAM copy on all cores (``course.stream``),
   timed in interleaved rounds with the ReLUs until each ratio's IQR is under 10 % (or the budget ends:
   "noisy").  numpy's ``maximum(x, 0, out=)`` and ``maximum(x, zeros, out=)`` are reported beside it.
-  GPU (when one answers): CuPy and the fused kernel against the device-to-device copy, target >= 0.85.
+  GPU (when one answers): ``course.vectorize.gpu.vector_relu`` (16-byte loads) against the
+  device-to-device copy, target >= 0.85; CuPy and the fused kernel (one element per load) beside it.
 * The course's matmul wrapper against ``numpy.matmul`` itself: overhead < 2 %.
 * For context: numpy's BLAS against PyTorch's CPU matmul (when installed), and the
   numpy rung against the Python loop.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -96,13 +98,17 @@ def main(argv: list[str] | None = None) -> int:
             x = course.to_device(v.random_input(n, "float32"), "gpu")
             out = cp.empty_like(x)
             copy = course.hardware.copy_bandwidth("gpu", nbytes=x.nbytes)["bytes_per_s"]
-            for rung in ("gpu", "gpu_fused"):
-                t = course.benchmark(v.elementwise, "relu", x, rung, out=out, device="gpu", repeat=20)
+            from course.vectorize.gpu import vector_relu
+
+            fns = {"vector": partial(vector_relu, x, out)} | {
+                rung: partial(v.elementwise, "relu", x, rung, out=out) for rung in ("gpu", "gpu_fused")}
+            for name, fn in fns.items():
+                t = course.benchmark(fn, device="gpu", repeat=20)
                 frac = v.effective_bandwidth(t.median, n, "float32") / copy
-                ok = frac >= 0.85
-                failures += not ok
-                _line(f"ReLU {rung} / copy (gpu, 2^24 float32)", frac, ">= 0.85", ok)
-                rs.add(device="gpu", what=f"relu_{rung}", copy_fraction=frac, median_s=t.median)
+                ok = frac >= 0.85 if name == "vector" else None
+                failures += ok is False
+                _line(f"ReLU {name} / copy (gpu, 2^24 float32)", frac, ">= 0.85" if ok is not None else "(info)", ok)
+                rs.add(device="gpu", what=f"relu_{name}", copy_fraction=frac, median_s=t.median)
 
     print()
     size = 512 if quick else 1024
