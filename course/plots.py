@@ -88,7 +88,7 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
     else:
         lines.append(f"Measured live on {live_device_text()}")
     for ref in references:
-        lines.append(f"Dashed: reference results {ref.label} (not this machine)")
+        lines.append(f"Dashed: reference results {ref.label} (not measured in this run)")
     if extra:
         lines.append(extra)
     fig.text(0.01, 0.0, "\n".join(lines), fontsize=7.5, color="0.35", ha="left", va="top",
