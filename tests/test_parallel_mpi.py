@@ -4,6 +4,10 @@ that dies, a run that hangs)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from importlib.util import find_spec
+
 import numpy as np
 import pytest
 
@@ -84,6 +88,36 @@ def test_missing_mpiexec_is_a_clear_error(monkeypatch):
 def test_missing_mpi4py_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(mpi, "find_spec", lambda name: None)
     assert "mpi4py is not installed" in mpi.mpi_unavailable_reason()
+
+
+@pytest.mark.parametrize("text, family", [
+    ("MPICH Version:      4.3.0\nMPICH Release date: ...", "MPICH"),
+    ("HYDRA build details:\n    Version: 4.3.0", "MPICH"),
+    ("MVAPICH2 Version 2.3.7", "MPICH"),
+    ("Intel(R) MPI Library 2021.13 for Linux* OS", "MPICH"),
+    ("Open MPI v4.1.6, package: Debian OpenMPI", "Open MPI"),
+    ("mpiexec (OpenRTE) 4.1.2", "Open MPI"),
+    ("mpiexec (Open MPI) 5.0.5", "Open MPI"),
+    ("Microsoft MPI Startup Program", None),
+])
+def test_mpi_family_reads_version_texts(text, family):
+    assert mpi.mpi_family(text) == family
+
+
+@pytest.mark.skipif(find_spec("mpi4py") is None or os.name != "posix", reason="needs mpi4py and a shell")
+def test_an_mpiexec_of_another_mpi_than_mpi4py_loads_is_refused_up_front(monkeypatch, tmp_path):
+    library, _ = mpi._families(sys.executable)         # the family of the library mpi4py loads here
+    if library is None:
+        pytest.skip("the MPI library mpi4py loads here names no known family")
+    other = "mpiexec (OpenRTE) 4.1.2" if library == "MPICH" else "HYDRA build details: Version: 4.3.0"
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\necho '{other}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(mpi, "find_mpiexec", lambda: fake)
+    reason = mpi.mpi_unavailable_reason()
+    assert reason is not None and f"loads {library}" in reason and str(fake) in reason
+    with pytest.raises(MPIError, match="Use one MPI for both"):
+        run_mpi("ring_check", 2, {"lengths": [3]}, progress=None)
 
 
 @needs_mpi

@@ -45,16 +45,29 @@ def test_timing_app_times_pytorch_only_when_asked():
     assert app.cache.get(key, lambda: None)[0]["median_s"] > 0
 
 
-def test_timing_app_on_gpu_without_one_says_what_to_do():
+def test_timing_app_on_gpu_without_one_or_a_reference_says_what_to_do(monkeypatch):
     from course.devices import gpu_available
-    from course.recurrences.widgets import timing_app
+    from course.recurrences import widgets
 
     if gpu_available():
         pytest.skip("a GPU answers here")
+    monkeypatch.setattr(widgets, "load_reference", lambda name: [])   # the branch without references
+    app = widgets.timing_app(T=16, n=4, kind="diagonal")
+    app.controls["device"].value = "gpu"
+    assert app.last_error is not None and "No GPU here" in str(app.last_error)
+    assert "Colab" in str(app.last_error)
+
+
+def test_timing_app_on_gpu_without_one_shows_the_shipped_reference():
+    from course.devices import gpu_available
+    from course.recurrences.widgets import timing_app
+    from course.results import load_reference
+
+    if gpu_available() or not load_reference("recurrence_sweep"):
+        pytest.skip("a GPU answers here, or no reference results ship in this checkout")
     app = timing_app(T=16, n=4, kind="diagonal")
     app.controls["device"].value = "gpu"
-    assert app.last_error is not None
-    assert "No GPU here" in str(app.last_error) or "No GPU here" in app.html.value
+    assert app.last_error is None and "No GPU here" in app.html.value and app.image.value
 
 
 def test_timing_app_lists_what_it_could_not_time():

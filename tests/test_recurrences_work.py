@@ -57,6 +57,7 @@ def test_combine_flops_and_table():
     (lambda: recurrence_input(4, 2, "banded"), "kind must be"),
     (lambda: recurrence_function("dense", "torch loop", recurrence_input(4, 2, "dense")), "no dense"),
     (lambda: time_recurrence("diagonal", "loop", LOOP_MAX_T + 1, 2), "Python loop"),
+    (lambda: time_recurrence("diagonal", "torch loop", LOOP_MAX_T + 1, 2), "PyTorch loop"),
     (lambda: time_recurrence("dense", "scan", 8192, 512), "flops per call"),
 ])
 def test_bad_requests_get_clear_errors(call, match):

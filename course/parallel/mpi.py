@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import numbers
@@ -37,8 +38,8 @@ from ..devices import usable_cores
 from ..errors import BadInputError, CourseError
 from .collectives import check_workers
 
-__all__ = ["MPIError", "TASK_NAMES", "find_mpiexec", "mpi_unavailable_reason", "mpi_available", "max_ranks",
-           "cores", "oversubscribed", "run_mpi", "INSTALL_HINT"]
+__all__ = ["MPIError", "TASK_NAMES", "find_mpiexec", "mpi_family", "mpi_unavailable_reason", "mpi_available",
+           "max_ranks", "cores", "oversubscribed", "run_mpi", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install mpich mpi4py  (MPICH from the package index: no system MPI needed)"
 
@@ -60,13 +61,51 @@ def find_mpiexec() -> Path | None:
     return Path(found) if found else None
 
 
+def mpi_family(text: str) -> str | None:
+    """The MPI family a version text names: "Open MPI", "MPICH" (MPICH, its Hydra launcher, and the
+    MPICH-compatible MVAPICH and Intel MPI), or None when it names neither.
+
+    >>> mpi_family("MPICH Version: 4.2.3"), mpi_family("mpiexec (OpenRTE) 4.1.2"), mpi_family("?")
+    ('MPICH', 'Open MPI', None)
+    """
+    t = text.lower()
+    if "open mpi" in t or "openrte" in t:
+        return "Open MPI"
+    if any(word in t for word in ("mpich", "hydra", "mvapich", "intel(r) mpi")):
+        return "MPICH"
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def _families(mpiexec: str) -> tuple[str | None, str | None]:
+    """(the family of the MPI library mpi4py loads, the family of ``mpiexec``); None where unknown.
+    Asked in child processes, so that loading an MPI library can never upset the notebook's kernel."""
+    def ask(cmd: list[str]) -> str | None:
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return mpi_family(done.stdout + done.stderr) if done.returncode == 0 else None
+    library = ask([sys.executable, "-c", "import mpi4py; mpi4py.rc.initialize = False; "
+                   "from mpi4py import MPI; print(MPI.Get_library_version())"])
+    return library, ask([mpiexec, "--version"])
+
+
 def mpi_unavailable_reason() -> str | None:
-    """Why MPI cannot start here (None when it can): no mpi4py, or no ``mpiexec``."""
+    """Why MPI cannot start here (None when it can): no mpi4py, no ``mpiexec``, or an ``mpiexec`` of
+    another MPI than the one mpi4py loads (its ranks would each run alone, as rank 0 of 1)."""
     if find_spec("mpi4py") is None:
         return f"mpi4py is not installed. Install it with: {INSTALL_HINT}"
-    if find_mpiexec() is None:
+    exe = find_mpiexec()
+    if exe is None:
         return (f"no mpiexec next to {Path(sys.executable).parent} or on the PATH. Install MPICH "
                 f"with: {INSTALL_HINT}")
+    library, launcher = _families(str(exe))
+    if library and launcher and library != launcher:
+        return (f"mpi4py here loads {library}, but the mpiexec found ({exe}) is {launcher}'s: its ranks "
+                f"would not find each other (each would run alone as rank 0 of 1). Use one MPI for both: "
+                f"put {library}'s mpiexec first on the PATH, or install mpi4py and MPICH side by side in "
+                f"this environment ({INSTALL_HINT}).")
     return None
 
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import BadInputError, whole_number
-from ..plots import COLORS, add_footer, new_figure
+from ..plots import add_footer, new_figure
 from ..results import ResultSet
 from .kernels import chunk_plan
 from .linear import recurrence_closed_form, recurrence_log_space, recurrence_loop
@@ -30,10 +30,13 @@ __all__ = ["closed_form_figure", "work_figure", "timing_figure", "loss_figure", 
 
 MAX_DRAWN_T = 10 ** 6  # steps closed_form_figure draws
 
-_STYLE = {("diagonal", "loop"): ("#1b9e77", "-"), ("diagonal", "scan"): ("#1b9e77", "--"),
-          ("dense", "loop"): ("#7570b3", "-"), ("dense", "scan"): ("#7570b3", "--"),
+#: A colour for each (kind, method), so that reference curves (all dashed) stay told apart; the line
+#: style of a live curve; and, for the loop/scan ratio, one colour per kind.
+_STYLE = {("diagonal", "loop"): ("#1b9e77", "-"), ("diagonal", "scan"): ("#66a61e", "--"),
+          ("dense", "loop"): ("#7570b3", "-"), ("dense", "scan"): ("#e6ab02", "--"),
           ("diagonal", "torch loop"): ("#e7298a", "-."),
           ("diagonal", "numba chunked"): ("#d95f02", ":"), ("diagonal", "numba per-channel"): ("#a6761d", ":")}
+_KIND_COLOR = {"diagonal": "#1b9e77", "dense": "#7570b3"}
 
 
 def _log_axes(ax) -> None:
@@ -140,7 +143,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                         continue
                     drew = True
                     label = f"{dev.upper()} {kind} {method}" + (f", n={nn}" if len(ns) > 1 else "")
-                    label += f" ({rs.label})" if ref else ""
+                    label += " (ref.)" if ref else ""          # the footer names the reference
                     left.plot([r["T"] for r in recs], [r["median_s"] for r in recs], ls="--" if ref else ls,
                               marker="o" if dev == "cpu" else "s", ms=3, color=color,
                               alpha=0.6 if ref else 1.0, label=label)
@@ -150,7 +153,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                         if both:
                             right.plot([r["T"] for r in both], [loop[r["T"]] / r["median_s"] for r in both],
                                        ls="--" if ref else "-", marker="o" if dev == "cpu" else "s", ms=3,
-                                       color=color if dev == "cpu" else COLORS["gpu"], alpha=0.6 if ref else 1.0,
+                                       color=_KIND_COLOR[kind], alpha=0.6 if ref else 1.0,
                                        label=f"{dev.upper()} {kind}" + (f", n={nn}" if len(ns) > 1 else "")
                                        + (" (ref.)" if ref else "") + f": work ratio ≈ {both[-1]['work_ratio']:.3g}×")
     if not drew:
@@ -165,8 +168,9 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
         ax.set_xlabel("T (steps)")
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-        if ax.lines:
-            ax.legend(fontsize=6.5, loc="best")
+        if ax.lines:   # below the axes: inside, a dozen entries hid the curves
+            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                      ncols=2 if len(ax.lines) > 6 else 1)
     add_footer(fig, live, [r for r in references if r.records])
     return fig
 

@@ -41,7 +41,8 @@ METHODS = {("cpu", "diagonal"): ("loop", "scan", "torch loop"),
            ("cpu", "dense"): ("loop", "scan"),
            ("gpu", "diagonal"): ("loop", "scan", "numba per-channel", "numba chunked", "torch loop"),
            ("gpu", "dense"): ("loop", "scan")}
-#: Python loops are timed only up to this T (every step is a few library calls).
+#: Every loop over time (Python's, and PyTorch's) is timed only up to this T: each step is a few
+#: library calls, so past it one call takes seconds while the scans take milliseconds.
 LOOP_MAX_T = 2**14
 #: The dense scan is timed only up to this many flops per call on each device (2n³ per combine).
 DENSE_SCAN_MAX_FLOPS = {"cpu": 2e9, "gpu": 1e12}
@@ -117,8 +118,10 @@ def time_recurrence(kind: str, method: str, T: int, n: int, device: Any = "cpu",
     """Time one implementation at one (T, n); a clear error for a combination that cannot run."""
     dev = normalize_device(device)
     T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
-    if "loop" in method and method != "torch loop" and T > LOOP_MAX_T:
-        raise BadInputError(f"the Python loop is timed only up to T = {LOOP_MAX_T:,}; got T = {T:,}.")
+    if "loop" in method and T > LOOP_MAX_T:
+        what = "PyTorch loop" if method == "torch loop" else "Python loop"
+        raise BadInputError(f"the {what} is timed only up to T = {LOOP_MAX_T:,} (one call past it takes "
+                            f"seconds); got T = {T:,}. Choose a smaller T, or a scan.")
     if kind == "dense" and method == "scan":
         flops = work_counts(T, n, "dense")["flops_scan"]
         if flops > DENSE_SCAN_MAX_FLOPS[dev]:
