@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from course.bppsa.algorithm import backprop_scan, backprop_sequential, scan_memory, work_counts
-from course.bppsa.timing import PAPER, time_rnn, time_torch_rnn, torch_available
+from course.bppsa.timing import PAPER, rnn_timings, torch_available, torch_rnn_timings
 from course.devices import get_xp, gpu_available, gpu_unavailable_reason, synchronize
 from course.errors import GPUUnavailableError
 from course.results import ResultSet
@@ -137,12 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'T':>6}  {'forward':>10}  {'seq bwd':>10}  {'scan bwd':>10}  {'torch bwd':>10}  "
               f"{'seq/scan':>9}  {'torch/scan':>10}  target")
         for T in ts_for(dev, args.quick):
-            r = time_rnn(T, h, B, device=dev, repeat=repeat, warmup=1)
+            r = rnn_timings(T, h, B, device=dev, repeat=repeat, warmup=1)
             seq, scan = r["backward_s"]["sequential"], r["backward_s"]["scan"]
             torch_b = None
             if torch_available():
                 try:
-                    torch_b = time_torch_rnn(T, h, B, device=dev, repeat=repeat)["backward_s"]
+                    torch_b = torch_rnn_timings(T, h, B, device=dev, repeat=repeat)["backward_s"]
                 except GPUUnavailableError as exc:
                     rs.notes.append(f"PyTorch not timed on {dev}: {exc}")
             ratio = seq / scan if seq > 0 and scan > 0 else None

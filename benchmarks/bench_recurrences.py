@@ -24,7 +24,7 @@ import numpy as np
 
 from course.bppsa.algorithm import backprop_scan, backprop_sequential
 from course.devices import gpu_available, gpu_unavailable_reason
-from course.peers import time_torch, torch_available, torch_cuda_available
+from course.peers import benchmark_torch, torch_available, torch_cuda_available
 from course.recurrences import recurrence_loop, recurrence_scan, work_counts
 from course.recurrences.timing import recurrence_input
 from course.results import ResultSet
@@ -39,12 +39,12 @@ GPU_TARGET = 4.0        # per-channel kernel time / chunked kernel time, at leas
 def alternate(fns: dict, device: str, rounds: int, repeat: int) -> dict:
     """Median time of each no-argument function over ``rounds`` alternating rounds of ``repeat`` calls.
 
-    PyTorch's functions (names starting with "PyTorch") are timed with ``course.peers.time_torch``.
+    PyTorch's functions (names starting with "PyTorch") are timed with ``course.peers.benchmark_torch``.
     """
     samples: dict = {k: [] for k in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            timer = time_torch if name.startswith("PyTorch") else benchmark
+            timer = benchmark_torch if name.startswith("PyTorch") else benchmark
             samples[name].extend(timer(fn, device=device, warmup=1, repeat=repeat).samples)
     return {k: float(np.median(v)) for k, v in samples.items()}
 

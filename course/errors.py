@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 __all__ = [
     "whole_number",
+    "random_generator",
     "CourseError",
     "BadInputError",
     "GPUUnavailableError",
@@ -64,3 +67,19 @@ def whole_number(name: str, value: object, lo: int = 1, hi: int | None = None, h
         span = f">= {lo}" if hi is None else f"from {lo} to {hi}"
         raise BadInputError(f"{name} must be a whole number {span}, got {value!r}" + (f"; {hint}" if hint else ""))
     return int(value)
+
+
+def random_generator(seed: object) -> np.random.Generator:
+    """The numpy random ``Generator`` that ``seed=`` names everywhere in the course: a whole number
+    >= 0 starts a new one; a ``Generator`` is used as it is (so several layers can draw from one in
+    turn, as ``np.random.default_rng`` does).  Anything else is a :class:`BadInputError`.
+
+    >>> int(random_generator(0).integers(10)) == int(random_generator(0).integers(10))
+    True
+    >>> g = np.random.default_rng(1); random_generator(g) is g
+    True
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(whole_number("seed", seed, lo=0, hint="a whole number such as 0, or a "
+                                              "numpy Generator from np.random.default_rng(0)"))

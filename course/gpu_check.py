@@ -209,17 +209,17 @@ def _block_scan(quick: bool) -> dict:
 
 
 def _bppsa(quick: bool) -> tuple[dict, dict]:
-    from .bppsa.timing import PAPER, time_rnn, time_torch_rnn
+    from .bppsa.timing import PAPER, rnn_timings, torch_rnn_timings
     from .peers import torch_cuda_available
 
     seq_over_scan, torch_vs_scan, notes = None, {}, []
     for T in (10000, 30000):
-        r = time_rnn(T, 20, 16, device="gpu", repeat=3 if quick else 5)
+        r = rnn_timings(T, 20, 16, device="gpu", repeat=3 if quick else 5)
         back = r["backward_s"]
         if T == 30000 and back["scan"] > 0:
             seq_over_scan = back["sequential"] / back["scan"]
         if torch_cuda_available():
-            tr = time_torch_rnn(T, 20, 16, device="gpu", repeat=3 if quick else 5)
+            tr = torch_rnn_timings(T, 20, 16, device="gpu", repeat=3 if quick else 5)
             torch_vs_scan[T] = {"torch_backward_s": tr["backward_s"], "scan_backward_s": back["scan"],
                                 "scan_faster": back["scan"] < tr["backward_s"]}
         else:

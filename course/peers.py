@@ -3,12 +3,12 @@
 PyTorch is optional.  Where it is installed, several lessons time the same work in
 PyTorch next to the course's NumPy/CuPy code (a training step, a matrix product,
 a bfloat16 product, cuDNN's RNN).  Every such comparison times PyTorch with
-:func:`time_torch`, so that "ours / PyTorch" means the same thing everywhere.
+:func:`benchmark_torch`, so that "ours / PyTorch" means the same thing everywhere.
 
 **Why CUDA events on PyTorch's own stream.**  :func:`course.timing.benchmark` times
 CuPy work with two CUDA events recorded on CuPy's current stream: the GPU itself
 reports the time between the moment it reached the first event and the moment it
-finished the last kernel queued before the second.  :func:`time_torch` takes the
+finished the last kernel queued before the second.  :func:`benchmark_torch` takes the
 same measurement for PyTorch: events from ``torch.cuda.Event`` recorded on
 ``torch.cuda.current_stream()``, the stream PyTorch queues its kernels on.  Both
 sides of a ratio are then measured alike, and:
@@ -26,7 +26,7 @@ times both sides.  Warm-up, repeats, the budget and the median are
 :func:`~course.timing.benchmark`'s in both cases.
 
 >>> import time
->>> t = time_torch(time.sleep, 0.001, device="cpu", repeat=3)
+>>> t = benchmark_torch(time.sleep, 0.001, device="cpu", repeat=3)
 >>> t.repeat, t.device
 (3, 'cpu')
 """
@@ -46,7 +46,7 @@ from .errors import BadInputError, GPUUnavailableError
 from .timing import Timing, benchmark
 
 __all__ = ["torch_available", "torch_cuda_available", "torch_device", "torch_threads", "torch_synchronize",
-           "time_torch"]
+           "benchmark_torch"]
 
 
 def torch_available() -> bool:
@@ -122,7 +122,7 @@ def torch_synchronize(device: Any = "gpu") -> None:
         torch.cuda.synchronize()
 
 
-def time_torch(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, repeat: int = 7,
+def benchmark_torch(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, repeat: int = 7,
                budget_s: float | None = None, name: str | None = None, **kwargs: Any) -> Timing:
     """Time a PyTorch call ``fn(*args, **kwargs)`` on ``device``, the way the course times its own.
 
@@ -140,7 +140,7 @@ def time_torch(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, r
 
     Examples
     --------
-    >>> t = time_torch(sum, [1, 2, 3], device="cpu", repeat=2)
+    >>> t = benchmark_torch(sum, [1, 2, 3], device="cpu", repeat=2)
     >>> t.repeat
     2
     """
@@ -151,7 +151,7 @@ def time_torch(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, r
                          name=label, **kwargs)
     torch_device("gpu")
     if not callable(fn):
-        raise BadInputError(f"time_torch needs a function to call, got {type(fn).__name__} {fn!r}")
+        raise BadInputError(f"benchmark_torch needs a function to call, got {type(fn).__name__} {fn!r}")
     import torch
 
     measured: list[float] = []

@@ -37,7 +37,7 @@ def _batch(m: MLP, n: int = 8, seed: int = 0):
 
 # ----------------------------------------------------------------------- every layer, float64
 
-@pytest.mark.parametrize("layer", [Linear(5, 3, dtype="float64", rng=RNG), ReLU(), Sigmoid(), Tanh()],
+@pytest.mark.parametrize("layer", [Linear(5, 3, dtype="float64", seed=RNG), ReLU(), Sigmoid(), Tanh()],
                          ids=repr)
 def test_each_layer_passes_its_gradient_check_in_float64(layer):
     errs = layer_gradient_check(layer, RNG.standard_normal((6, 5)))

@@ -363,7 +363,7 @@ def test_lists_get_the_right_answer_where_the_meaning_is_plain():
     pytest.param(lambda: softmax_cross_entropy([[1.0, 2.0]], np.array([0])), "logits", id="cross-entropy list"),
     pytest.param(lambda: mse(np.zeros((4, 1)), np.zeros(4)), "same shape", id="mse broadcast"),
     pytest.param(lambda: elementwise("relu", [1.0, -1.0]), "array", id="elementwise list"),
-    pytest.param(lambda: list(batches(5, 2, rng=None)), "rng", id="batches rng None"),
+    pytest.param(lambda: list(batches(5, 2, seed=None)), "seed", id="batches seed None"),
 ])
 def test_a_wrong_kind_of_array_is_refused_with_what_to_pass(call, name):
     refused(call, name)

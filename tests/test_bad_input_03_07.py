@@ -194,13 +194,13 @@ SIZE_ARGS: list[tuple[str, Callable[[object], object], str, int, str]] = [
     ("chain_fill_in.depth", lambda v: bp_sparse.chain_fill_in(v, size=4), "depth", 1, "error"),
     ("chain_fill_in.size", lambda v: bp_sparse.chain_fill_in(2, size=v), "size", 2, "error"),
     ("chain_fill_in.channels", lambda v: bp_sparse.chain_fill_in(2, size=4, channels=v), "channels", 1, "error"),
-    ("time_rnn.T", lambda v: bp_timing.time_rnn(v, 3, 2, repeat=1), "T", 1, "error"),
-    ("time_rnn.hidden_size", lambda v: bp_timing.time_rnn(4, v, 2, repeat=1), "hidden_size", 1, "error"),
-    ("time_rnn.batch", lambda v: bp_timing.time_rnn(4, 3, v, repeat=1), "batch", 1, "error"),
-    ("time_rnn.repeat", lambda v: bp_timing.time_rnn(4, 3, 2, repeat=v, budget_s=0.05), "repeat", 1, "ok"),
-    ("time_rnn.warmup", lambda v: bp_timing.time_rnn(4, 3, 2, repeat=1, warmup=v), "warmup", 0, "error"),
+    ("rnn_timings.T", lambda v: bp_timing.rnn_timings(v, 3, 2, repeat=1), "T", 1, "error"),
+    ("rnn_timings.hidden_size", lambda v: bp_timing.rnn_timings(4, v, 2, repeat=1), "hidden_size", 1, "error"),
+    ("rnn_timings.batch", lambda v: bp_timing.rnn_timings(4, 3, v, repeat=1), "batch", 1, "error"),
+    ("rnn_timings.repeat", lambda v: bp_timing.rnn_timings(4, 3, 2, repeat=v, budget_s=0.05), "repeat", 1, "ok"),
+    ("rnn_timings.warmup", lambda v: bp_timing.rnn_timings(4, 3, 2, repeat=1, warmup=v), "warmup", 0, "error"),
     ("rnn_sweep.Ts", lambda v: bp_timing.rnn_sweep((v,), 3, 2, repeat=1, include_torch=False), "Ts", 1, "ok"),
-    ("time_torch_rnn.T", lambda v: bp_timing.time_torch_rnn(v, 3, 2), "T", 1, "error"),
+    ("torch_rnn_timings.T", lambda v: bp_timing.torch_rnn_timings(v, 3, 2), "T", 1, "error"),
     ("symbolic_scan.T", lambda v: bp_plots.symbolic_scan(v), "T", 1, "error"),
     # lesson 06
     ("check_workers.p", lambda v: par_allreduce.check_workers(v), "p", 1, "ok"),
@@ -390,9 +390,9 @@ def test_backprop_scan_and_the_sequential_one_refuse_an_empty_state_alike():
     assert_refused(lambda: bp_algorithm.backprop_sequential(J, g), "state size")
 
 
-def test_time_rnn_refuses_zero_rounds_instead_of_returning_nan():
+def test_rnn_timings_refuses_zero_rounds_instead_of_returning_nan():
     for repeat in (0, -1):
-        assert_refused(lambda r=repeat: bp_timing.time_rnn(4, 3, 2, repeat=r), "repeat")
+        assert_refused(lambda r=repeat: bp_timing.rnn_timings(4, 3, 2, repeat=r), "repeat")
 
 
 def test_finite_differences_refuse_to_check_nothing():

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from course import BadInputError
 from course.backprop import rel_error
 from course.bppsa.models import METHODS, MLPChain, TanhRNN, finite_difference_check
-from course.bppsa.timing import time_rnn, torch_available
+from course.bppsa.timing import rnn_timings, torch_available
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -82,8 +82,8 @@ def test_rnn_matches_pytorch_when_installed():
     np.testing.assert_allclose(ours["W_ih"], t.weight_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_time_rnn_reports_each_backward_pass_timed_alone():
-    r = time_rnn(T=30, hidden_size=4, batch=2, repeat=2)
+def test_rnn_timings_reports_each_backward_pass_timed_alone():
+    r = rnn_timings(T=30, hidden_size=4, batch=2, repeat=2)
     for m in ("sequential", "scan"):
         assert r["backward_s"][m] == r["backward"][m].median > 0 and r["backward"][m].repeat == 2
     assert r["max_grad_diff"] < 1e-4

@@ -184,7 +184,7 @@ def _fake_rnn_result(seq_s: float, scan_s: float) -> dict:
     (5e-3, 1e-3, "came out ahead", "was not paid back"),
 ])
 def test_timing_summary_follows_the_measurement_not_a_fixed_sentence(monkeypatch, seq_s, scan_s, expect, absent):
-    monkeypatch.setattr(bppsa_widgets, "time_rnn", lambda *a, **k: _fake_rnn_result(seq_s, scan_s))
+    monkeypatch.setattr(bppsa_widgets, "rnn_timings", lambda *a, **k: _fake_rnn_result(seq_s, scan_s))
     _, text = bppsa_widgets.timing_update(T=100, hidden=4, batch=1, device="cpu")
     assert expect in text and absent not in text
 
@@ -197,7 +197,7 @@ def test_timing_app_keeps_each_setting_and_times_long_sequences_round_by_round(m
         calls.append((T, k.get("repeat")))
         return _fake_rnn_result(2e-3, 1e-3)
 
-    monkeypatch.setattr(bppsa_widgets, "time_rnn", fake)
+    monkeypatch.setattr(bppsa_widgets, "rnn_timings", fake)
     app = bppsa_widgets.timing_app(T=100, hidden=4, batch=1)
     app.controls["T"].value = 30
     app.controls["T"].value = 100                        # seen before: no new measurement

@@ -102,14 +102,14 @@ def test_numba_performance_warnings_are_kept_from_learners_but_other_warnings_ar
 def test_rnn_sweep_notes_a_size_that_does_not_fit_and_goes_on(monkeypatch):
     from course.bppsa import timing as bt
 
-    real = bt.time_rnn
+    real = bt.rnn_timings
 
     def refuse_100(T, *args, **kwargs):
         if T == 100:
             raise DeviceMemoryError("the scan tree needs 3.00 GiB, but only 1.00 GiB is free")
         return real(T, *args, **kwargs)
 
-    monkeypatch.setattr(bt, "time_rnn", refuse_100)
+    monkeypatch.setattr(bt, "rnn_timings", refuse_100)
     rs = bt.rnn_sweep([10, 100, 200], hidden_size=4, batch=2, include_torch=False, repeat=1, budget_s=None)
     assert sorted({r["T"] for r in rs.records}) == [10, 200]
     assert any("did not fit" in n and "T=100" in n for n in rs.notes)
@@ -124,25 +124,25 @@ PEER_MODULES = ("course.backprop.bench", "course.bppsa.timing", "course.vectoriz
 @pytest.mark.parametrize("name", PEER_MODULES)
 def test_every_pytorch_comparison_times_pytorch_through_course_peers(name):
     src = inspect.getsource(importlib.import_module(name))
-    assert "time_torch" in src
+    assert "benchmark_torch" in src
     assert "torch.cuda.synchronize" not in src        # no host clock + synchronize of its own
     assert "def torch_available" not in src           # one answer to "is PyTorch here?"
 
 
-def test_time_torch_on_the_cpu_is_the_course_stopwatch():
-    from course.peers import time_torch
+def test_benchmark_torch_on_the_cpu_is_the_course_stopwatch():
+    from course.peers import benchmark_torch
 
-    t = time_torch(sum, [1, 2], device="cpu", warmup=1, repeat=3)
+    t = benchmark_torch(sum, [1, 2], device="cpu", warmup=1, repeat=3)
     assert t.repeat == 3 and t.device == "cpu" and t.warmup == 1
 
 
-def test_time_torch_on_a_gpu_without_one_says_why():
-    from course.peers import time_torch, torch_cuda_available
+def test_benchmark_torch_on_a_gpu_without_one_says_why():
+    from course.peers import benchmark_torch, torch_cuda_available
 
     if torch_cuda_available():
         pytest.skip("PyTorch sees a GPU here")
     with pytest.raises((GPUUnavailableError, BadInputError), match="PyTorch"):
-        time_torch(lambda: None, device="gpu")
+        benchmark_torch(lambda: None, device="gpu")
 
 
 def test_course_disable_torch_hides_pytorch(monkeypatch):

@@ -166,10 +166,10 @@ def test_torch_events_time_torch_work_and_the_product_equals_numpy():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("this PyTorch has no CUDA")
-    from course.peers import time_torch
+    from course.peers import benchmark_torch
 
     a = torch.rand(1024, 1024, device="cuda")
-    t = time_torch(torch.matmul, a, a, device="gpu", repeat=5)
+    t = benchmark_torch(torch.matmul, a, a, device="gpu", repeat=5)
     assert t.device == "gpu" and t.repeat == 5
     assert np.all(t.samples > 0) and np.all(t.samples <= t.host_samples * 1.05 + 1e-4)
     got = torch.matmul(a, a).cpu().numpy()
@@ -199,10 +199,10 @@ def test_gpu_clock_is_read_on_every_cuda_version():
 
 @pytest.mark.gpu
 def test_bppsa_on_the_gpu_gives_the_cpu_gradients_and_sweeps_past_a_refused_size():
-    from course.bppsa.timing import rnn_sweep, time_rnn
+    from course.bppsa.timing import rnn_sweep, rnn_timings
 
-    gpu = time_rnn(200, 8, 4, device="gpu", repeat=1)
-    cpu = time_rnn(200, 8, 4, device="cpu", repeat=1)
+    gpu = rnn_timings(200, 8, 4, device="gpu", repeat=1)
+    cpu = rnn_timings(200, 8, 4, device="cpu", repeat=1)
     assert gpu["max_grad_diff"] < 1e-4 and cpu["max_grad_diff"] < 1e-4
     rs = rnn_sweep([10, 100], hidden_size=8, batch=4, devices=["gpu"], repeat=1, budget_s=None)
     assert {r["T"] for r in rs.select(device="gpu", method="scan")} == {10, 100}

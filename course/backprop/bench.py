@@ -22,7 +22,7 @@ from typing import Any
 
 from ..devices import normalize_device, synchronize, to_numpy
 from ..errors import whole_number
-from ..peers import time_torch, torch_available, torch_cuda_available, torch_synchronize
+from ..peers import benchmark_torch, torch_available, torch_cuda_available, torch_synchronize
 from ..timing import interleaved_rounds
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
@@ -122,7 +122,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     settle = {"ours": lambda: _settle(fns["ours"], (), dev, settle_s),
               "torch": lambda: _settle(step, (), dev, settle_s, sync=torch_synchronize)}
     t = interleaved_rounds(fns, dev, warmup=0, repeat=int(rounds), per_round=int(repeat), budget_s=budget_s,
-                           timer={"torch": time_torch}, before=lambda k: settle[k]())
+                           timer={"torch": benchmark_torch}, before=lambda k: settle[k]())
     if t["ours"].stopped_early:
         done = t["ours"].repeat // int(repeat)
         out["note"] += f" Stopped after {done} of {rounds} rounds by the {budget_s} s budget."

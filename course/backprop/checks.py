@@ -143,7 +143,7 @@ def check_linear_weight_grad(fn: Callable) -> bool:
     for batch, n_in, n_out in [(6, 4, 3), (5, 8, 2)]:
         x = rng.standard_normal((batch, n_in))
         dout = rng.standard_normal((batch, n_out))
-        layer = Linear(n_in, n_out, dtype="float64", rng=rng)
+        layer = Linear(n_in, n_out, dtype="float64", seed=rng)
         layer.backward(dout, (x,), need_dx=False)
         want = layer.dW.copy()
         got, err = _call(name, fn, x.copy(), dout.copy())

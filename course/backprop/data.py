@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import check_dtype, check_fits, normalize_device, to_device
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, random_generator, whole_number
 
 __all__ = ["Dataset", "load_digits", "batches", "digits_figure"]
 
@@ -102,12 +102,12 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
         images_test=raw.images[test_idx], mean=mean, std=std)
 
 
-def batches(n: int, batch_size: int, rng: np.random.Generator, shuffle: bool = True):
-    """Index arrays (host numpy) that cover ``range(n)`` in batches of ``batch_size`` (last one smaller)."""
+def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0, shuffle: bool = True):
+    """Index arrays (host numpy) that cover ``range(n)`` in batches of ``batch_size`` (last one smaller),
+    shuffled by ``seed`` (a whole number, or a numpy ``Generator`` that goes on from epoch to epoch)."""
     n = whole_number("n", n, lo=0, hint="the number of examples to cover")
     batch_size = whole_number("batch_size", batch_size, hint="the examples in one step, e.g. 64")
-    if shuffle and not isinstance(rng, np.random.Generator):
-        raise BadInputError(f"rng must be a numpy random Generator, e.g. np.random.default_rng(0), got {rng!r}")
+    rng = random_generator(seed)
     check_fits(8 * n, "cpu", what=f"the order of {n:,} examples")
     order = rng.permutation(n) if shuffle else np.arange(n)
     for start in range(0, n, batch_size):

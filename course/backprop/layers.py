@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, random_generator, whole_number
 from .validate import check_batch, check_labels
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
@@ -55,7 +55,9 @@ class Linear:
     Gaussian noise scaled by ``sqrt(gain / n_in)`` (He initialisation for ReLU,
     gain 2; Glorot-like gain 1 for sigmoid and tanh), biases at zero.
 
-    >>> layer = Linear(3, 2, rng=np.random.default_rng(0))
+    ``seed``: a whole number, or a numpy ``Generator`` to draw from (as :class:`MLP` passes its own).
+
+    >>> layer = Linear(3, 2, seed=0)
     >>> out, cache = layer.forward(np.ones((4, 3), np.float32))
     >>> dx = layer.backward(np.ones((4, 2), np.float32), cache)
     >>> layer.dW.shape, dx.shape
@@ -63,12 +65,12 @@ class Linear:
     """
 
     def __init__(self, n_in: int, n_out: int, *, dtype: Any = "float32", device: str = "cpu",
-                 rng: np.random.Generator | None = None, gain: float = 2.0):
+                 seed: int | np.random.Generator = 0, gain: float = 2.0):
         n_in = whole_number("n_in", n_in, hint="the width of the layer's input")
         n_out = whole_number("n_out", n_out, hint="the width of the layer's output")
         dtype = _float_dtype(dtype, device)
         _check_weights_fit([n_in, n_out], dtype, device)
-        rng = rng if rng is not None else np.random.default_rng(0)
+        rng = random_generator(seed)
         xp = get_xp(device)
         w = rng.standard_normal((n_in, n_out)) * math.sqrt(gain / n_in)
         self.W = xp.asarray(w.astype(dtype))                 # weights, (n_in, n_out)
@@ -286,7 +288,7 @@ class MLP:
         act = ACTIVATIONS[activation]
         self.layers: list = []
         for i, (n_in, n_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:])):
-            self.layers.append(Linear(n_in, n_out, dtype=self.dtype, device=self.device, rng=rng,
+            self.layers.append(Linear(n_in, n_out, dtype=self.dtype, device=self.device, seed=rng,
                                       gain=act.gain))
             if i < len(self.sizes) - 2:
                 self.layers.append(act())

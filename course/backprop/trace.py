@@ -240,8 +240,9 @@ def random_batch(model: MLP, batch: int, seed: int = 0):
 
 
 def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float32", device: Any = "cpu",
-                    activation: str = "relu", repeat: int = 5, budget_s: float | None = 1.0):
-    """Median time of one ``train_step`` of ``MLP(sizes)`` on a random batch; a :class:`Timing`."""
+                    activation: str = "relu", repeat: int = 5, budget_s: float | None = 1.0) -> dict:
+    """Time one ``train_step`` of ``MLP(sizes)`` on a random batch: a record
+    (:meth:`course.timing.Timing.as_record`) with the sizes, batch, dtype and activation."""
     dev = normalize_device(device)
     batch = whole_number("batch", batch, hint="the examples in one step")
     model = MLP(sizes, activation=activation, dtype=dtype, device=dev)
@@ -250,8 +251,9 @@ def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float3
                    * model.dtype.itemsize + batch * widest), dev,
                what=f"an MLP {list(sizes)} step on a batch of {batch:,}")
     x, y = random_batch(model, batch)
-    return benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
-                     name=f"train step {'-'.join(map(str, sizes))} batch {batch}")
+    t = benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                  name=f"train step {'-'.join(map(str, sizes))} batch {batch}")
+    return t.as_record(sizes=[int(s) for s in sizes], batch=batch, dtype=model.dtype.name, activation=activation)
 
 
 def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: int = 2, batch: int = 256,

@@ -8,7 +8,7 @@
   over sequential back-propagation against T, log scale, live and reference.
 * :func:`work_figure`: dependent steps and flops of both, against T.
 * :func:`memory_figure`: a Jacobian stored dense vs CSR (the VGG-11 example).
-* :func:`timing_bars`: forward and backward times at one T, from :func:`course.bppsa.timing.time_rnn`.
+* :func:`timing_bars`: forward and backward times at one T, from :func:`course.bppsa.timing.rnn_timings`.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def memory_figure(claim: dict) -> Figure:
 
 
 def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = None) -> Figure:
-    """Forward and backward times at one T (from ``time_rnn``), plus the PyTorch peer if given."""
+    """Forward and backward times at one T (from ``rnn_timings``), plus the PyTorch peer if given."""
     items = [("forward (shared)", result["forward"].median, "0.6")]
     for m, b in result["backward_s"].items():
         items.append((f"backward: {METHOD_STYLE[m][1]}", b, METHOD_STYLE[m][0]))

@@ -16,7 +16,7 @@ the scan).  PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
 PyTorch is installed (on the GPU, that is its cuDNN kernel): its ``backward`` reruns
 on one saved graph (``retain_graph=True``).
 
->>> r = time_rnn(T=20, hidden_size=4, batch=2, repeat=3)
+>>> r = rnn_timings(T=20, hidden_size=4, batch=2, repeat=3)
 >>> sorted(r["backward_s"])
 ['scan', 'sequential']
 """
@@ -30,13 +30,13 @@ import numpy as np
 
 from ..devices import check_fits, get_xp, normalize_device, out_of_memory_errors, resolve_devices, synchronize
 from ..errors import BadInputError, GPUUnavailableError, whole_number
-from ..peers import time_torch, torch_available, torch_device, torch_threads
+from ..peers import benchmark_torch, torch_available, torch_device, torch_threads
 from ..results import ResultSet
 from ..timing import interleaved_rounds
 from .algorithm import work_counts
 from .models import TanhRNN
 
-__all__ = ["time_rnn", "time_torch_rnn", "torch_available", "rnn_sweep", "speedups",
+__all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "speedups",
            "PAPER", "SWEEP_T", "QUICK_T"]
 
 #: The paper's RNN workload (Wang, Bai, Pekhimenko, MLSys 2020, section 5).
@@ -47,7 +47,7 @@ SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
 QUICK_T = (10, 100, 1000)
 
 
-def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
+def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
              methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 5,
              budget_s: float | None = None, seed: int = 0, warmup: int = 1) -> dict:
     """Time the forward pass and each method's backward pass of the tanh RNN.
@@ -94,14 +94,14 @@ def time_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1
 
 # ------------------------------------------------------------------ the PyTorch peer
 
-def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
+def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
                    device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
                    seed: int = 0, threads: int | None = 1) -> dict:
     """Forward and backward times of PyTorch's ``nn.RNN`` (tanh) + readout + cross-entropy.
 
     On the GPU this is cuDNN's RNN.  The backward pass reruns on one saved graph
     (``retain_graph=True``).  Returns ``{"forward": Timing, "backward": Timing,
-    "backward_s": float}`` like :func:`time_rnn`.  Raises :class:`BadInputError` when
+    "backward_s": float}`` like :func:`rnn_timings`.  Raises :class:`BadInputError` when
     PyTorch is missing and :class:`GPUUnavailableError` when PyTorch sees no GPU.
 
     ``threads``: CPU threads PyTorch may use while timed (restored afterwards).  One by
@@ -128,8 +128,8 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
         out, h = rnn(x)
         return loss_fn(head(h[-1]), y)
 
-    # PyTorch is timed as every PyTorch peer is (course.peers.time_torch: its own CUDA events on
-    # a GPU), in the same alternating rounds as time_rnn.
+    # PyTorch is timed as every PyTorch peer is (course.peers.benchmark_torch: its own CUDA events on
+    # a GPU), in the same alternating rounds as rnn_timings.
     with torch_threads(threads):
         loss = forward()
 
@@ -139,7 +139,7 @@ def time_torch_rnn(T: int, hidden_size: int = 20, batch: int = 16, input_size: i
             loss.backward(retain_graph=True)
 
         t = interleaved_rounds({"forward": forward, "backward": backward}, dev, warmup=1, repeat=repeat,
-                               budget_s=budget_s, timer=time_torch)
+                               budget_s=budget_s, timer=benchmark_torch)
     f, b = t["forward"], t["backward"]
     return {"forward": f, "backward": b, "backward_s": b.median}
 
@@ -197,7 +197,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
             skipped.append(f"{d} T={T} batch={B} hidden={h}")
             continue
         try:
-            r = time_rnn(T, h, B, input_size, d, methods, dtype, repeat)
+            r = rnn_timings(T, h, B, input_size, d, methods, dtype, repeat)
         except out_of_memory_errors() as exc:     # one refused size must not end the sweep
             refused.append(f"{d} T={T} batch={B} hidden={h} ({type(exc).__name__}: {exc})")
             _release_pool(d)
@@ -213,7 +213,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
                    max_grad_diff=r["max_grad_diff"])
         if torch_ok:
             try:
-                tr = time_torch_rnn(T, h, B, input_size, d, repeat)
+                tr = torch_rnn_timings(T, h, B, input_size, d, repeat)
             except GPUUnavailableError as exc:
                 if f"PyTorch peer not timed on {d}: {exc}" not in rs.notes:
                     rs.notes.append(f"PyTorch peer not timed on {d}: {exc}")

@@ -41,7 +41,7 @@ from ..widgets import (
 from .algorithm import work_counts
 from .plots import memory_figure, speedup_figure, timing_bars, tree_figure
 from .sparse import conv_jacobian_memory
-from .timing import SWEEP_T, time_rnn, time_torch_rnn, torch_available
+from .timing import SWEEP_T, rnn_timings, torch_available, torch_rnn_timings
 
 __all__ = ["tree_app", "timing_app", "memory_app", "timing_update", "EXPERIMENT", "LONG_T", "round_rate",
            "timing_cost_s", "TIMING_BUDGET_S"]
@@ -58,9 +58,9 @@ _CHEAP_ROUND_S = 0.3
 
 
 def round_rate(hidden: int, batch: int) -> float:
-    """Time steps per second of one CPU round of :func:`time_rnn` (every round is Θ(T)): measured once at
+    """Time steps per second of one CPU round of :func:`rnn_timings` (every round is Θ(T)): measured once at
     T = 30, then at the larger T of ``_RATE_T`` while a round there is estimated to take under 0.3 s."""
-    from .timing import time_rnn as measure  # the module's own (the app's name may be replaced in tests)
+    from .timing import rnn_timings as measure  # the module's own (the app's name may be replaced in tests)
 
     rate = 0.0
     for T in _RATE_T:
@@ -127,7 +127,7 @@ def _summary(T: int, h: int, B: int, dev: str, r: dict, torch_r: dict | None) ->
 
 
 def _merge_rounds(parts: list[dict]) -> dict:
-    """One ``time_rnn`` result from several one-round results: samples joined, medians retaken."""
+    """One ``rnn_timings`` result from several one-round results: samples joined, medians retaken."""
     def join(ts: list[Timing]) -> Timing:
         return Timing(samples=np.concatenate([t.samples for t in ts]), device=ts[0].device, name=ts[0].name,
                       threads=ts[0].threads, load=max((t.load for t in ts if t.load is not None), default=None))
@@ -138,11 +138,11 @@ def _merge_rounds(parts: list[dict]) -> dict:
             "max_grad_diff": max(p["max_grad_diff"] for p in parts)}
 
 
-def _time_rnn_rounds(T: int, hidden: int, batch: int, dev: str, rounds: int, budget_s: float) -> dict:
-    """``time_rnn`` one round at a time under a progress bar, stopping once ``budget_s`` is spent."""
+def _rnn_timings_rounds(T: int, hidden: int, batch: int, dev: str, rounds: int, budget_s: float) -> dict:
+    """``rnn_timings`` one round at a time under a progress bar, stopping once ``budget_s`` is spent."""
     parts, began = [], time.perf_counter()
     for i in progress(range(rounds), desc=f"timing T = {T:,}"):
-        parts.append(time_rnn(T, hidden, batch, device=dev, repeat=1, warmup=0))
+        parts.append(rnn_timings(T, hidden, batch, device=dev, repeat=1, warmup=0))
         if i >= 1 and time.perf_counter() - began > budget_s:
             break
     return _merge_rounds(parts)
@@ -164,13 +164,13 @@ def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str =
                 f"with their device and date); your slider's T is marked. {html.escape(refs[0].label)}")
         return speedup_figure(None, refs, highlight=T), note
     if dev == "cpu" and T > LONG_T:
-        r = _time_rnn_rounds(T, hidden, batch, dev, rounds=3, budget_s=budget_s)
+        r = _rnn_timings_rounds(T, hidden, batch, dev, rounds=3, budget_s=budget_s)
     else:
-        r = time_rnn(T, hidden, batch, device=dev, repeat=5, budget_s=budget_s, warmup=1)
+        r = rnn_timings(T, hidden, batch, device=dev, repeat=5, budget_s=budget_s, warmup=1)
     torch_r = None
     if torch and torch_available():
         try:
-            torch_r = time_torch_rnn(T, hidden, batch, device=dev, repeat=3, budget_s=budget_s / 2)
+            torch_r = torch_rnn_timings(T, hidden, batch, device=dev, repeat=3, budget_s=budget_s / 2)
         except GPUUnavailableError:
             torch_r = None
     return timing_bars(r, T, dev, torch_r), _summary(T, hidden, batch, dev, r, torch_r)

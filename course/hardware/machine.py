@@ -34,7 +34,7 @@ from ..devices import (
 )
 from ..errors import BadInputError, whole_number
 from ..results import ResultSet
-from ..timing import benchmark
+from ..timing import benchmark, noisy_note
 
 __all__ = ["VENDOR_BANDWIDTH_GBPS", "VENDOR_GPUS", "vendor_bandwidth", "vendor_gpus_html", "copy_bandwidth",
            "matmul_flops", "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html", "matmul_app",
@@ -135,8 +135,9 @@ def matmul_flops(n: int) -> float:
 
 
 def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
-                budget_s: float | None = 0.5, seed: int = 0):
-    """Time ``a @ b`` for two random n×n matrices on ``device``; returns a :class:`~course.timing.Timing`."""
+                budget_s: float | None = 0.5, seed: int = 0) -> dict:
+    """Time ``a @ b`` for two random n×n matrices on ``device``: a record
+    (:meth:`course.timing.Timing.as_record`) with n, dtype and ``gflops`` (2n³ flops per call)."""
     dev = normalize_device(device)
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     dt = check_dtype(dtype, dev)
@@ -149,8 +150,9 @@ def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int
     b = xp.asarray(rng.standard_normal((n, n)).astype(dt))
     out = xp.empty((n, n), dtype=dt)
     synchronize(dev)
-    return benchmark(xp.matmul, a, b, out=out, device=dev, warmup=2, repeat=repeat,
-                     budget_s=budget_s, name=f"matmul {n}")
+    t = benchmark(xp.matmul, a, b, out=out, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                  name=f"matmul {n}")
+    return t.as_record(n=n, dtype=dt.name, gflops=matmul_flops(n) / t.median / 1e9)
 
 
 def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
@@ -173,8 +175,7 @@ def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
     jobs = [(d, n) for d in devs for n in sizes]
     it = progress(jobs, total=len(jobs), desc="matmul sweep") if progress else jobs
     for d, n in it:
-        t = time_matmul(n, dt, d, repeat=repeat, budget_s=budget_s)
-        rs.add_timing(t, n=n, dtype=dt.name, gflops=matmul_flops(n) / t.median / 1e9)
+        rs.add(**time_matmul(n, dt, d, repeat=repeat, budget_s=budget_s))
     return rs
 
 
@@ -286,12 +287,11 @@ def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size:
         lines, points = [], []
         for d in devs:
             live.extend(_cached_sweep(d, dtype, sweep_sizes))
-            t = time_matmul(n, dtype, d, repeat=5, budget_s=0.3)
-            rate = matmul_flops(n) / t.median / 1e9
-            points.append((d, rate))
-            lines.append(f"<b>{d.upper()}</b>: {n}×{n} {dtype} product in {t.median * 1e3:.3g} ms "
-                         f"(IQR {t.q25 * 1e3:.3g}–{t.q75 * 1e3:.3g} ms) = <b>{rate:,.1f} GFLOP/s</b>"
-                         + (f" <i>{t.noise_note()}</i>" if t.noisy else ""))
+            r = time_matmul(n, dtype, d, repeat=5, budget_s=0.3)
+            points.append((d, r["gflops"]))
+            lines.append(f"<b>{d.upper()}</b>: {n}×{n} {dtype} product in {r['median_s'] * 1e3:.3g} ms "
+                         f"(IQR {r['q25_s'] * 1e3:.3g}–{r['q75_s'] * 1e3:.3g} ms) = <b>{r['gflops']:,.1f} "
+                         f"GFLOP/s</b>" + (f" <i>{noisy_note([r])}</i>" if r["noisy"] else ""))
         fig = sweep_figure(live, refs if "gpu" not in devs else [], x="n", y="gflops",
                            xlabel="matrix size n (n×n @ n×n)", ylabel="GFLOP/s (higher is faster)",
                            title=f"Matrix multiply, {dtype}", highlight=n, higher_is_better=True,

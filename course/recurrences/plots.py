@@ -168,9 +168,10 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
         ax.set_xlabel("T (steps)")
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-        if ax.lines:   # below the axes: inside, a dozen entries hid the curves
+        handles = ax.get_legend_handles_labels()[0]
+        if handles:   # below the axes: inside, a dozen entries hid the curves
             ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                      ncols=2 if len(ax.lines) > 6 else 1)
+                      ncols=2 if len(handles) > 6 else 1)
     add_footer(fig, live, [r for r in references if r.records])
     return fig
 

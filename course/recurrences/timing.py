@@ -8,13 +8,13 @@ events on a GPU).  The implementations, by name:
   :func:`course.bppsa.backprop_sequential` (T dependent n×n matrix-vector products);
 * ``"scan"``: diagonal, :func:`course.recurrences.linear.recurrence_scan` (the Blelloch scan with
   the affine operator); dense, lesson 05's :func:`course.bppsa.backprop_scan` (n×n products);
-* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.peers.time_torch`;
+* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.peers.benchmark_torch`;
 * ``"numba chunked"`` and ``"numba per-channel"`` (diagonal, GPU only): the hand-written kernels
   of :mod:`course.recurrences.kernels` with chunks of 64 steps, or one thread per channel.
 
->>> t = time_recurrence("diagonal", "scan", T=64, n=8, repeat=2)
->>> t.median > 0
-True
+>>> r = time_recurrence("diagonal", "scan", T=64, n=8, repeat=2)
+>>> r["median_s"] > 0 and r["method"]
+'scan'
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import numpy as np
 from ..bppsa.algorithm import backprop_scan, backprop_sequential
 from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError, whole_number
-from ..peers import time_torch, torch_device
+from ..peers import benchmark_torch, torch_device
 from ..results import ResultSet
-from ..timing import Timing, benchmark, sweep_within_budget
+from ..timing import benchmark, sweep_within_budget
 from .linear import recurrence_loop, recurrence_scan
 from .work import KINDS, work_counts
 
@@ -114,8 +114,10 @@ def recurrence_function(kind: str, method: str, inputs: tuple, device: Any = "cp
 
 
 def time_recurrence(kind: str, method: str, T: int, n: int, device: Any = "cpu", dtype: Any = "float32",
-                    repeat: int = 5, budget_s: float | None = 0.5) -> Timing:
-    """Time one implementation at one (T, n); a clear error for a combination that cannot run."""
+                    repeat: int = 5, budget_s: float | None = 0.5) -> dict:
+    """Time one implementation at one (T, n): a record (:meth:`course.timing.Timing.as_record`) with
+    the kind, method, T, n, dtype and the counted work ratio.  A clear error for a combination that
+    cannot run."""
     dev = normalize_device(device)
     T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
     if "loop" in method and T > LOOP_MAX_T:
@@ -128,9 +130,11 @@ def time_recurrence(kind: str, method: str, T: int, n: int, device: Any = "cpu",
             raise BadInputError(f"the dense scan at T = {T:,}, n = {n} needs {flops:.2g} flops per call; "
                                 f"it is timed only up to {DENSE_SCAN_MAX_FLOPS[dev]:.0g} on the {dev.upper()}.")
     fn = recurrence_function(kind, method, recurrence_input(T, n, kind, dtype, dev), dev)
-    timer = time_torch if method == "torch loop" else benchmark    # PyTorch: events on its own stream
+    timer = benchmark_torch if method == "torch loop" else benchmark    # PyTorch: events on its own stream
     t = timer(fn, device=dev, warmup=1, repeat=repeat, budget_s=budget_s, name=f"{kind} {method} T={T} n={n}")
-    return t
+    w = work_counts(T, n, kind, np.dtype(dtype).itemsize)
+    return t.as_record(kind=kind, method=method, T=T, n=n, dtype=np.dtype(dtype).name,
+                       work_ratio=w["work_ratio"], steps_scan=w["steps_scan"])
 
 
 def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequence[str] = KINDS,
@@ -157,14 +161,9 @@ def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequen
             if methods is None or m in methods for n in ns for T in Ts]
     for dev, kind, method, T, n in sweep_within_budget(jobs, rs, total_budget_s, progress, "recurrences"):
         try:
-            t = time_recurrence(kind, method, T, n, dev, dt, repeat=repeat, budget_s=budget_s)
+            rs.add(**time_recurrence(kind, method, T, n, dev, dt, repeat=repeat, budget_s=budget_s))
         except (BadInputError, GPUUnavailableError) as exc:
-            note = f"{dev} {kind} {method} T={T} n={n}: skipped ({exc})"
-            rs.notes.append(note)
-            continue
-        w = work_counts(T, n, kind, dt.itemsize)
-        rs.add_timing(t, kind=kind, method=method, T=T, n=n, dtype=dt.name, work_ratio=w["work_ratio"],
-                      steps_scan=w["steps_scan"])
+            rs.notes.append(f"{dev} {kind} {method} T={T} n={n}: skipped ({exc})")
     return rs
 
 

@@ -93,10 +93,9 @@ def timing_app(T: int = 1024, n: int = 16, kind: str = "both", budget_s: float =
     def measure(dev: str, k: str, method: str, T: int, n: int) -> tuple[dict | None, str]:
         def run() -> tuple[dict | None, str]:
             try:
-                t = time_recurrence(k, method, T, n, dev, repeat=5, budget_s=budget_s)
+                return time_recurrence(k, method, T, n, dev, repeat=5, budget_s=budget_s), ""
             except (BadInputError, GPUUnavailableError) as exc:
                 return None, str(exc)           # kept too: a skip is not retried at every redraw
-            return t.as_record() | {"kind": k, "method": method, "T": T, "n": n}, ""
         return cache.get((dev, k, method, T, n), run)
 
     def update(T: int, n: int, kind: str, device: str, torch: bool, view: str):

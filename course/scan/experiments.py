@@ -99,11 +99,10 @@ def scan_operators(devices, quick, progress):
                 rs.notes.append(f"{dev.upper()}: {alg} has no library scan for {op!r}")
             continue
         try:
-            t = time_scan(alg, n, op, "float64", dev, repeat=3 if quick else 7, budget_s=0.2 if quick else 2.0)
+            rs.add(**time_scan(alg, n, op, "float64", dev, repeat=3 if quick else 7,
+                               budget_s=0.2 if quick else 2.0))
         except BadInputError as exc:      # refused up front: noted, the other records kept
             rs.notes.append(f"{dev.upper()} {alg} {op}: skipped ({exc})")
-            continue
-        rs.add_timing(t, algorithm=alg, op=op, n=n)
     return rs
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices
 from ..errors import BadInputError, DeviceMemoryError, whole_number
 from ..results import ResultSet
-from ..timing import Timing, benchmark
+from ..timing import benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan
 
 __all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
@@ -126,8 +126,10 @@ def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Calla
 
 
 def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
-              device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5) -> Timing:
-    """Time one algorithm at one size; raises a clear error for impossible combinations."""
+              device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5) -> dict:
+    """Time one algorithm at one size: a record (:meth:`course.timing.Timing.as_record`) with the
+    algorithm, n, op, dtype and ``gb_per_s`` (input read + output written, per second).  A clear
+    error for impossible combinations."""
     dev = normalize_device(device)
     n = whole_number("n", n, 0, hint="the length of the scan")
     if algorithm == "sequential" and n > SEQUENTIAL_MAX_N:
@@ -135,8 +137,9 @@ def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
                             f"(about a microsecond per element); got n = {n:,}.")
     f = scan_function(algorithm, op, dev)
     x = make_input(n, op, dtype, dev)
-    return benchmark(f, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s,
-                     name=f"{algorithm} scan n={n}")
+    t = benchmark(f, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s, name=f"{algorithm} scan n={n}")
+    return t.as_record(algorithm=algorithm, n=n, op=op, dtype=x.dtype.name,
+                       gb_per_s=2 * x.nbytes / t.median / 1e9 if t.median > 0 else None)
 
 
 def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: str = "add",
@@ -161,15 +164,13 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
     it = progress(jobs, total=len(jobs), desc="scan sweep") if progress else jobs
     for dev, alg, n in it:
         try:
-            t = time_scan(alg, n, op, dt, dev, repeat=repeat, budget_s=budget_s)
+            rec = time_scan(alg, n, op, dt, dev, repeat=repeat, budget_s=budget_s)
         except (BadInputError, DeviceMemoryError) as exc:   # refused up front, with the reason
             note = f"{dev} {alg} n={n}: skipped ({exc})"
             if note not in rs.notes:
                 rs.notes.append(note)
             continue
-        elem = int(np.prod(make_input(1, op, dt, "cpu").shape[1:]))
-        nbytes = 2 * n * elem * dt.itemsize
-        rs.add_timing(t, algorithm=alg, n=n, op=op, dtype=dt.name, gb_per_s=nbytes / t.median / 1e9)
+        rs.add(**rec)
     for dev in devs:
         c = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=3, budget_s=1.0)
         rs.add(device=dev, algorithm="copy", n=copy_nbytes // 4, gb_per_s=c["gb_per_s"],

@@ -200,11 +200,9 @@ def _time_all(n: int, op: str, device: str, budget_s: float) -> tuple[ResultSet,
                 continue
             spent += cost
         try:
-            t = time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s)
+            rs.add(**time_scan(alg, n, op, "float32", device, repeat=5, budget_s=budget_s))
         except BadInputError as exc:
             skipped.append(f"{alg} ({exc})")
-            continue
-        rs.add_timing(t, algorithm=alg, n=n, op=op)
     return rs, skipped
 
 

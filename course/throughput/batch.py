@@ -33,7 +33,7 @@ import numpy as np
 from ..backprop import MLP
 from ..devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
-from ..peers import time_torch, torch_available, torch_cuda_available
+from ..peers import benchmark_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 from .ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
@@ -158,7 +158,7 @@ def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: fl
     def mm() -> None:
         torch.matmul(a, b, out=c)
 
-    t = time_torch(mm, device=device, warmup=2, repeat=repeat, budget_s=budget_s, name=f"torch matmul {n}")
+    t = benchmark_torch(mm, device=device, warmup=2, repeat=repeat, budget_s=budget_s, name=f"torch matmul {n}")
     flops = 2.0 * n ** 3
     return t.as_record() | {"device": device, "n": n, "gflops": flops / t.median / 1e9, "flops": flops}
 

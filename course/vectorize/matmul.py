@@ -33,10 +33,19 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device, synchronize, to_numpy
+from ..devices import (
+    array_device,
+    check_dtype,
+    check_fits,
+    get_xp,
+    normalize_device,
+    resolve_devices,
+    synchronize,
+    to_numpy,
+)
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..hardware.machine import matmul_flops
-from ..peers import time_torch, torch_available, torch_cuda_available
+from ..peers import benchmark_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from .simd import fastest_call_s
@@ -178,7 +187,8 @@ def matmul_tolerance(dtype: Any, n: int) -> float:
 
 def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
                      budget_s: float | None = 0.5, check: bool = True) -> dict:
-    """Time one rung at size n; return seconds, GFLOP/s and (with ``check``) the error vs float64."""
+    """Time one rung at size n: a record (:meth:`course.timing.Timing.as_record`) with the rung, n,
+    dtype, ``gflops`` and (with ``check``) ``rel_error`` against float64 and whether it ``agrees``."""
     if rung not in MATMUL_RUNGS:
         raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
@@ -198,29 +208,29 @@ def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "c
         exact = a_np.astype(np.float64) @ b_np.astype(np.float64)
         err = float(np.max(np.abs(got - exact)) / max(np.max(np.abs(exact)), 1e-30))
     if rung == "torch":
-        t = time_torch(matmul, a, b, "torch", device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
-                       name="torch matmul", **kw)
+        t = benchmark_torch(matmul, a, b, "torch", device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                            name="torch matmul", **kw)
     else:
         synchronize(dev)
         slow = rung in MATMUL_LIMITS
         t = benchmark(matmul, a, b, rung, device=dev, warmup=0 if slow else 2, repeat=2 if slow else repeat,
                       budget_s=budget_s, name=f"matmul {rung}", **kw)
-    return {"rung": rung, "device": dev, "n": int(n), "dtype": str(dtype), "timing": t,
-            "gflops": matmul_flops(n) / t.median / 1e9, "rel_error": err,
-            "agrees": None if err is None else err <= matmul_tolerance(dtype, n)}
+    return t.as_record(rung=rung, n=int(n), dtype=str(dtype), gflops=matmul_flops(n) / t.median / 1e9,
+                       rel_error=err, agrees=None if err is None else err <= matmul_tolerance(dtype, n))
 
 
-def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), devices: Sequence[str] = ("cpu",),
+def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), devices: Sequence[str] | None = None,
                   rungs: Sequence[str] | None = None, repeat: int = 5, budget_s: float = 0.4,
                   progress: Callable | None = None) -> ResultSet:
     """Every matmul rung that applies, for each dtype, at size n; GFLOP/s and error per record.
 
     Rungs too slow for n (see :data:`MATMUL_LIMITS`) are skipped, with a note; the
     ``torch`` rung runs only when PyTorch is installed; dtypes a rung cannot hold
-    (bfloat16 in numpy) are skipped with the device's own error message as a note.
+    (bfloat16 in numpy) are skipped with the device's own error message as a note.  ``devices``
+    defaults to the CPU plus the GPU when one answers, as every sweep.
     """
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
-    devs = [normalize_device(d) for d in devices]
+    devs = resolve_devices(devices)
     rungs = list(rungs) if rungs is not None else (
         ["loop", "dots", "blas"] + (["gpu"] if "gpu" in devs else []) + (["torch"] if torch_available() else []))
     rs = ResultSet("vectorize_matmul", params={"n": int(n), "dtypes": list(dtypes), "rungs": rungs})
@@ -246,8 +256,7 @@ def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), d
             if note not in rs.notes:
                 rs.notes.append(note)
             continue
-        t = r.pop("timing")
-        rs.add_timing(t, **r)
+        rs.add(**r)
     return rs
 
 
@@ -261,9 +270,9 @@ def wrapper_overhead(n: int = 256, dtype: Any = "float32", rounds: int = 30) -> 
     fastest direct call at size n, ``direct_best_s``): on a busy machine the last is the
     steadiest figure.
 
-    >>> r = wrapper_overhead(n=32, rounds=5)
-    >>> r["overhead"] < 1.0
-    True
+    >>> r = wrapper_overhead(n=32, rounds=5)       # a timing, so only its shape is shown here
+    >>> r["n"], r["rounds"], r["direct_s"] > 0
+    (32, 5, True)
     """
     rounds = whole_number("rounds", rounds, hi=10_000, hint="pairs of calls to time, e.g. 30")
     a, b, out = random_matrices(n, dtype, "cpu")

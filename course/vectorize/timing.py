@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, cpu_info, get_xp, normalize_device, to_device, to_numpy
+from ..devices import check_dtype, cpu_info, get_xp, normalize_device, resolve_devices, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..hardware.machine import copy_bandwidth
 from ..results import ResultSet
@@ -61,7 +61,7 @@ def agree(result: Any, reference: np.ndarray, dtype: Any) -> tuple[bool, float]:
     return bool(np.allclose(got, ref, **tolerance(dtype))), diff
 
 
-def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Sequence[str] = ("cpu",),
+def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Sequence[str] | None = None,
            rungs: Sequence[str] | None = None, lanes: int | None = None, workers: int | None = None,
            loop_max: int = 2**15, budget_s: float = 0.15, repeat: int = 5, copy: bool = True,
            seed: int = 0, progress: Callable | None = None) -> ResultSet:
@@ -71,7 +71,8 @@ def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Se
     ----------
     op : ``"relu"``, ``"sigmoid"`` or ``"affine_relu"``.
     n, dtype : input size and float dtype.
-    devices : ``("cpu",)`` or ``("cpu", "gpu")``; a GPU rung without a GPU raises
+    devices : default (None): the CPU, plus the GPU when one answers, as every sweep; ``("cpu",)`` for
+        the CPU alone.  Naming ``"gpu"`` without a GPU raises
         :class:`~course.errors.GPUUnavailableError` saying what to do.
     rungs : which rungs (default: the CPU rungs, plus the GPU rungs for ``"gpu"``).
     lanes : elements per step of the ``lanes`` rung (default: this CPU's float32 lanes).
@@ -95,7 +96,7 @@ def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Se
     """
     if op not in OPS:
         raise BadInputError(f"op must be one of {OPS}, got {op!r}")
-    devs = [normalize_device(d) for d in devices]
+    devs = resolve_devices(devices)
     if not devs:
         raise BadInputError("ladder needs at least one device, e.g. devices=('cpu',)")
     rungs = _resolve_rungs(rungs, devs)
