@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from course.timing import Timing, benchmark, get_threads
+from course.threads import get_threads
+from course.timing import Timing, benchmark
 
 TARGET_IQR = 0.10
 

@@ -26,7 +26,7 @@ import numpy as np
 from course.backprop.bench import compare_with_torch, speed_ablation
 from course.devices import gpu_available
 from course.results import ResultSet
-from course.timing import set_threads
+from course.threads import set_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers, however run
 from _adaptive import TARGET_IQR, load_line  # noqa: E402

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["COURSE_NOTEBOOKS_EVERY_CELL"] = "1"
     sys.path.insert(0, str(ROOT))
     import conftest  # noqa: F401  the tests' environment: threads (unless set above), backend
-    from course.devices import machine_load, usable_cores
+    from course.cpu import machine_load, usable_cores
 
     paths = notebooks(args.only)
     if not paths:

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = os.getloadavg()[0]
     print(f"load average before: {load_before:.2f} (1 min) on {os.cpu_count()} logical cores; "
-          f"BLAS threads {course.timing.get_threads()}")
+          f"BLAS threads {course.threads.get_threads()}")
     apps = discover()
     if args.only:
         apps = [(n, f) for n, f in apps if any(s in n for s in args.only)]

@@ -3,9 +3,9 @@
 The spine every lesson uses:
 
 * devices: :func:`devices`, :func:`gpu_available`, :func:`get_xp`, :func:`to_device`,
-  :func:`to_numpy`, :func:`synchronize`;
+  :func:`to_numpy`, :func:`synchronize`; the CPU itself in :mod:`course.cpu` (:func:`cpu_info`);
 * timing: :func:`benchmark` -> :class:`Timing` (warm-up, repeats, median and spread,
-  CUDA events on a GPU);
+  CUDA events on a GPU), with the BLAS threads of :mod:`course.threads`;
 * results: :class:`ResultSet` (JSON with provenance), :func:`load_reference`;
 * shared plots (:mod:`course.plots`) and widgets (:mod:`course.widgets`);
 * the headless report: ``python -m course report``.
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import importlib
 
+from .cpu import cpu_info
 from .devices import (
     Device,
     array_device,
     check_dtype,
     check_fits,
-    cpu_info,
     devices,
     get_xp,
     gpu_available,

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from .devices import cpu_info, gpu_info
+from .cpu import cpu_info
+from .devices import gpu_info
 from .results import ResultSet
 
 __all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
@@ -40,7 +42,7 @@ def noisy_flags(records: Sequence[dict]) -> np.ndarray:
     return np.array([bool(r.get("noisy")) for r in records], dtype=bool)
 
 
-def mark_noisy(ax, xs: Sequence[float], ys: Sequence[float], noisy: Sequence[bool], color: str = "k",
+def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequence[bool], color: str = "k",
                ms: float = 6.0) -> bool:
     """Draw hollow markers over the noisy points of a curve, labelled once per axes with :data:`NOISY_LABEL`.
 
@@ -165,7 +167,7 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     return fig
 
 
-def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
+def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
                  where: dict | None = None, higher_is_better: bool = False,
                  xlabel: str | None = None, highlight: float | None = None) -> None:
     """Draw GPU-over-CPU speedup (from sources that have both devices) on ``ax``."""
@@ -205,7 +207,7 @@ def speedup_axes(ax, sources: Sequence[ResultSet], x: str = "n", y: str = "media
         ax.set_yticks([])
 
 
-def log2_x(ax) -> None:
+def log2_x(ax: Any) -> None:
     """Log-2 x axis labelled with plain numbers (1,024 rather than 2^10)."""
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(_pow2_label))

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .devices import cpu_info, gpu_available, gpu_info, gpu_unavailable_reason
+from .cpu import cpu_info
+from .devices import gpu_available, gpu_info, gpu_unavailable_reason
 from .errors import BadInputError
 from .plots import figure_to_png
 from .results import ResultSet, load_reference, merge, provenance, save_reference

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .devices import cpu_info, gpu_available, gpu_info
+from .cpu import cpu_info
+from .devices import gpu_available, gpu_info
 from .errors import ResultsError
 
 __all__ = ["ResultSet", "provenance", "load_reference", "save_reference", "REFERENCE_DIR",

@@ -135,7 +135,7 @@ def stream_threads(threads: int | None = None) -> int:
     >>> stream_threads(1)
     1
     """
-    from .timing import get_threads
+    from .threads import get_threads
 
     if threads is None:
         want = get_threads()

@@ -23,7 +23,7 @@ which keeps interactive widgets responsive; the result says when that happened.
 **A busy machine.**  On a shared 2-core machine (Binder, Colab's free tier, a laptop
 with a browser open) other processes take turns on the cores, and a BLAS library
 that starts one thread per core then waits for its own threads.  So the number of
-BLAS/OpenMP threads is set explicitly for every measurement (:func:`set_threads`;
+BLAS/OpenMP threads is set explicitly for every measurement (:mod:`course.threads`;
 the default is the cores this process may really use, or ``COURSE_THREADS``), each
 :class:`Timing` records the threads and the machine's load, and its ``noisy`` flag
 says when the runs disagree too much or the cores were oversubscribed for the
@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,11 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from .devices import cupy_module, machine_load, normalize_device, require_gpu, synchronize, usable_cores
+from .cpu import machine_load
+from .devices import cupy_module, normalize_device, require_gpu, synchronize
 from .errors import BadInputError, whole_number
+from .threads import check_threads, get_threads, thread_limit
 
-__all__ = ["Timing", "benchmark", "interleaved_rounds", "sweep_within_budget", "set_threads", "get_threads",
-           "thread_limit", "noisy_note", "NOISY_SPREAD", "BUSY_LOAD", "MAX_REPEAT"]
+__all__ = ["Timing", "benchmark", "interleaved_rounds", "sweep_within_budget", "noisy_note", "NOISY_SPREAD",
+           "BUSY_LOAD", "MAX_REPEAT"]
 
 #: A timing whose interquartile range exceeds this fraction of its median is flagged noisy.
 NOISY_SPREAD = 0.25
@@ -60,88 +60,9 @@ NOISY_SPREAD = 0.25
 #: more processes wanted a core than there were cores.
 BUSY_LOAD = 1.25
 
-_threads: int | None = None
-
-
 #: Without a time budget, :func:`benchmark` makes at most this many timed calls (and a tenth of it
 #: as warm-up): a larger count would run for hours; give ``budget_s`` to ask for more.
 MAX_REPEAT = 10_000
-
-
-def _check_threads(n: Any, what: str = "threads") -> int:
-    return whole_number(what, n, hi=4096, hint="a whole number of threads, e.g. 1 or the cores this machine has")
-
-
-def _default_threads() -> int:
-    env = os.environ.get("COURSE_THREADS", "").strip()
-    if env:
-        try:
-            return _check_threads(int(env), "COURSE_THREADS")
-        except ValueError:
-            raise BadInputError(f"COURSE_THREADS must be a whole number >= 1, got {env!r}") from None
-    return usable_cores()
-
-
-def get_threads() -> int:
-    """The BLAS/OpenMP threads every measurement uses unless told otherwise.
-
-    The default is the number of cores this process may really use
-    (:func:`course.devices.usable_cores`: affinity and a container's CPU quota), or the
-    environment variable ``COURSE_THREADS``; :func:`set_threads` changes it.
-
-    >>> get_threads() >= 1
-    True
-    """
-    return _threads if _threads is not None else _default_threads()
-
-
-def set_threads(n: int | None = None) -> int:
-    """Use ``n`` BLAS/OpenMP threads for every later measurement (``None``: back to the default).
-
-    Try ``course.timing.set_threads(1)`` on a busy machine: a BLAS that runs one thread per core
-    while other processes want those cores spends its time waiting for its own threads.
-    Returns the number now in force.
-
-    >>> before = get_threads()
-    >>> set_threads(1)
-    1
-    >>> set_threads(None) == before
-    True
-    """
-    global _threads
-    _threads = None if n is None else _check_threads(n)
-    return get_threads()
-
-
-class thread_limit:
-    """Context manager: run the block with ``n`` BLAS/OpenMP threads (numpy's BLAS, OpenMP, and
-    PyTorch's intra-op pool when PyTorch is loaded), then put back what was there.
-
-    >>> import numpy as np
-    >>> with thread_limit(1):
-    ...     _ = np.ones((8, 8)) @ np.ones((8, 8))
-    """
-
-    def __init__(self, n: int | None = None):
-        self.n = get_threads() if n is None else _check_threads(n)
-        self._limits = None
-        self._torch_before: int | None = None
-
-    def __enter__(self) -> thread_limit:
-        from threadpoolctl import threadpool_limits
-
-        self._limits = threadpool_limits(limits=self.n)
-        torch = sys.modules.get("torch")
-        if torch is not None and hasattr(torch, "get_num_threads"):
-            self._torch_before = torch.get_num_threads()
-            torch.set_num_threads(self.n)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._torch_before is not None:
-            sys.modules["torch"].set_num_threads(self._torch_before)
-        if self._limits is not None:
-            self._limits.restore_original_limits()
 
 
 @dataclass
@@ -231,7 +152,7 @@ class Timing:
         if self.busy:
             why.append(f"the machine was busy (load {self.load:.1f} per core)")
         return (f"Noisy: {' and '.join(why)}. Rerun when the machine is quieter"
-                + (", or try course.timing.set_threads(1)." if self.busy and (self.threads or 1) > 1 else "."))
+                + (", or try course.threads.set_threads(1)." if self.busy and (self.threads or 1) > 1 else "."))
 
     def as_record(self, **fields: Any) -> dict:
         """A JSON-ready dict: median, quartiles, min, count, device, early stop; then ``fields``
@@ -339,7 +260,7 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
             raise BadInputError(f"keyword(s) {both} given both directly and in fn_kwargs; give each once")
         kwargs = {**kwargs, **fn_kwargs}
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    n_threads = get_threads() if blas_threads is None else _check_threads(blas_threads, "blas_threads")
+    n_threads = get_threads() if blas_threads is None else check_threads(blas_threads, "blas_threads")
     with thread_limit(n_threads):
         return _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads)
 
@@ -479,7 +400,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     min_rounds, per_round = whole_number("min_rounds", min_rounds, hi=cap, hint=hint), whole_number(
         "per_round", per_round, hi=MAX_REPEAT)
     repeat = whole_number("repeat", repeat, hi=cap, hint=hint)
-    n_threads = get_threads() if blas_threads is None else _check_threads(blas_threads, "blas_threads")
+    n_threads = get_threads() if blas_threads is None else check_threads(blas_threads, "blas_threads")
     timers = timer if isinstance(timer, dict) else dict.fromkeys(fns, timer)
     samples: dict[str, list[float]] = {k: [] for k in fns}
     load, began, stopped = machine_load(), time.perf_counter(), False

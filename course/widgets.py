@@ -351,7 +351,7 @@ def control_panel(sizes: Sequence[int] | None = None, size: int | None = None,
 
 
 def progress(iterable: Iterable | None = None, total: int | None = None, desc: str | None = None,
-             disable: bool | None = None, **kwargs: Any):
+             disable: bool | None = None, **kwargs: Any) -> Any:
     """A progress bar for sweeps: a widget in notebooks, text in a terminal (``tqdm.auto``)."""
     from tqdm.auto import tqdm
 

@@ -32,7 +32,8 @@ from course.backprop.validate import check_batch, check_labels
 from course.errors import CourseError
 from course.hardware.machine import copy_bandwidth, matmul_flops, matmul_sweep, time_matmul
 from course.stream import stream_bandwidth, stream_threads
-from course.timing import benchmark, set_threads, thread_limit
+from course.threads import set_threads, thread_limit
+from course.timing import benchmark
 from course.vectorize.exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
 from course.vectorize.gpu import blocks_for
 from course.vectorize.matmul import (

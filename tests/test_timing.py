@@ -113,7 +113,7 @@ def test_a_wide_spread_or_a_busy_machine_makes_a_timing_noisy():
     assert spread.noisy and "spread" in spread.noise_note() and "busy" not in spread.noise_note()
     busy = _timing([1.0] * 5, load=3.0)
     assert busy.noisy and busy.busy and "busy (load 3.0 per core)" in busy.noise_note()
-    assert "set_threads(1)" in busy.noise_note()
+    assert "course.threads.set_threads(1)" in busy.noise_note()
     assert _timing([1.0] * 5, load=None).noise_note() == ""
     assert "NOISY" in repr(busy)
 
@@ -129,7 +129,7 @@ def test_noisy_note_counts_the_noisy_ones():
 def test_threads_are_set_for_the_measurement_and_put_back():
     from threadpoolctl import threadpool_info
 
-    from course.timing import get_threads, set_threads, thread_limit
+    from course.threads import get_threads, set_threads, thread_limit
 
     seen = []
     t = course.benchmark(lambda: seen.append([i["num_threads"] for i in threadpool_info()]), repeat=1,
@@ -148,15 +148,14 @@ def test_threads_are_set_for_the_measurement_and_put_back():
 
 
 def test_usable_cores_honour_a_cgroup_quota(monkeypatch):
-    import importlib
+    from course import cpu
 
-    devices = importlib.import_module("course.devices")  # the module, not course.devices()
-    monkeypatch.setattr(devices, "_cgroup_cpu_limit", lambda: 1.5)
-    assert devices.usable_cores() == min(2, len(os.sched_getaffinity(0)))
-    monkeypatch.setattr(devices, "_cgroup_cpu_limit", lambda: 0.25)
-    assert devices.usable_cores() == 1
-    monkeypatch.setattr(devices, "_cgroup_cpu_limit", lambda: None)
-    assert devices.usable_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(cpu, "_cgroup_cpu_limit", lambda: 1.5)
+    assert cpu.usable_cores() == min(2, len(os.sched_getaffinity(0)))
+    monkeypatch.setattr(cpu, "_cgroup_cpu_limit", lambda: 0.25)
+    assert cpu.usable_cores() == 1
+    monkeypatch.setattr(cpu, "_cgroup_cpu_limit", lambda: None)
+    assert cpu.usable_cores() == len(os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize("kwargs, match", [

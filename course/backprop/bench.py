@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..devices import normalize_device, synchronize, to_numpy
 from ..errors import whole_number
@@ -26,6 +26,9 @@ from ..peers import benchmark_torch, torch_available, torch_cuda_available, torc
 from ..timing import interleaved_rounds
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step", "speed_ablation",
            "ablation_figure", "TARGET_CPU", "TARGET_GPU"]
@@ -35,7 +38,7 @@ TARGET_CPU = 0.95
 TARGET_GPU = 1.2
 
 
-def torch_mlp_step(model: MLP, x, y, lr: float = 1e-3):
+def torch_mlp_step(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> tuple[Callable[[], None], Any]:
     """A PyTorch copy of ``model`` (same weights) and a function doing one SGD step of it on ``(x, y)``.
 
     The step is what a PyTorch user writes: ``zero_grad``, forward, ``cross_entropy``,
@@ -133,7 +136,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     return out
 
 
-def naive_train_step(model: MLP, x, y, lr: float) -> float:
+def naive_train_step(model: MLP, x: Any, y: Any, lr: float) -> float:
     """The same SGD step written the obvious way: every layer allocates its outputs, ``p -= lr * dp``
     makes a temporary, and whatever dtype ``x`` has spreads through the step.
 
@@ -176,7 +179,7 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
     return {k: v.median for k, v in t.items()}
 
 
-def ablation_figure(times: dict, title: str = ""):
+def ablation_figure(times: dict, title: str = "") -> Figure:
     """Bars of :func:`speed_ablation`'s times, each labelled with its ratio to the course's step."""
     from ..plots import bar_figure
 

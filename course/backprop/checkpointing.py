@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..devices import normalize_device, synchronize
@@ -91,7 +92,7 @@ def kept_pattern(n_blocks: int, every: int) -> list[str]:
             for i in range(n_blocks)]
 
 
-def checkpointed_backward(model: MLP, x, y, every: int) -> CheckpointRun:
+def checkpointed_backward(model: MLP, x: Any, y: Any, every: int) -> CheckpointRun:
     """Forward, loss and backward of ``model`` on ``(x, y)`` with a checkpoint every ``every`` blocks.
 
     Fills the model's gradients (equal to plain backprop's) and leaves the weights
@@ -277,14 +278,12 @@ def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Se
     return rs
 
 
-def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool = False):
+def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool = False) -> Figure:
     """Peak activation memory and extra compute (counted and timed) against k.
 
     With ``pattern`` and a ``highlight`` k, a strip on top shows which block inputs
     that k keeps (checkpoints, the last segment) and which it recomputes.
     """
-    from matplotlib.figure import Figure
-
     from ..plots import add_footer
 
     recs = sorted(rs.records, key=lambda r: r["every"])

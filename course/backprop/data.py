@@ -13,13 +13,17 @@ standard deviation, already on the device you ask for.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..devices import check_dtype, check_fits, normalize_device, to_device
 from ..errors import BadInputError, random_generator, whole_number
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Dataset", "load_digits", "batches", "digits_figure"]
 
@@ -102,7 +106,8 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
         images_test=raw.images[test_idx], mean=mean, std=std)
 
 
-def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0, shuffle: bool = True):
+def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0,
+            shuffle: bool = True) -> Iterator[np.ndarray]:
     """Index arrays (host numpy) that cover ``range(n)`` in batches of ``batch_size`` (last one smaller),
     shuffled by ``seed`` (a whole number, or a numpy ``Generator`` that goes on from epoch to epoch)."""
     n = whole_number("n", n, lo=0, hint="the number of examples to cover")
@@ -114,7 +119,7 @@ def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0, shuffl
         yield order[start:start + batch_size]
 
 
-def digits_figure(data: Dataset, n: int = 12, predictions: Any = None):
+def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
     """The first ``n`` test images with their labels (and predictions, red where wrong)."""
     from matplotlib.figure import Figure
 

@@ -20,6 +20,7 @@ True
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,8 @@ from ..devices import to_numpy
 from ..errors import BadInputError, whole_number
 from .layers import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
 
-__all__ = ["rel_error", "gradient_check", "gradient_errors", "layer_gradient_check", "loss_gradient_check",
+__all__ = ["rel_error", "central_differences", "gradient_check", "gradient_errors", "layer_gradient_check",
+           "loss_gradient_check",
            "FULL_CHECK_LIMIT", "SAMPLE_ENTRIES"]
 
 
@@ -56,7 +58,7 @@ FULL_CHECK_LIMIT = 20_000
 SAMPLE_ENTRIES = 200
 
 
-def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None | str = "auto",
+def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: int | None | str = "auto",
                     seed: int = 0) -> list[dict]:
     """Backprop against centred finite differences, one record per parameter array.
 
@@ -81,26 +83,16 @@ def gradient_errors(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None
     rng = np.random.default_rng(seed)
     out = []
     for name, p, g in zip(model.parameter_names(), model.parameters(), analytic):
-        flat = p.reshape(-1)                     # a view: nudging it nudges the model
-        n = flat.size
+        n = p.size                               # p is nudged in place: the model sees it
         idx = np.arange(n) if max_entries is None or max_entries >= n else \
             np.sort(rng.choice(n, size=max_entries, replace=False))
-        numeric = np.empty(len(idx))
-        for k, i in enumerate(idx):
-            i = int(i)
-            old = flat[i].item()
-            flat[i] = old + eps
-            lp = float(softmax_cross_entropy(model._forward(x), y)[0])
-            flat[i] = old - eps
-            lm = float(softmax_cross_entropy(model._forward(x), y)[0])
-            flat[i] = old
-            numeric[k] = (lp - lm) / (2 * eps)
+        numeric = central_differences(lambda: softmax_cross_entropy(model._forward(x), y)[0], p, eps, idx)
         out.append({"parameter": name, "shape": tuple(p.shape), "checked": len(idx), "of": n,
                     "rel_error": rel_error(g.reshape(-1)[idx], numeric)})
     return out
 
 
-def gradient_check(model: MLP, x, y, eps: float = 1e-6, max_entries: int | None | str = "auto",
+def gradient_check(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: int | None | str = "auto",
                    seed: int = 0) -> float:
     """The largest relative error between backprop and finite differences over every parameter.
 
@@ -126,22 +118,33 @@ def _check_eps(eps: object) -> float:
     return float(eps)
 
 
-def _numeric(f, a: np.ndarray, eps: float) -> np.ndarray:
-    """Centred differences of the scalar ``f()`` with respect to every entry of ``a`` (nudged in place)."""
-    grad = np.empty(a.shape)
-    flat, gflat = a.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
+def central_differences(f: Callable[[], float], a: Any, eps: float = 1e-6, idx: Any = None) -> np.ndarray:
+    """``(f() at a[i] + eps  -  f() at a[i] - eps) / (2 eps)`` for the flat entries ``idx`` of ``a``
+    (every entry when None): the numerical gradient of the scalar ``f()``, whose value depends on ``a``.
+
+    ``a`` (NumPy or CuPy) is nudged in place, one entry at a time, and put back.  The course's one
+    finite-difference loop: lessons 01, 05 and 07 check their backward passes with it.
+
+    >>> a = np.array([1.0, 2.0, 3.0])
+    >>> np.round(central_differences(lambda: float((a ** 2).sum()), a), 6).tolist()   # d/da of a² = 2a
+    [2.0, 4.0, 6.0]
+    """
+    eps = _check_eps(eps)
+    flat = a.reshape(-1)                          # a view: nudging it nudges a
+    idx = range(flat.size) if idx is None else [int(i) for i in idx]
+    out = np.empty(len(idx))
+    for k, i in enumerate(idx):
         old = flat[i].item()
         flat[i] = old + eps
         lp = float(f())
         flat[i] = old - eps
         lm = float(f())
         flat[i] = old
-        gflat[i] = (lp - lm) / (2 * eps)
-    return grad
+        out[k] = (lp - lm) / (2 * eps)
+    return out
 
 
-def layer_gradient_check(layer, x: np.ndarray, eps: float = 1e-6, seed: int = 0) -> dict:
+def layer_gradient_check(layer: Any, x: np.ndarray, eps: float = 1e-6, seed: int = 0) -> dict:
     """Relative errors of one layer's backward (``dx``, and ``dW``, ``db`` for a Linear) on host float64 data.
 
     The scalar checked is ``sum(layer.forward(x) * dout)`` for a random ``dout``,
@@ -157,11 +160,11 @@ def layer_gradient_check(layer, x: np.ndarray, eps: float = 1e-6, seed: int = 0)
 
     _, cache = layer.forward(x)
     dx = layer.backward(dout, cache)
-    out = {"dx": rel_error(dx, _numeric(f, x, eps))}
+    out = {"dx": rel_error(dx, central_differences(f, x, eps).reshape(x.shape))}
     if isinstance(layer, Linear):
         dW, db = layer.dW.copy(), layer.db.copy()
-        out["dW"] = rel_error(dW, _numeric(f, layer.W, eps))
-        out["db"] = rel_error(db, _numeric(f, layer.b, eps))
+        out["dW"] = rel_error(dW, central_differences(f, layer.W, eps).reshape(layer.W.shape))
+        out["db"] = rel_error(db, central_differences(f, layer.b, eps).reshape(layer.b.shape))
     return out
 
 
@@ -175,7 +178,7 @@ def loss_gradient_check(eps: float = 1e-6, seed: int = 0) -> dict:
     pred, target = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
     d_mse = mse_backward(mse(pred, target)[1])
     return {
-        "softmax_cross_entropy": rel_error(d_ce, _numeric(lambda: softmax_cross_entropy(logits, labels)[0],
-                                                          logits, eps)),
-        "mse": rel_error(d_mse, _numeric(lambda: mse(pred, target)[0], pred, eps)),
+        "softmax_cross_entropy": rel_error(d_ce.reshape(-1), central_differences(
+            lambda: softmax_cross_entropy(logits, labels)[0], logits, eps)),
+        "mse": rel_error(d_mse.reshape(-1), central_differences(lambda: mse(pred, target)[0], pred, eps)),
     }

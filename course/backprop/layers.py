@@ -41,7 +41,7 @@ __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_en
            "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "xp_of"]
 
 
-def xp_of(a: Any):
+def xp_of(a: Any) -> Any:
     """The array namespace (numpy or cupy) that ``a`` lives in."""
     return get_xp("gpu") if array_device(a) == "gpu" else np
 
@@ -166,7 +166,7 @@ ACTIVATIONS = {"relu": ReLU, "sigmoid": Sigmoid, "tanh": Tanh}
 
 # ----------------------------------------------------------------------------- losses
 
-def softmax_cross_entropy(logits, labels):
+def softmax_cross_entropy(logits: Any, labels: Any) -> tuple[Any, tuple[Any, Any]]:
     """Mean cross-entropy of ``softmax(logits)`` against integer ``labels``; returns ``(loss, cache)``.
 
     Stable for any logits: the row maximum is subtracted before ``exp`` (the
@@ -192,7 +192,7 @@ def softmax_cross_entropy(logits, labels):
     return loss, (exp, labels)
 
 
-def softmax_cross_entropy_backward(cache, out=None):
+def softmax_cross_entropy_backward(cache: tuple[Any, Any], out: Any = None) -> Any:
     """d loss / d logits = (softmax - one_hot(labels)) / batch."""
     probs, labels = cache
     xp = xp_of(probs)
@@ -206,7 +206,7 @@ def softmax_cross_entropy_backward(cache, out=None):
     return out
 
 
-def mse(pred, target):
+def mse(pred: Any, target: Any) -> tuple[Any, tuple[Any]]:
     """Mean squared error over every element; returns ``(loss, cache)``.
 
     ``pred`` and ``target`` must have the same shape: numpy would broadcast a ``(4, 1)`` against a
@@ -221,7 +221,7 @@ def mse(pred, target):
     return (diff * diff).mean(), (diff,)
 
 
-def mse_backward(cache, out=None):
+def mse_backward(cache: tuple[Any], out: Any = None) -> Any:
     """d loss / d pred = 2 (pred - target) / number of elements."""
     (diff,) = cache
     return xp_of(diff).multiply(diff, 2.0 / diff.size, out=out)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from ..errors import whole_number
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["LayerTrace", "StepTrace", "trace_step", "time_train_step", "step_time_sweep",
            "random_batch", "trace_figure", "trace_html", "trace_to_results", "trace_from_results"]
@@ -94,7 +97,7 @@ def _mm(a: Sequence[int], b: Sequence[int]) -> str:
     return f"({a[0]}×{a[1]}) @ ({b[0]}×{b[1]})"
 
 
-def trace_step(model: MLP, x, y, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
+def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
     """Trace one training step of ``model`` on ``(x, y)``: per-layer ops, FLOPs and times.
 
     The weights are left as they were (no update is applied).  Each layer is
@@ -228,7 +231,7 @@ def trace_from_results(rs: ResultSet, device: str = "cpu") -> StepTrace | None:
                      model=recs[0]["model"], batch=recs[0]["batch"], noisy=bool(step and step[0].get("noisy")))
 
 
-def random_batch(model: MLP, batch: int, seed: int = 0):
+def random_batch(model: MLP, batch: int, seed: int = 0) -> tuple[Any, Any]:
     """A random standard-normal batch and random labels for ``model``, on its device."""
     batch = whole_number("batch", batch, hint="the examples in one step")
     check_fits(batch * (model.sizes[0] * (8 + model.dtype.itemsize) + 8), "cpu",
@@ -291,7 +294,7 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
     return rs
 
 
-def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None):
+def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None) -> Figure:
     """Per-layer forward and backward times (bars), and how the step splits up.
 
     ``reference``: the result set ``tr`` was rebuilt from when it was recorded on

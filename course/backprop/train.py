@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from ..devices import synchronize, to_device
 from ..errors import BadInputError, whole_number
 from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["History", "train", "accuracy", "evaluate", "training_figure", "MAX_EPOCHS"]
 
@@ -52,7 +55,7 @@ class History:
                                               "test_acc", "seconds", "steps", "stopped_early")}
 
 
-def evaluate(model: MLP, x, y) -> tuple[float, float]:
+def evaluate(model: MLP, x: Any, y: Any) -> tuple[float, float]:
     """``(mean cross-entropy, accuracy)`` of ``model`` on ``(x, y)``, one forward pass."""
     logits = model.forward(x)
     loss, _ = softmax_cross_entropy(logits, model._check_y(y, x.shape[0]))
@@ -60,7 +63,7 @@ def evaluate(model: MLP, x, y) -> tuple[float, float]:
     return float(loss), float(acc)
 
 
-def accuracy(model: MLP, x, y) -> float:
+def accuracy(model: MLP, x: Any, y: Any) -> float:
     """Share of rows of ``x`` whose largest logit is the true label."""
     return evaluate(model, x, y)[1]
 
@@ -108,7 +111,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     return h
 
 
-def training_figure(h: History, title: str = ""):
+def training_figure(h: History, title: str = "") -> Figure:
     """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
     from ..plots import add_footer, new_figure
 

@@ -19,7 +19,7 @@ from ..errors import BadInputError, whole_number
 __all__ = ["check_batch", "check_labels"]
 
 
-def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype):
+def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
     """``x`` as a ``(batch, n_in)`` array of ``dtype`` on ``device`` (cast if needed), or a clear error."""
     n_in = whole_number("n_in", n_in, hint="the input width of the model")
     if array_device(x) != device:
@@ -33,7 +33,7 @@ def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype):
     return x if x.dtype == dtype else x.astype(dtype)
 
 
-def check_labels(y: Any, batch: int, n_classes: int, device: str):
+def check_labels(y: Any, batch: int, n_classes: int, device: str) -> Any:
     """``y`` as ``batch`` integer labels in ``0..n_classes-1`` on ``device``, or a clear error."""
     batch = whole_number("batch", batch, lo=0, hint="the rows of x")
     n_classes = whole_number("n_classes", n_classes, hint="the classes of the model")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import html
 import time
+from collections.abc import Sequence
 
 import ipywidgets as widgets
 
@@ -75,7 +76,7 @@ def reference_note(experiment: str) -> str:
     return "<p><i>" + "; ".join(f"Reference results {html.escape(r.label)}" for r in refs) + ".</i></p>"
 
 
-def step_flops(sizes, batch: int) -> float:
+def step_flops(sizes: Sequence[int], batch: int) -> float:
     """FLOPs of one training step of an MLP with these layer sizes (counted as :meth:`MLP.flops_per_step` does)."""
     total = 0.0
     for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
@@ -88,7 +89,7 @@ def step_flops(sizes, batch: int) -> float:
 _RATE_BATCH = 32
 
 
-def step_rate(sizes, dtype: str) -> float:
+def step_rate(sizes: Sequence[int], dtype: str) -> float:
     """FLOP/s of a training step of this very network on this CPU, measured once at batch 32.
 
     The same network, not a smaller one: a deep one can run many times slower per FLOP (its

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from ..report import experiment
 from .plots import speedup_figure
 from .timing import PAPER, QUICK_T, SWEEP_T, rnn_sweep
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..results import ResultSet
 
 
 @experiment("bppsa_rnn", title="BPPSA: backward pass of a tanh RNN against T, Blelloch scan vs sequential",
@@ -20,7 +28,7 @@ def run(devices, quick, progress):
 
 
 @run.plot
-def plot(rs, references):
+def plot(rs: ResultSet, references: Sequence[ResultSet]) -> Figure:
     return speedup_figure(rs, references)
 
 
@@ -37,5 +45,5 @@ def run_batch(devices, quick, progress):
 
 
 @run_batch.plot
-def plot_batch(rs, references):
+def plot_batch(rs: ResultSet, references: Sequence[ResultSet]) -> Figure:
     return speedup_figure(rs, references, x="batch")

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -23,6 +24,9 @@ from ..plots import COLORS, add_footer, new_figure
 from ..results import ResultSet
 from .algorithm import work_counts
 from .timing import PAPER
+
+if TYPE_CHECKING:
+    from ..scan.algorithms import ScanTrace
 
 __all__ = ["symbolic_scan", "tree_figure", "speedup_figure", "work_figure", "memory_figure",
            "timing_bars", "METHOD_STYLE"]
@@ -60,7 +64,7 @@ def _combine(a: _Span, b: _Span) -> _Span:
     return _Span(a.lo, b.hi)
 
 
-def symbolic_scan(T: int):
+def symbolic_scan(T: int) -> tuple[list[str], ScanTrace]:
     """Run ``course.scan.blelloch_scan`` (inclusive, with the BPPSA order) on symbols.
 
     Returns ``(labels_out, trace)``: ``labels_out[k]`` names what the scan left at

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import time
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 import numpy as np
@@ -42,6 +43,9 @@ from .algorithm import work_counts
 from .plots import memory_figure, speedup_figure, timing_bars, tree_figure
 from .sparse import conv_jacobian_memory
 from .timing import SWEEP_T, rnn_timings, torch_available, torch_rnn_timings
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["tree_app", "timing_app", "memory_app", "timing_update", "EXPERIMENT", "LONG_T", "round_rate",
            "timing_cost_s", "TIMING_BUDGET_S"]
@@ -149,7 +153,7 @@ def _rnn_timings_rounds(T: int, hidden: int, batch: int, dev: str, rounds: int, 
 
 
 def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str = "cpu",
-                  torch: bool = False, budget_s: float = 10.0):
+                  torch: bool = False, budget_s: float = 10.0) -> tuple[Figure, str]:
     """The timing app's update: time the RNN's two backward passes at one setting."""
     dev = normalize_device(device)
     if dev == "gpu" and not gpu_available():
@@ -209,7 +213,7 @@ def timing_app(T: int = 100, hidden: int = 20, batch: int = 16) -> LiveApp:
     return app
 
 
-def memory_update(size: int = 32, c_in: int = 3, c_out: int = 64, dtype: str = "float32"):
+def memory_update(size: int = 32, c_in: int = 3, c_out: int = 64, dtype: str = "float32") -> tuple[Figure, str]:
     itemsize = 4 if dtype == "float32" else 8
     m = conv_jacobian_memory(size, size, c_in, c_out, itemsize=itemsize)
     fig = memory_figure(m)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from ..plots import sweep_figure
 from ..report import experiment
 from .machine import matmul_sweep
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..results import ResultSet
 
 
 @experiment("matmul_sweep", title="Matrix multiply: GFLOP/s against size, CPU vs GPU", lesson="00")
@@ -17,7 +25,7 @@ def run(devices, quick, progress):
 
 
 @run.plot
-def plot(rs, references):
+def plot(rs: ResultSet, references: Sequence[ResultSet]) -> Figure:
     return sweep_figure(rs, references, x="n", y="gflops", xlabel="matrix size n",
                         ylabel="GFLOP/s (higher is faster)", title="Matrix multiply, float32",
                         higher_is_better=True)

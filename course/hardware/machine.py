@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from ..devices import (
 from ..errors import BadInputError, whole_number
 from ..results import ResultSet
 from ..timing import benchmark, noisy_note
+
+if TYPE_CHECKING:
+    from ..widgets import LiveApp
 
 __all__ = ["VENDOR_BANDWIDTH_GBPS", "VENDOR_GPUS", "vendor_bandwidth", "vendor_gpus_html", "copy_bandwidth",
            "matmul_flops", "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html", "matmul_app",
@@ -254,7 +257,7 @@ def _cached_sweep(device: str, dtype: str, sizes: Sequence[int]) -> ResultSet:
     return _SWEEPS[key]
 
 
-def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size: int = 256):
+def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size: int = 256) -> LiveApp:
     """The lesson-00 widget: pick a size, dtype and device; see the time, GFLOP/s and the sweep.
 
     The sweep for each (device, dtype) is measured once and kept; moving the

@@ -11,6 +11,7 @@ the messages counted in the simulation, the gradient of unsplit training on the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .data_parallel import make_batches, shard, single_process_gradients
 __all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_average"]
 
 
-def call_learner(fn: Callable, *args, context: str = ""):
+def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any]:
     """:func:`course.checking.call_learner`, imported late: ``course.check`` imports this module."""
     from ..checking import call_learner as call
 

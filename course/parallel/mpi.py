@@ -34,7 +34,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from ..devices import usable_cores
+from ..cpu import usable_cores
 from ..errors import BadInputError, CourseError
 from .collectives import check_workers
 
@@ -115,7 +115,7 @@ def mpi_available() -> bool:
 
 
 def cores() -> int:
-    """Cores the ranks may use: :func:`course.devices.usable_cores` (affinity and CPU quota)."""
+    """Cores the ranks may use: :func:`course.cpu.usable_cores` (affinity and CPU quota)."""
     return usable_cores()
 
 

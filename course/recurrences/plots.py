@@ -51,7 +51,7 @@ def _log_axes(ax) -> None:
     ax.grid(True, alpha=0.25)
 
 
-def first_bad_step(h) -> int | None:
+def first_bad_step(h: np.ndarray) -> int | None:
     """The first step t where ``h[t]`` is not finite (any channel), or None.
 
     >>> first_bad_step(np.array([1.0, np.inf, 2.0]))

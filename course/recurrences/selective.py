@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backprop.gradcheck import rel_error
+from ..backprop.gradcheck import central_differences, rel_error
 from ..devices import array_device, check_fits, get_xp
 from ..errors import BadInputError, whole_number
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
@@ -169,19 +169,10 @@ def gradient_check(params: dict, x: Any, target: Any, method: str = "scan", eps:
     _, grads = loss_and_grads(params, x, target, method)
     rng = np.random.default_rng(seed)
     out = {}
-    for name, arr in arrays.items():
+    for name, arr in arrays.items():                     # each nudged in place: params and x see it
         idx = rng.choice(arr.size, size=min(entries, arr.size), replace=False)
-        num = []
-        for i in idx:
-            flat = arr.reshape(-1)                       # a view: arr (in params or x) changes too
-            old = float(flat[i])
-            flat[i] = old + eps
-            lp = mse_loss(forward(params, x, method)[0][-1], target)[0]
-            flat[i] = old - eps
-            lm = mse_loss(forward(params, x, method)[0][-1], target)[0]
-            flat[i] = old
-            num.append((lp - lm) / (2 * eps))
-        out[name] = rel_error(grads[name].reshape(-1)[idx], np.asarray(num))
+        numeric = central_differences(lambda: mse_loss(forward(params, x, method)[0][-1], target)[0], arr, eps, idx)
+        out[name] = rel_error(grads[name].reshape(-1)[idx], numeric)
     return out
 
 

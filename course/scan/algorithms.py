@@ -49,7 +49,7 @@ array([ 3,  4, 11])
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +80,7 @@ __all__ = [
 
 # ------------------------------------------------------------------ input checks
 
-def prepare_scan(x, op, identity):
+def prepare_scan(x: Any, op: Op | None, identity: Any) -> tuple[Any, Any, Op, Any]:
     """Check a scan's input and return ``(x, xp, op, identity element)``; every scan here starts with it."""
     xp = get_xp(array_device(x))
     x = xp.asarray(x)
@@ -195,7 +195,7 @@ def _snapshot(buf):
 
 # ------------------------------------------------------------------ the scans
 
-def sequential_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = True):
+def sequential_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive: bool = True) -> Any:
     """The oracle: one element after the other, n dependent steps.
 
     Parameters
@@ -222,8 +222,8 @@ def sequential_scan(x, op: Op | None = None, identity: Any = None, exclusive: bo
     return out
 
 
-def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = False,
-                       trace: bool = False):
+def hillis_steele_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive: bool = False,
+                       trace: bool = False) -> Any:
     """Hillis-Steele scan: ceil(log2 n) steps, about n log2 n work.
 
     At step ``d`` every position ``i >= 2**d`` combines with position ``i - 2**d``
@@ -256,7 +256,7 @@ def hillis_steele_scan(x, op: Op | None = None, identity: Any = None, exclusive:
     return (cur, tr) if trace else cur
 
 
-def blelloch_levels(n: int):
+def blelloch_levels(n: int) -> Iterator[tuple[int, int, int]]:
     """The shape of the Blelloch tree over ``n`` leaves, level by level (up-sweep order).
 
     Level 0 holds the ``n`` leaves; level ``d + 1`` holds one node per pair of level
@@ -283,8 +283,8 @@ def _padded(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def blelloch_scan(x, op: Op | None = None, identity: Any = None, exclusive: bool = True,
-                  trace: bool = False):
+def blelloch_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive: bool = True,
+                  trace: bool = False) -> Any:
     """Work-efficient (Blelloch) scan: an up-sweep and a down-sweep, 2 log2 n levels, 2(n-1) work.
 
     * **up-sweep** (a reduction tree): level ``d + 1`` combines the pairs of level ``d``,

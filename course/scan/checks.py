@@ -17,13 +17,14 @@ import numpy as np
 
 from ..checking import call_learner
 from .algorithms import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
+from .ops import Op
 
 __all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive"]
 
 
 # ------------------------------------------------------------------ the course's answers
 
-def up_sweep_level(nodes, op):
+def up_sweep_level(nodes: np.ndarray, op: Op) -> np.ndarray:
     """The parents of one level: ``op(left, right)`` for each pair, an odd node out moved up.
 
     >>> up_sweep_level(np.array([3, 1, 7, 0, 4]), add)
@@ -36,7 +37,7 @@ def up_sweep_level(nodes, op):
     return parents
 
 
-def down_sweep_level(parent_prefix, nodes, op):
+def down_sweep_level(parent_prefix: np.ndarray, nodes: np.ndarray, op: Op) -> np.ndarray:
     """The prefixes of one level's nodes from their parents' prefixes.
 
     A left child starts where its parent starts: it gets the parent's prefix.  A
@@ -52,7 +53,7 @@ def down_sweep_level(parent_prefix, nodes, op):
     return out
 
 
-def exclusive_from_inclusive(inclusive, identity):
+def exclusive_from_inclusive(inclusive: np.ndarray, identity: Any) -> np.ndarray:
     """Shift right by one and start with the identity.
 
     >>> exclusive_from_inclusive(np.array([3, 4, 11]), 0)

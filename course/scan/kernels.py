@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -319,7 +320,7 @@ def _scan_on_device(d_x, d_out, n, inclusive, alloc, kernels, tile, threads, str
 
 
 def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 256,
-               items: int = 8, conflict_free: bool = True, strategy: str = "scan-then-add"):
+               items: int = 8, conflict_free: bool = True, strategy: str = "scan-then-add") -> Any:
     """Scan a 1-d array with the hand-written block-scan kernels.
 
     Parameters
@@ -386,7 +387,7 @@ def _launch(x, n, on_gpu, exclusive, kernels, threads, items, strategy):
 
 # ------------------------------------------------------------------ bank conflicts, on the CPU
 
-def conflict_degree(words, banks: int = BANKS) -> int:
+def conflict_degree(words: Iterable[int], banks: int = BANKS) -> int:
     """How many times one warp's shared-memory access is serialised (1 = conflict-free).
 
     ``words`` are the 4-byte word indices the threads of one warp touch in one instruction.

@@ -31,17 +31,17 @@ def _xp(a):
     return np if isinstance(a, np.ndarray) else get_xp(array_device(a))
 
 
-def add(a, b):
+def add(a: Any, b: Any) -> Any:
     """Elementwise sum of two stacks; identity 0."""
     return a + b
 
 
-def maximum(a, b):
+def maximum(a: Any, b: Any) -> Any:
     """Elementwise maximum of two stacks; identity -inf (or the dtype's minimum for integers)."""
     return _xp(a).maximum(a, b)
 
 
-def matmul(a, b):
+def matmul(a: Any, b: Any) -> Any:
     """Matrix product of two stacks of k x k matrices, ``a[i] @ b[i]`` (earlier on the left).
 
     The inclusive scan of ``M0, M1, M2`` is ``M0, M0 @ M1, M0 @ M1 @ M2``; identity ``eye(k)``.
@@ -49,7 +49,7 @@ def matmul(a, b):
     return a @ b
 
 
-def affine(a, b):
+def affine(a: Any, b: Any) -> Any:
     """Compose two stacks of affine maps: first ``a`` (earlier), then ``b`` (later).
 
     An element is a pair ``(m, c)`` stored in the last axis (shape ``(..., 2)``) and
@@ -64,12 +64,12 @@ def affine(a, b):
     return _xp(a).stack([am * bm, bm * ac + bc], axis=-1)
 
 
-def affine_apply(maps, h):
+def affine_apply(maps: Any, h: Any) -> Any:
     """Apply affine maps ``(m, c)`` (last axis of size 2) to values ``h``: ``m * h + c``."""
     return maps[..., 0] * h + maps[..., 1]
 
 
-def interval(a, b):
+def interval(a: Any, b: Any) -> Any:
     """Concatenate index ranges: a bookkeeping operator that shows what a scan combined.
 
     An element is a half-open range ``(lo, hi)`` of positions of the input (last axis
@@ -95,7 +95,7 @@ def interval(a, b):
     return xp.where(a_empty, b, xp.where(b_empty, a, out))
 
 
-def interval_leaves(n: int, xp: Any = np):
+def interval_leaves(n: int, xp: Any = np) -> Any:
     """The leaves ``(i, i + 1)`` of :func:`interval`, shape ``(n, 2)``."""
     i = xp.arange(n, dtype=np.int64)
     return xp.stack([i, i + 1], axis=-1)
@@ -111,7 +111,7 @@ def _min_value(dtype: np.dtype):
     raise BadInputError(f"maximum has no identity for dtype {dtype}; pass identity=... explicitly.")
 
 
-def identity_for(op: Op | None, elem_shape: tuple = (), dtype: Any = np.float64, xp: Any = np):
+def identity_for(op: Op | None, elem_shape: tuple = (), dtype: Any = np.float64, xp: Any = np) -> Any:
     """The identity element of a ready operator, as an array of shape ``elem_shape``.
 
     Parameters
@@ -158,7 +158,7 @@ OPERATORS: dict[str, Op] = {"add": add, "max": maximum, "matmul": matmul, "affin
                             "interval": interval}
 
 
-def check_associative(op: Op, samples, *, rtol: float = 1e-6, atol: float = 1e-9,
+def check_associative(op: Op, samples: Any, *, rtol: float = 1e-6, atol: float = 1e-9,
                       verbose: bool = True) -> bool:
     """Test ``op(op(a, b), c) == op(a, op(b, c))`` on sampled triples.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -30,6 +31,7 @@ from ..errors import BadInputError
 from ..plots import COLORS, add_footer, log2_x, mark_noisy, new_figure, noisy_flags
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
+from .ops import Op
 
 __all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_figure", "counts_figure",
            "timing_figure", "MAX_DRAWN"]
@@ -54,7 +56,7 @@ class Frame:
     written: np.ndarray   # positions this step wrote (pairs, and odd nodes moved up or down)
 
 
-def blelloch_frames(x, op=None, identity=None) -> list[Frame]:
+def blelloch_frames(x: Any, op: Op | None = None, identity: Any = None) -> list[Frame]:
     """The Blelloch scan of ``x`` step by step (exclusive), as :class:`Frame` objects."""
     x = np.asarray(x)
     n = x.shape[0] if x.ndim else 0
@@ -89,7 +91,7 @@ def blelloch_frames(x, op=None, identity=None) -> list[Frame]:
     return frames
 
 
-def hillis_steele_frames(x, op=None, identity=None) -> list[Frame]:
+def hillis_steele_frames(x: Any, op: Op | None = None, identity: Any = None) -> list[Frame]:
     """The Hillis-Steele scan of ``x`` step by step (inclusive), as :class:`Frame` objects."""
     x = np.asarray(x)
     n = x.shape[0] if x.ndim else 0
@@ -125,7 +127,7 @@ def _value_text(v) -> str | None:
     return f"{float(v):.3g}"
 
 
-def tree_figure(x, op=None, identity=None, step: int | None = None,
+def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | None = None,
                 algorithm: str = "blelloch") -> Figure:
     """Draw a scan of ``x`` (at most :data:`MAX_DRAWN` elements) up to ``step``.
 

@@ -49,7 +49,7 @@ ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
 SEQUENTIAL_MAX_N = 2**15
 
 
-def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "cpu", seed: int = 0):
+def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "cpu", seed: int = 0) -> Any:
     """A random input for ``op``: numbers, 2x2 matrices (``matmul``) or affine maps."""
     dev = normalize_device(device)
     if op not in OPERATORS:
@@ -77,7 +77,7 @@ def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "c
 LIBRARY_OPS = {"cpu": ("add", "max"), "gpu": ("add",)}
 
 
-def library_scan(x, op: str = "add"):
+def library_scan(x: Any, op: str = "add") -> Any:
     """The array library's own inclusive scan: ``cumsum``, or on the CPU ``numpy.maximum.accumulate``.
 
     >>> library_scan(np.array([3, 1, 4, 1, 5]), "max").tolist()
@@ -178,7 +178,7 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
     return rs
 
 
-def identity_of(op: str, dtype: Any = "float32"):
+def identity_of(op: str, dtype: Any = "float32") -> np.ndarray:
     """The identity element of a named operator (for the widgets' text)."""
     shape = {"matmul": (2, 2), "affine": (2,), "interval": (2,)}.get(op, ())
     return identity_for(OPERATORS[op], shape, dtype)

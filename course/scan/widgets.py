@@ -48,7 +48,7 @@ OPERATOR_CHOICES = [("add (+)", "add"), ("max", "max"), ("2×2 matrix product", 
                     ("affine map h → m·h + c", "affine")]
 
 
-def tree_input(n: int, op: str, seed: int = 0):
+def tree_input(n: int, op: str, seed: int = 0) -> np.ndarray:
     """A small, readable input for the tree picture: digits, or random matrices / maps."""
     rng = np.random.default_rng(seed)
     if op in ("add", "max"):

@@ -63,7 +63,7 @@ def fusion_chain(steps: int) -> list[str]:
     return [name for name, _, _ in FUSION_STEPS[:_check_steps(steps)]]
 
 
-def unfused(x, steps: int):
+def unfused(x: Any, steps: int) -> Any:
     """Run the chain one array call per step (``steps`` kernels, a temporary each)."""
     xp = get_xp("gpu") if type(x).__module__.startswith("cupy") else np
     t = x
@@ -72,7 +72,7 @@ def unfused(x, steps: int):
     return t
 
 
-def blocked(x, steps: int, tile: int = 2 ** 16, out=None):
+def blocked(x: np.ndarray, steps: int, tile: int = 2 ** 16, out: np.ndarray | None = None) -> np.ndarray:
     """CPU: the chain tile by tile, each tile going through every step while it is in cache."""
     k = _check_steps(steps)
     tile = whole_number("tile", tile, hint="elements per tile")
@@ -128,7 +128,7 @@ def _cupy_fused(k: int):
     return cp.ElementwiseKernel("T x", "T y", fused_kernel_source(k, "gpu"), f"course_fused_chain_{k}")
 
 
-def fused(x, steps: int, out=None):
+def fused(x: Any, steps: int, out: Any = None) -> Any:
     """Run the whole chain in one compiled loop: one pass, one kernel."""
     k = _check_steps(steps)
     if type(x).__module__.startswith("cupy"):

@@ -37,7 +37,8 @@ from ..backprop import MLP
 from ..devices import check_dtype, check_fits, get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError, whole_number
 from ..results import ResultSet
-from ..timing import benchmark, get_threads, sweep_within_budget
+from ..threads import get_threads
+from ..timing import benchmark, sweep_within_budget
 from .batch import DEFAULT_MLP_SIZES, time_torch_matmul, torch_available
 from .ops import OPS, get_op, time_op
 
@@ -114,7 +115,7 @@ def theoretical_peak(dtype: str = "float32", fma_units: int | None = None) -> di
     >>> [f[0] for f in p["factors"]]
     ['cores', 'SIMD lanes', 'FMA units per core', 'flops per FMA', 'clock (Hz)']
     """
-    from ..devices import cpu_info
+    from ..cpu import cpu_info
 
     if dtype not in ("float32", "float64"):
         raise BadInputError(f"dtype must be float32 or float64 for a SIMD peak, got {dtype!r}")
@@ -126,7 +127,7 @@ def theoretical_peak(dtype: str = "float32", fma_units: int | None = None) -> di
     hz, clock_src = cpu_clock_hz()
     units, unit_src = ((fma_units, "given") if fma_units is not None else
                        (ASSUMED_FMA_UNITS, "ASSUMPTION: not reported by the machine"))
-    factors = [("cores", info.get("usable_cores"), "read: affinity and CPU quota (course.devices.usable_cores)"),
+    factors = [("cores", info.get("usable_cores"), "read: affinity and CPU quota (course.cpu.usable_cores)"),
                ("SIMD lanes", lanes, f"read: widest register numpy dispatches to, {bits} bits / "
                                      f"{8 * np.dtype(dtype).itemsize}-bit {dtype}"),
                ("FMA units per core", units, unit_src),

@@ -16,7 +16,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from ..devices import cpu_info, gpu_info
+from ..cpu import cpu_info
+from ..devices import gpu_info
 from ..errors import BadInputError, whole_number
 from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags
 from ..results import ResultSet

@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, check_dtype, check_fits, cpu_info, get_xp, normalize_device
+from ..cpu import cpu_info
+from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device
 from ..errors import BadInputError, whole_number
 
 __all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, cpu_info, get_xp, normalize_device, resolve_devices, to_device, to_numpy
+from ..cpu import cpu_info
+from ..devices import check_dtype, get_xp, normalize_device, resolve_devices, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..hardware.machine import copy_bandwidth
 from ..results import ResultSet

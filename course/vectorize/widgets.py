@@ -17,7 +17,8 @@ import html
 
 import ipywidgets as w
 
-from ..devices import cpu_info, gpu_available
+from ..cpu import cpu_info
+from ..devices import gpu_available
 from ..errors import GPUUnavailableError
 from ..results import ResultSet, load_reference
 from ..widgets import (

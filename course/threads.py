@@ -1,0 +1,99 @@
+"""How many BLAS/OpenMP threads a measurement runs with, set explicitly every time.
+
+On a shared 2-core machine (Binder, Colab's free tier, a laptop with a browser open) other
+processes take turns on the cores, and a BLAS library that starts one thread per core then waits
+for its own threads.  So :func:`course.timing.benchmark` runs every measurement under
+:class:`thread_limit` with :func:`get_threads` threads: by default the cores this process may
+really use (:func:`course.cpu.usable_cores`), or ``COURSE_THREADS``, or what :func:`set_threads`
+chose.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .cpu import usable_cores
+from .errors import BadInputError, whole_number
+
+__all__ = ["get_threads", "set_threads", "thread_limit", "check_threads"]
+
+_threads: int | None = None
+
+
+def check_threads(n: Any, what: str = "threads") -> int:
+    """``n`` as a count of threads (1 to 4096), or a :class:`BadInputError` naming ``what``."""
+    return whole_number(what, n, hi=4096, hint="a whole number of threads, e.g. 1 or the cores this machine has")
+
+
+def _default_threads() -> int:
+    env = os.environ.get("COURSE_THREADS", "").strip()
+    if env:
+        try:
+            return check_threads(int(env), "COURSE_THREADS")
+        except ValueError:
+            raise BadInputError(f"COURSE_THREADS must be a whole number >= 1, got {env!r}") from None
+    return usable_cores()
+
+
+def get_threads() -> int:
+    """The BLAS/OpenMP threads every measurement uses unless told otherwise.
+
+    The default is the number of cores this process may really use
+    (:func:`course.cpu.usable_cores`: affinity and a container's CPU quota), or the
+    environment variable ``COURSE_THREADS``; :func:`set_threads` changes it.
+
+    >>> get_threads() >= 1
+    True
+    """
+    return _threads if _threads is not None else _default_threads()
+
+
+def set_threads(n: int | None = None) -> int:
+    """Use ``n`` BLAS/OpenMP threads for every later measurement (``None``: back to the default).
+
+    Try ``course.threads.set_threads(1)`` on a busy machine: a BLAS that runs one thread per core
+    while other processes want those cores spends its time waiting for its own threads.
+    Returns the number now in force.
+
+    >>> before = get_threads()
+    >>> set_threads(1)
+    1
+    >>> set_threads(None) == before
+    True
+    """
+    global _threads
+    _threads = None if n is None else check_threads(n)
+    return get_threads()
+
+
+class thread_limit:
+    """Context manager: run the block with ``n`` BLAS/OpenMP threads (numpy's BLAS, OpenMP, and
+    PyTorch's intra-op pool when PyTorch is loaded), then put back what was there.
+
+    >>> import numpy as np
+    >>> with thread_limit(1):
+    ...     _ = np.ones((8, 8)) @ np.ones((8, 8))
+    """
+
+    def __init__(self, n: int | None = None):
+        self.n = get_threads() if n is None else check_threads(n)
+        self._limits = None
+        self._torch_before: int | None = None
+
+    def __enter__(self) -> thread_limit:
+        from threadpoolctl import threadpool_limits
+
+        self._limits = threadpool_limits(limits=self.n)
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "get_num_threads"):
+            self._torch_before = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._torch_before is not None:
+            sys.modules["torch"].set_num_threads(self._torch_before)
+        if self._limits is not None:
+            self._limits.restore_original_limits()
