@@ -27,6 +27,7 @@ import numbers
 import os
 import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +113,7 @@ def _gib(n: Any) -> str:
 
 # --------------------------------------------------------------------------- GPU
 
-def cupy_module():
+def cupy_module() -> Any:
     """Import cupy, or return None (not installed, or switched off by ``COURSE_DISABLE_GPU``): never raises."""
     if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
         return None
@@ -299,7 +300,7 @@ def _other_gpu_message(device: str) -> str:
             f"CUDA_VISIBLE_DEVICES={n} (it then appears as GPU 0) and pass device='gpu'.")
 
 
-def get_xp(device: Any = "cpu"):
+def get_xp(device: Any = "cpu") -> Any:
     """The array namespace for a device: ``numpy`` for the CPU, ``cupy`` for the GPU.
 
     Asking for the GPU where none answers raises :class:`GPUUnavailableError`
@@ -338,7 +339,7 @@ def array_device(x: Any) -> str:
     return "gpu" if type(x).__module__.split(".")[0] == "cupy" else "cpu"
 
 
-def to_device(x: Any, device: Any = "cpu", dtype: Any = None):
+def to_device(x: Any, device: Any = "cpu", dtype: Any = None) -> Any:
     """Copy ``x`` to ``device`` (a no-op when it is already there).  An explicit transfer."""
     d = normalize_device(device)
     if d == "cpu":
@@ -366,7 +367,7 @@ def synchronize(device: Any = "gpu") -> None:
 
 
 @contextlib.contextmanager
-def quiet_numba_launches():
+def quiet_numba_launches() -> Iterator[None]:
     """Inside: numba-cuda's ``NumbaPerformanceWarning`` (a grid too small to fill the GPU) is not shown.
 
     The course launches small grids on purpose (tiny arrays, a scan's tile totals); the

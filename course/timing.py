@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,7 +319,7 @@ def _measure(fn: Callable, args: tuple, kwargs: dict, dev: str, warmup: int, rep
 
 def sweep_within_budget(jobs: Any, rs: Any, total_budget_s: float | None = None,
                         progress: Callable | None = None, desc: str | None = None,
-                        skipped: Callable[[list], str] | None = None):
+                        skipped: Callable[[list], str] | None = None) -> Iterator[Any]:
     """Yield each job of a sweep until ``total_budget_s`` seconds have passed, then stop and say so.
 
     The first job always runs.  When the budget cuts the sweep short, ``rs.params["stopped_early"]``

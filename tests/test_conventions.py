@@ -59,6 +59,26 @@ def test_a_name_says_what_the_function_returns(name, f):
         f"{name} returns {inspect.signature(f).return_annotation!r}; its name promises {_promise(name)}")
 
 
+#: numba.cuda kernels and device functions: their arguments are typed by numba at compile time
+KERNEL_MODULES = {"course.kernels.reference"}
+KERNEL_FUNCTIONS = {"relu_element", "sigmoid_element", "affine_relu_element"}
+
+
+def test_every_public_function_is_typed():
+    untyped = []
+    for name, f in FUNCTIONS:
+        module, short = name.rsplit(".", 1)
+        if module in KERNEL_MODULES or short in KERNEL_FUNCTIONS:
+            continue
+        sig = inspect.signature(f)
+        missing = [p for p, v in sig.parameters.items() if v.annotation is inspect.Parameter.empty
+                   and v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
+        if missing or sig.return_annotation is inspect.Signature.empty:
+            untyped.append(f"{name}({', '.join(missing)})" + (" -> ?" if sig.return_annotation is
+                                                              inspect.Signature.empty else ""))
+    assert not untyped, "public functions without type hints: " + "; ".join(untyped)
+
+
 def test_no_public_function_takes_rng_and_devices_default_to_every_device():
     for name, f in FUNCTIONS:
         params = inspect.signature(f).parameters

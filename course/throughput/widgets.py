@@ -21,7 +21,7 @@ import ipywidgets as w
 
 from ..devices import gpu_available, gpu_unavailable_reason, require_gpu
 from ..errors import BadInputError
-from ..results import load_reference
+from ..results import ResultSet, load_reference
 from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
@@ -424,7 +424,7 @@ def point_rate(op: str, dtype: str) -> float:
     return measured_rate(("roofline", op, dtype), point_flops(op, n), lambda: model.train_step(x, y, 1e-12))
 
 
-def roofline_app(op: str = "add", exponent: int = 20, live=None) -> LiveApp:
+def roofline_app(op: str = "add", exponent: int = 20, live: ResultSet | None = None) -> LiveApp:
     """This machine's roofline (measured once) and the chosen op's point, moving with its size.
 
     ``live``: a ``measure_roofline`` result to reuse (its peaks, and its points drawn behind yours).
