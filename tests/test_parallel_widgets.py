@@ -97,9 +97,12 @@ def test_the_lesson_registers_its_report_experiments_and_explains_a_missing_mpi(
     monkeypatch.setattr(experiments, "mpi_unavailable_reason", lambda: "mpi4py is not installed (test)")
     for n in names:
         rs = exps[n].run(devices=["cpu"], quick=True, progress=None)
-        assert not rs.records and "MPI unavailable" in rs.notes[0]
+        assert not rs.records and "MPI unavailable" in rs.notes[0] and len(rs.notes) == 1
         fig = exps[n].plotter(rs, [])
         assert "mpi4py is not installed" in fig.axes[0].texts[0].get_text()
+        # asked for the GPU too (a GPU machine whose MPI cannot start): both reasons are given
+        rs = getattr(experiments, n)(devices=["cpu", "gpu"], quick=True, progress=None)
+        assert "MPI unavailable" in rs.notes[0] and "No GPU records" in rs.notes[1]
     fig = exps["pipeline_mpi"].plotter(_pipeline(), [])
     assert fig.axes[0].get_title().startswith("GPipe")
     assert exps["allreduce_mpi"].plotter(_timings(), []).axes

@@ -4,6 +4,8 @@ GPipe's bubble against m.  They need MPI (``pip install mpich mpi4py``); without
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..plots import new_figure
 from ..report import experiment
 from ..results import ResultSet
@@ -11,16 +13,16 @@ from .mpi import mpi_unavailable_reason
 from .plots import allreduce_timing_figure, data_parallel_figure, pipeline_figure
 
 
-def _no_mpi(name: str) -> ResultSet | None:
+def _no_mpi(name: str, devices: Sequence[str]) -> ResultSet | None:
     why = mpi_unavailable_reason()
     if why is None:
         return None
     rs = ResultSet(name)
     rs.notes.append(f"MPI unavailable: {why}")
-    return rs
+    return _cpu_ranks(rs, devices)
 
 
-def _cpu_ranks(rs: ResultSet, devices) -> ResultSet:
+def _cpu_ranks(rs: ResultSet, devices: Sequence[str]) -> ResultSet:
     """Say why a run asked for the GPU has no GPU records: the MPI ranks compute with NumPy."""
     if "gpu" in devices:
         rs.notes.append("No GPU records: the MPI ranks compute on the CPU with NumPy. A GPU all-reduce "
@@ -43,7 +45,7 @@ def allreduce_mpi(devices, quick, progress):
     """float64 vectors from 1 KB to 64 MB (16 MB when quick) on p = 2, 3, 4 MPI ranks: the course's
     ring (Sendrecv), the naive gather-add-broadcast and MPI's own Allreduce; the slowest rank's time
     per call; alpha and beta fitted to the ring and naive timings where every rank had a core."""
-    rs = _no_mpi("allreduce_mpi")
+    rs = _no_mpi("allreduce_mpi", devices)
     if rs is not None:
         return rs
     from .model import fit_alpha_beta
@@ -71,7 +73,7 @@ def data_parallel_mpi(devices, quick, progress):
     """Lesson 01's MLP (float64) with the batch split over p = 1, 2, 3 ranks: forward + backward time,
     the ring all-reduce of the gradients, and a whole step with one all-reduce after backward against
     bucketed Iallreduces overlapped with backward (as PyTorch DDP does)."""
-    rs = _no_mpi("data_parallel_mpi")
+    rs = _no_mpi("data_parallel_mpi", devices)
     if rs is not None:
         return rs
     from .runs import data_parallel_timing
@@ -90,7 +92,7 @@ def pipeline_mpi(devices, quick, progress):
     """The MLP's six Linear layers split over p = 2 ranks, m = 1, 2, 4, 8 (16) micro-batches: every
     stage's busy intervals, the bubble measured from them and from the formula; gradients compared
     with unsplit training."""
-    rs = _no_mpi("pipeline_mpi")
+    rs = _no_mpi("pipeline_mpi", devices)
     if rs is not None:
         return rs
     from .runs import pipeline_runs
