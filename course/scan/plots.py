@@ -127,6 +127,10 @@ def _value_text(v) -> str | None:
     return f"{float(v):.3g}"
 
 
+_PHASE_COLOR = {"up": _UP, "down": _DOWN, "root": _ROOT, "step": _STEP}
+_BOX_W, _BOX_H = 0.84, 0.62
+
+
 def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | None = None,
                 algorithm: str = "blelloch") -> Figure:
     """Draw a scan of ``x`` (at most :data:`MAX_DRAWN` elements) up to ``step``.
@@ -138,6 +142,41 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
     ``step=None`` draws every step; ``algorithm`` is ``"blelloch"`` (exclusive) or
     ``"hillis-steele"`` (inclusive).
     """
+    frames, step = _frames_to_draw(x, op, identity, step, algorithm)
+    n, padded, last = np.asarray(x).shape[0], frames[0].values.shape[0], len(frames) - 1
+    shown = frames[:step + 1]
+    fig = Figure(figsize=(max(6.5, 0.62 * padded + 3.2), 0.62 * len(shown) + 1.1))
+    ax = fig.add_axes((0.01, 0.04, 0.98, 0.86))
+    for r, fr in enumerate(shown):
+        _draw_row(ax, fr, -r, r == step, n, padded)
+        if r and r == step:
+            _draw_arrows(ax, fr, -r)
+    for i in range(padded):
+        ax.text(i, 0.55, str(i), ha="center", va="bottom", fontsize=7, color="0.4")
+    ax.set_xlim(-3.6, padded - 0.4)
+    ax.set_ylim(-len(shown) + 0.4, 1.0)
+    ax.axis("off")
+    done, total = sum(f.work for f in frames[:step + 1]), sum(f.work for f in frames)
+    name = "Blelloch" if algorithm == "blelloch" else "Hillis-Steele"
+    ax.set_title(f"{name} scan of n = {n}" + (f" (padded to {padded})" if padded > n else "")
+                 + f": step {step} of {last}, operator applications so far {done} of {total}\n"
+                 + f"this step: {frames[step].title}", fontsize=9.5)
+    note = ("pale: padding up to a power of two (not needed once the down-sweep starts: drawn as –)."
+            if algorithm == "blelloch" else "each step reads the previous row only (double buffering).")
+    fig.text(0.01, 0.0, "Each box: its value (when elements are numbers) and, small, which inputs "
+             "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
+             f"this step; light grey: written earlier; {note}",
+             fontsize=7.5, color="0.35", va="top")
+    if step == last and step > 0:
+        done_text = ("leaves now hold the exclusive scan" if algorithm == "blelloch"
+                     else "every position now holds the inclusive scan")
+        ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=8,
+                color=_PHASE_COLOR.get(frames[step].phase, "0.5"))
+    return fig
+
+
+def _frames_to_draw(x: Any, op: Op | None, identity: Any, step: int | None, algorithm: str) -> tuple[list, int]:
+    """The algorithm's frames for ``x`` and the step to draw up to, or a clear error."""
     if algorithm not in FRAMES:
         raise BadInputError(f"tree_figure draws {sorted(FRAMES)}; got {algorithm!r}.")
     x = np.asarray(x)
@@ -150,72 +189,46 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
     step = last if step is None else int(step)
     if not 0 <= step <= last:
         raise BadInputError(f"step must be between 0 and {last} for n = {x.shape[0]}; got {step}.")
-    n, padded = x.shape[0], frames[0].values.shape[0]
-    shown = frames[:step + 1]
-    fig = Figure(figsize=(max(6.5, 0.62 * padded + 3.2), 0.62 * len(shown) + 1.1))
-    ax = fig.add_axes((0.01, 0.04, 0.98, 0.86))
-    w, h = 0.84, 0.62
-    for r, fr in enumerate(shown):
-        y = -r
-        current = r == step
-        color = {"up": _UP, "down": _DOWN, "root": _ROOT, "step": _STEP}.get(fr.phase, "0.5")
-        written = set(fr.written.tolist())
-        for i in range(padded):
-            fill = "white"
-            if i in written and not (fr.phase == "down" and i >= n):
-                fill = color if current else "0.88"
-            elif i >= n:
-                fill = "0.95"
-            ax.add_patch(Rectangle((i - w / 2, y - h / 2), w, h, facecolor=fill,
-                                   edgecolor="0.3" if current else "0.7", lw=0.8,
-                                   alpha=0.55 if (i in written and current) else 1.0))
-            if fr.phase == "down" and i >= n:       # padding: no longer needed, not computed
-                ax.text(i, y, "–", ha="center", va="center", fontsize=8, color="0.6")
-                continue
-            val = _value_text(fr.values[i])
-            rng = _range_text(*fr.ranges[i])
-            tc = "k" if current else "0.45"
-            if val is not None:
-                ax.text(i, y + 0.1, val, ha="center", va="center", fontsize=8.5, color=tc,
-                        fontweight="bold" if current else "normal")
-                if current or padded <= 16:      # earlier rows of big trees: values only
-                    ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=6, color=tc)
-            elif current or padded <= 16:
-                ax.text(i, y, rng, ha="center", va="center", fontsize=7.5, color=tc)
-        ax.text(-0.7, y, fr.title.split(":")[0].replace(" (nothing comes before the whole array)", ""),
-                ha="right", va="center", fontsize=8 if current else 7,
-                color="k" if current else "0.45", fontweight="bold" if current else "normal")
-        if r and current:
-            for a, b in zip(fr.left.tolist(), fr.right.tolist()):
-                yt, yb = y + 1 - h / 2, y + h / 2
-                ax.annotate("", (b, yb), (a, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1))
-                ax.annotate("", (b, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1))
-                if fr.phase == "down":
-                    ax.annotate("", (a, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color,
-                                                                       lw=1.1, ls="--"))
+    return frames, step
+
+
+def _draw_row(ax: Any, fr: Any, y: float, current: bool, n: int, padded: int) -> None:
+    """One row of boxes: the array after the step ``fr``; the current step's writes coloured."""
+    color = _PHASE_COLOR.get(fr.phase, "0.5")
+    written = set(fr.written.tolist())
+    tc = "k" if current else "0.45"
     for i in range(padded):
-        ax.text(i, 0.55, str(i), ha="center", va="bottom", fontsize=7, color="0.4")
-    ax.set_xlim(-3.6, padded - 0.4)
-    ax.set_ylim(-len(shown) + 0.4, 1.0)
-    ax.axis("off")
-    cur = frames[step]
-    done = sum(f.work for f in frames[:step + 1])
-    total = sum(f.work for f in frames)
-    name = "Blelloch" if algorithm == "blelloch" else "Hillis-Steele"
-    ax.set_title(f"{name} scan of n = {n}" + (f" (padded to {padded})" if padded > n else "")
-                 + f": step {step} of {last}, operator applications so far {done} of {total}\n"
-                 + f"this step: {cur.title}", fontsize=9.5)
-    note = ("pale: padding up to a power of two (not needed once the down-sweep starts: drawn as –)."
-            if algorithm == "blelloch" else "each step reads the previous row only (double buffering).")
-    fig.text(0.01, 0.0, "Each box: its value (when elements are numbers) and, small, which inputs "
-             "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
-             f"this step; light grey: written earlier; {note}",
-             fontsize=7.5, color="0.35", va="top")
-    if step == last and step > 0:
-        done_text = ("leaves now hold the exclusive scan" if algorithm == "blelloch"
-                     else "every position now holds the inclusive scan")
-        ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=8, color=color)
-    return fig
+        unneeded = fr.phase == "down" and i >= n       # padding: no longer needed, not computed
+        fill = (color if current else "0.88") if i in written and not unneeded else \
+            "0.95" if i >= n else "white"
+        ax.add_patch(Rectangle((i - _BOX_W / 2, y - _BOX_H / 2), _BOX_W, _BOX_H, facecolor=fill,
+                               edgecolor="0.3" if current else "0.7", lw=0.8,
+                               alpha=0.55 if (i in written and current) else 1.0))
+        if unneeded:
+            ax.text(i, y, "–", ha="center", va="center", fontsize=8, color="0.6")
+            continue
+        val, rng = _value_text(fr.values[i]), _range_text(*fr.ranges[i])
+        if val is not None:
+            ax.text(i, y + 0.1, val, ha="center", va="center", fontsize=8.5, color=tc,
+                    fontweight="bold" if current else "normal")
+            if current or padded <= 16:      # earlier rows of big trees: values only
+                ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=6, color=tc)
+        elif current or padded <= 16:
+            ax.text(i, y, rng, ha="center", va="center", fontsize=7.5, color=tc)
+    ax.text(-0.7, y, fr.title.split(":")[0].replace(" (nothing comes before the whole array)", ""),
+            ha="right", va="center", fontsize=8 if current else 7, color=tc,
+            fontweight="bold" if current else "normal")
+
+
+def _draw_arrows(ax: Any, fr: Any, y: float) -> None:
+    """What the step ``fr`` read (from the row above) and wrote; the down-sweep's swap dashed."""
+    color = _PHASE_COLOR.get(fr.phase, "0.5")
+    yt, yb = y + 1 - _BOX_H / 2, y + _BOX_H / 2
+    for a, b in zip(fr.left.tolist(), fr.right.tolist()):
+        ax.annotate("", (b, yb), (a, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1))
+        ax.annotate("", (b, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1))
+        if fr.phase == "down":
+            ax.annotate("", (a, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1, ls="--"))
 
 
 def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
