@@ -69,17 +69,20 @@ def new_figure(ncols: int = 1, width: float = 9.0, height: float = 3.6) -> tuple
     return fig, axes
 
 
-def live_device_text() -> str:
-    """``"CPU: <model> (N cores)"`` plus ``"GPU: <name>"`` for each GPU answering here."""
+def live_device_text(devices: Iterable[str] | None = None) -> str:
+    """``"CPU: <model> (N cores)"`` plus ``"GPU: <name>"`` for each GPU answering here; only the
+    ``devices`` named (``"cpu"``, ``"gpu"``) when given, so that a CPU figure names no GPU."""
+    devs = {"cpu", "gpu"} if devices is None else {str(d).lower() for d in devices}
     c = cpu_info()
-    parts = [f"CPU: {c['model']} ({c['logical_cores']} cores)"]
-    parts += [f"GPU: {g['name']}" for g in gpu_info()]
-    return " + ".join(parts)
+    parts = [f"CPU: {c['model']} ({c['logical_cores']} cores)"] if "cpu" in devs else []
+    parts += [f"GPU: {g['name']}" for g in gpu_info()] if "gpu" in devs else []
+    return " + ".join(parts) or "no device"
 
 
 def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[ResultSet] = (),
-               extra: str = "") -> None:
-    """Name the devices behind a figure at its foot."""
+               extra: str = "", devices: Iterable[str] | None = None) -> None:
+    """Name the devices behind a figure at its foot: those of ``live``'s records, else ``devices``
+    (the ones measured, e.g. ``["cpu"]``), else every device answering here."""
     lines = []
     if live is not None:
         prov = live.provenance
@@ -88,7 +91,7 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
             devs += [f"GPU: {g.get('name')}" for g in prov.get("gpus", [])]
         lines.append(f"Measured live on {' + '.join(devs)} ({live.date})")
     else:
-        lines.append(f"Measured live on {live_device_text()}")
+        lines.append(f"Measured live on {live_device_text(devices)}")
     for ref in references:
         lines.append(f"Dashed: reference results {ref.label} (not measured in this run)")
     if extra:

@@ -51,6 +51,22 @@ def test_reference_overlay_is_dashed_and_labelled_recorded_on():
     assert speed and list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
 
 
+def test_a_footer_names_only_the_devices_measured_even_where_a_gpu_answers(monkeypatch):
+    import course.plots as plots
+    from course.plots import add_footer, new_figure
+
+    monkeypatch.setattr(plots, "gpu_info", lambda: [{"name": "Test GPU"}])
+    fig, _ = new_figure(1)
+    add_footer(fig, devices=["cpu"])                  # a CPU-only figure on a GPU machine
+    assert "Measured live on CPU" in _texts(fig) and "Test GPU" not in _texts(fig)
+    fig, _ = new_figure(1)
+    add_footer(fig, devices=["gpu"])
+    assert "GPU: Test GPU" in _texts(fig) and "CPU:" not in _texts(fig)
+    fig, _ = new_figure(1)
+    add_footer(fig)                                   # unknown: every device answering here
+    assert "CPU:" in _texts(fig) and "GPU: Test GPU" in _texts(fig)
+
+
 def test_bar_figure_prints_each_value():
     fig = bar_figure([("numpy", 0.5, "cpu"), ("cupy", 0.01, "gpu")], unit="ms")
     assert "0.5 ms" in _texts(fig) and "0.01 ms" in _texts(fig)

@@ -49,6 +49,7 @@ class History:
     steps: int = 0
     stopped_early: bool = False
     description: str = ""
+    device: str = "cpu"                                # where the model trained
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("epoch", "train_loss", "test_loss", "train_acc",
@@ -84,7 +85,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
         raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
                             f"{data.n_features} inputs and {data.n_classes} outputs")
     rng = np.random.default_rng(seed)
-    h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD")
+    h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD", device=model.device)
     began = time.perf_counter()
     n = data.x_train.shape[0]
     for ep in range(1, epochs + 1):
@@ -135,5 +136,5 @@ def training_figure(h: History, title: str = "") -> Figure:
         ax2.set_title(f"test accuracy {100 * h.test_acc[-1]:.1f} % after {h.epoch[-1]} epochs "
                       f"({sum(h.seconds):.2f} s of training)", fontsize=9)
     fig.suptitle(title or h.description, fontsize=10)
-    add_footer(fig)
+    add_footer(fig, devices=[h.device])
     return fig

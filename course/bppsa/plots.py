@@ -283,7 +283,7 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     ax.margins(x=0.25)
     ax.set_xlabel("seconds (medians; each backward pass timed alone from one saved forward)")
     ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
-    add_footer(fig)
+    add_footer(fig, devices=[device])
     return fig
 
 

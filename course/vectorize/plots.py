@@ -271,7 +271,7 @@ def bandwidth_figure(result: dict) -> Figure:
     ax.set_xlabel("GB/s (bytes read + bytes written per second)")
     ax.set_title(f"ReLU on {result['n']:,} {result['dtype']} values on the {dev.upper()} "
                  f"(median of {result['rounds']} rounds)", fontsize=9.5)
-    add_footer(fig)
+    add_footer(fig, devices=[dev])
     return fig
 
 
