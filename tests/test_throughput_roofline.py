@@ -107,6 +107,17 @@ def test_every_lesson_figure_names_its_device():
         assert figure_to_png(fig)[:4] == b"\x89PNG"
 
 
+def test_fusion_bars_a_thousandfold_apart_go_on_a_log_axis_so_the_small_ones_show():
+    rs = ResultSet("fusion", params={"steps": 2, "chain": ["a", "b"], "n": 1024, "dtype": "float32"})
+    for dev, t in (("cpu", 4e-3), ("gpu", 4e-6)):
+        rs.add(device=dev, mode="fused", median_s=t, kernels=1, bytes=8e3, gb_per_s=8e3 / t / 1e9)
+    ax = P.fusion_figure(rs).axes[0]
+    assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
+    assert ax.get_xlim()[0] < 4e-3                     # the GPU's 0.004 ms bar starts inside the axes
+    rs.records[1]["median_s"] = 2e-3                   # two close times: a plain linear axis
+    assert P.fusion_figure(rs).axes[0].get_xscale() == "linear"
+
+
 def test_transfer_figure_without_data_says_why():
     fig = P.transfer_figure(None)
     assert any("need a GPU" in t.get_text() for t in fig.axes[0].texts)
