@@ -26,8 +26,6 @@ from .cpu import cpu_info
 from .devices import (
     Device,
     array_device,
-    check_dtype,
-    check_fits,
     devices,
     get_xp,
     gpu_available,
@@ -47,6 +45,7 @@ from .errors import (
     ResultsError,
     UnsupportedDtypeError,
 )
+from .limits import check_dtype, check_fits
 from .results import ResultSet, load_reference, provenance, save_reference
 from .timing import Timing, benchmark
 

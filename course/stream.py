@@ -35,8 +35,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .devices import check_dtype, check_fits
 from .errors import BadInputError, whole_number
+from .limits import check_dtype, check_fits
 from .timing import benchmark
 
 __all__ = ["KERNELS", "WORDS", "stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_bandwidth",

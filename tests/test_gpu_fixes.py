@@ -198,5 +198,7 @@ def test_checkpointing_pool_watch_is_a_no_op_on_the_cpu():
 
 
 def test_a_device_out_of_memory_is_recognised_as_one():
-    assert DeviceMemoryError in dv.out_of_memory_errors() and MemoryError in dv.out_of_memory_errors()
+    from course.limits import out_of_memory_errors
+
+    assert DeviceMemoryError in out_of_memory_errors() and MemoryError in out_of_memory_errors()
     assert course.normalize_device("gpu:0") == "gpu"

@@ -30,7 +30,12 @@ def test_gradients_equal_finite_differences(T, B, n, seed, method):
     x, target = rng.normal(size=(T, B, 2)), rng.normal(size=(B, 2))
     errors = gradient_check(p, x, target, method=method, entries=4, seed=seed)
     assert set(errors) == set(PARAM_NAMES) | {"x"}
-    assert max(errors.values()) < 1e-5, errors
+    _, grads = loss_and_grads(p, x, target, method)
+    for name, err in errors.items():
+        # central differences in float64 carry ~1e-10 of rounding: relative to a gradient near zero
+        # (a decay rate near 0, say) that is large, so such a gradient is held to 1e-9 absolute
+        scale = float(np.abs(grads[name]).max())
+        assert err < 1e-5 or err * scale < 1e-9, (name, err, scale)
 
 
 def test_scan_and_loop_give_the_same_outputs_and_gradients():

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..devices import check_dtype, check_fits, normalize_device, to_device
+from ..devices import normalize_device, to_device
 from ..errors import BadInputError, random_generator, whole_number
+from ..limits import check_dtype, check_fits
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

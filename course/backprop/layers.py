@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device
+from ..devices import array_device, get_xp, normalize_device
 from ..errors import BadInputError, random_generator, whole_number
+from ..limits import check_dtype, check_fits
 from .validate import check_batch, check_labels
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..devices import check_fits, normalize_device, resolve_devices, synchronize, to_device
+from ..devices import normalize_device, resolve_devices, synchronize, to_device
 from ..errors import whole_number
+from ..limits import check_fits
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward

@@ -43,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, check_fits, get_xp
+from ..devices import array_device, get_xp
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 
 __all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
            "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "check_chain", "CHUNK_FRACTION"]

@@ -37,8 +37,9 @@ import numpy as np
 
 from ..backprop.gradcheck import central_differences, rel_error
 from ..backprop.layers import softmax_cross_entropy, softmax_cross_entropy_backward
-from ..devices import check_dtype, check_fits, get_xp, normalize_device, to_device, to_numpy
+from ..devices import get_xp, normalize_device, to_device, to_numpy
 from ..errors import BadInputError, whole_number
+from ..limits import check_dtype, check_fits
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
 
 __all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]

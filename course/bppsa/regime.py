@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_fits
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 from .algorithm import backprop_scan, backprop_sequential

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..devices import check_fits, get_xp, normalize_device
+from ..devices import get_xp, normalize_device
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 
 __all__ = ["tanh_jacobian_t", "relu_jacobian_t", "conv2d", "conv2d_jacobian", "conv2d_jacobian_t",
            "csr_bytes", "dense_bytes", "jacobian_memory", "conv_jacobian_memory", "vgg11_first_conv_claim",

@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_fits, get_xp, normalize_device, out_of_memory_errors, resolve_devices, synchronize
+from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, GPUUnavailableError, whole_number
+from ..limits import check_fits, out_of_memory_errors
 from ..peers import benchmark_torch, torch_available, torch_device, torch_threads
 from ..results import ResultSet
 from ..timing import interleaved_rounds

@@ -21,18 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..devices import (
-    check_dtype,
-    check_fits,
-    cpu_info,
-    get_xp,
-    gpu_available,
-    gpu_info,
-    normalize_device,
-    resolve_devices,
-    synchronize,
-)
+from ..devices import cpu_info, get_xp, gpu_available, gpu_info, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
+from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import benchmark, noisy_note
 

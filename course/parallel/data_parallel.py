@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from ..devices import check_fits
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 from .collectives import check_workers, chunk_bounds
 
 __all__ = ["make_batches", "shard", "flat_gradients", "apply_update", "average_gradients",

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_fits
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 from ..results import ResultSet
 from .collectives import check_length, check_workers
 from .data_parallel import single_process_train

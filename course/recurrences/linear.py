@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, check_fits, get_xp
+from ..devices import array_device, get_xp
 from ..errors import BadInputError
+from ..limits import check_fits
 from ..scan.algorithms import affine, blelloch_scan
 
 __all__ = ["check_recurrence", "recurrence_loop", "recurrence_scan", "recurrence_closed_form",

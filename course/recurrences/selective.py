@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import central_differences, rel_error
-from ..devices import array_device, check_fits, get_xp
+from ..devices import array_device, get_xp
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
 
 __all__ = ["PARAM_NAMES", "init_params", "forward", "backward", "mse_loss", "loss_and_grads",

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_fits, get_xp, to_numpy
+from ..devices import get_xp, to_numpy
 from ..errors import whole_number
+from ..limits import check_fits
 from .selective import PARAM_NAMES, init_params, loss_and_grads
 
 __all__ = ["adding_problem", "TrainingRun", "train_adding", "BASELINE_MSE"]

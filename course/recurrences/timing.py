@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..bppsa.algorithm import backprop_scan, backprop_sequential
-from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, to_numpy
+from ..devices import get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError, whole_number
+from ..limits import check_dtype, check_fits
 from ..peers import benchmark_torch, torch_device
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget

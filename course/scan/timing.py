@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices
+from ..devices import get_xp, normalize_device, resolve_devices
 from ..errors import BadInputError, DeviceMemoryError, whole_number
+from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan

@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from ..backprop import MLP
-from ..devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize
+from ..devices import cupy_module, get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
+from ..limits import check_dtype, check_fits
 from ..peers import benchmark_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget

@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, check_fits, cupy_module, get_xp, resolve_devices, synchronize, to_numpy
+from ..devices import cupy_module, get_xp, resolve_devices, synchronize, to_numpy
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
+from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import benchmark
 

@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, check_fits, cupy_module, get_xp, normalize_device, require_gpu
+from ..devices import cupy_module, get_xp, normalize_device, require_gpu
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
+from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_fits, cupy_module, get_xp, normalize_device, resolve_devices, synchronize
+from ..devices import cupy_module, get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 from ..results import ResultSet
 from ..timing import benchmark
 

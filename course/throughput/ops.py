@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype, check_fits, get_xp, normalize_device, resolve_devices, synchronize
+from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
+from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 

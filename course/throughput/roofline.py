@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from ..backprop import MLP
-from ..devices import check_dtype, check_fits, get_xp, resolve_devices, synchronize
+from ..devices import get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError, whole_number
+from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..threads import get_threads
 from ..timing import benchmark, sweep_within_budget

@@ -33,18 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import (
-    array_device,
-    check_dtype,
-    check_fits,
-    get_xp,
-    normalize_device,
-    resolve_devices,
-    synchronize,
-    to_numpy,
-)
+from ..devices import array_device, get_xp, normalize_device, resolve_devices, synchronize, to_numpy
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..hardware.machine import matmul_flops
+from ..limits import check_dtype, check_fits
 from ..peers import benchmark_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds

@@ -43,8 +43,9 @@ from typing import Any
 import numpy as np
 
 from ..cpu import cpu_info
-from ..devices import array_device, check_dtype, check_fits, get_xp, normalize_device
+from ..devices import array_device, get_xp, normalize_device
 from ..errors import BadInputError, whole_number
+from ..limits import check_dtype, check_fits
 
 __all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",
            "loop_elementwise", "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise",

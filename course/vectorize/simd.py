@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import check_dtype
 from ..errors import BadInputError, whole_number
+from ..limits import check_dtype
 from ..timing import benchmark
 
 __all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html", "operand_probe", "fastest_call_s"]

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..cpu import cpu_info
-from ..devices import check_dtype, get_xp, normalize_device, resolve_devices, to_device, to_numpy
+from ..devices import get_xp, normalize_device, resolve_devices, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..hardware.machine import copy_bandwidth
+from ..limits import check_dtype
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 from .rungs import (
