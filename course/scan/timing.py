@@ -38,7 +38,7 @@ from ..errors import BadInputError, DeviceMemoryError, whole_number
 from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import benchmark
-from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, identity_for, sequential_scan
+from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, sequential_scan
 
 __all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
            "scan_sweep", "library_scan"]
@@ -178,8 +178,3 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
                median_s=c["timing"].median)
     return rs
 
-
-def identity_of(op: str, dtype: Any = "float32") -> np.ndarray:
-    """The identity element of a named operator (for the widgets' text)."""
-    shape = {"matmul": (2, 2), "affine": (2,), "interval": (2,)}.get(op, ())
-    return identity_for(OPERATORS[op], shape, dtype)
