@@ -21,7 +21,8 @@ measures both sides and where they meet.
 5. **The roofline** (:mod:`course.throughput.roofline`): measured peaks and the course's own
    operations placed on it (:func:`measure_roofline`, :func:`roofline_point`).
 
-Figures are in :mod:`course.throughput.plots`, widgets in :mod:`course.throughput.widgets`.
+Figures are in :mod:`course.throughput.plots`, widgets in :mod:`course.throughput.widgets`, and what a
+widget setting will cost before it runs in :mod:`course.throughput.costs`.
 
 >>> from course import throughput
 >>> throughput.classify(0.1, peak_flops=1e11, peak_bandwidth=1e10)

@@ -31,14 +31,24 @@ from ..widgets import (
     dtype_dropdown,
     estimate_s,
     log2_slider,
-    measured_rate,
     noise_html,
     progress,
 )
-from .batch import DEFAULT_MLP_SIZES, batch_for_fraction, batch_sweep, precision_sweep
+from .batch import batch_for_fraction, batch_sweep, precision_sweep
+from .costs import (
+    ASYNC_RATE_WORK,
+    FUSION_RATE_N,
+    POINT_CALLS,
+    POINT_RATE_N,
+    async_cost_s,
+    fusion_cost_s,
+    point_flops,
+    point_rate,
+    sweep_sizes_within,
+)
 from .fusion import MAX_STEPS, fusion_compare
 from .latency import async_chain, latency_summary, smallest_op_latency
-from .ops import OPS, find_crossover, throughput_sweep
+from .ops import find_crossover, throughput_sweep
 from .plots import (
     async_figure,
     batch_figure,
@@ -51,13 +61,7 @@ from .plots import (
 from .roofline import POINT_NAMES, cached_peaks, classify, peaks_of, roofline_point
 
 __all__ = ["latency_app", "sweep_app", "async_app", "memory_app", "batch_app", "fusion_app", "precision_app",
-           "roofline_app", "point_flops", "point_rate", "POINT_CALLS", "op_rate", "sweep_sizes_within",
-           "SWEEP_CALLS", "fusion_cost_s", "async_cost_s"]
-
-#: Calls one roofline point makes at the least, however slow: a warm-up and one timed call.
-POINT_CALLS = 2
-#: The costly points (their work grows faster than their data) and the small size their rate is measured at.
-_RATE_N = {"matmul": 256, "mlp step": 64}
+           "roofline_app"]
 
 _DTYPES = ("float32", "float64", "float16")
 
@@ -113,45 +117,6 @@ def latency_app(repeat: int = 200) -> LiveApp:
     return _with_cache(LiveApp(update, controls, title="Latency of the smallest operation"), cache)
 
 
-#: Calls one size of a sweep makes at the least: filling the inputs, a warm-up and one timed call.
-SWEEP_CALLS = 3
-_OP_RATE_N = {"matmul": 128}      # the elementwise ops: 2^22 elements (past the caches, as big sweeps are)
-
-
-def _op_work(op: str, n: int) -> float:
-    """The unit an op's rate is counted in: FLOPs (2n³) for ``matmul``, elements for the others."""
-    return OPS[op].flops(n) if op == "matmul" else float(n)
-
-
-def op_rate(op: str, dtype: str) -> float:
-    """Units of :func:`_op_work` per second of ``op`` in ``dtype`` on this CPU, measured once at a small size."""
-    import numpy as np
-
-    n = _OP_RATE_N.get(op, 2 ** 22)
-    if op == "matmul":
-        a = np.full((n, n), 0.5, dtype=dtype)
-        out = np.empty_like(a)
-        fn = lambda: np.matmul(a, a, out=out)  # noqa: E731
-    else:
-        x, out = np.full(n, 2.0 ** -12, dtype=dtype), np.empty(n, dtype=dtype)   # a sum that fits float16
-        fn = {"add": lambda: np.add(x, x, out=out), "relu": lambda: np.maximum(x, 0, out=out),
-              "sum": lambda: x.sum()}[op]
-    return measured_rate(("op", op, dtype), _op_work(op, n), fn)
-
-
-def sweep_sizes_within(op: str, sizes: list[int], dtype: str,
-                       limit_s: float = WIDGET_LIMIT_S) -> tuple[list[int], tuple[int, float] | None]:
-    """The ascending ``sizes`` whose CPU sweep fits in ``limit_s`` (estimated: :data:`SWEEP_CALLS` calls of the
-    counted work at :func:`op_rate`), and ``(first size left out, its estimated seconds)``, or None."""
-    total = 0.0
-    for i, n in enumerate(sizes):
-        cost = estimate_s(SWEEP_CALLS * _op_work(op, n), op_rate(op, dtype))
-        if total + cost > limit_s:
-            return sizes[:i], (n, cost)
-        total += cost
-    return sizes, None
-
-
 def sweep_app(op: str = "add", lo: int = 0, hi: int = 20, budget_s: float = 1.5) -> LiveApp:
     """Throughput against size for one op on each device, crossover marked (sizes 2^lo … 2^hi).
 
@@ -193,26 +158,13 @@ def sweep_app(op: str = "add", lo: int = 0, hi: int = 20, budget_s: float = 1.5)
                                view_only=("y",)), cache)
 
 
-_ASYNC_RATE_WORK = 8 * 2 ** 20    # a chain of 8 operations on 2^20 elements
-
-
-def async_cost_s(n: int, chain: int) -> float:
-    """Estimated seconds of the CPU measurement: operations × elements over the rate of the same measurement
-    (warm-up and timed calls, waiting and not) made once for a chain of 8 on 2^20 elements."""
-    from .latency import async_chain as measure  # the module's own (the app's name may be replaced in tests)
-
-    rate = measured_rate(("async chain",), _ASYNC_RATE_WORK, lambda: measure(
-        "cpu", n=2 ** 20, chain=8, repeat=1, budget_s=1e-3))
-    return estimate_s(max(chain * n, _ASYNC_RATE_WORK), rate)
-
-
 def async_app() -> LiveApp:
     """A chain of ops: when does the call return, with and without waiting?"""
     cache = MeasurementCache()
 
     def update(chain: int, n: int, device: str):
         devs, refs, note = _plan(device, "async_chain")
-        if "cpu" in devs and chain * n > _ASYNC_RATE_WORK and ("cpu", n, chain) not in cache:
+        if "cpu" in devs and chain * n > ASYNC_RATE_WORK and ("cpu", n, chain) not in cache:
             cost = async_cost_s(n, chain)
             if cost > WIDGET_LIMIT_S:
                 fits = max((2 ** k for k in range(4, n.bit_length()) if async_cost_s(2 ** k, chain) <= WIDGET_LIMIT_S),
@@ -313,19 +265,6 @@ def _trend(recs: list[dict]) -> str:
     return s
 
 
-_FUSION_RATE_N = 2 ** 20     # past the caches, like the big sizes
-
-
-def fusion_cost_s(n: int, steps: int, dtype: str) -> float:
-    """Estimated seconds of the CPU comparison at ``n``: the least it runs (a warm-up and one timed call of
-    every mode), scaled linearly from the same comparison timed once at 2^20 elements."""
-    from .fusion import fusion_compare as compare  # the module's own (the app's name may be replaced in tests)
-
-    ref = measured_rate(("fusion", int(steps), str(dtype)), _FUSION_RATE_N, lambda: compare(
-        n=_FUSION_RATE_N, steps=steps, dtype=dtype, devices=["cpu"], repeat=1, budget_s=1e-3))
-    return estimate_s(max(n, _FUSION_RATE_N), ref)
-
-
 def fusion_app() -> LiveApp:
     """A chain of elementwise steps, unfused vs fused: kernels, bytes, time."""
     cache = MeasurementCache()
@@ -334,13 +273,13 @@ def fusion_app() -> LiveApp:
         devs, refs, note = _plan(device, "fusion")
         if not devs:
             return fusion_figure(refs[0]), note
-        if "cpu" in devs and n > _FUSION_RATE_N and (steps, n, dtype, tuple(devs)) not in cache:
+        if "cpu" in devs and n > FUSION_RATE_N and (steps, n, dtype, tuple(devs)) not in cache:
             cost = fusion_cost_s(n, steps, dtype)
             if cost > WIDGET_LIMIT_S:
                 fits = max((2 ** k for k in range(10, n.bit_length()) if fusion_cost_s(2 ** k, steps, dtype)
                             <= WIDGET_LIMIT_S), default=None)
                 check_cost(f"The chain of {steps} steps over {n:,} {dtype} values on the CPU", cost,
-                           f"every mode's calls, scaled from the same chain timed at {_FUSION_RATE_N:,} values",
+                           f"every mode's calls, scaled from the same chain timed at {FUSION_RATE_N:,} values",
                            (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
                            + (" or fewer steps, or float32." if dtype == "float16" else " or fewer steps."))
         rs = cache.get((steps, n, dtype, tuple(devs)), lambda: fusion_compare(
@@ -397,33 +336,6 @@ _DEFAULT_EXP = {"matmul": 9, "mlp step": 8, "scan": 16}
 _MAX_EXP = {"matmul": 13, "mlp step": 16, "scan": 24}  # beyond: minutes per measurement on a laptop
 
 
-def point_flops(op: str, n: int) -> float:
-    """Counted FLOPs of one call of a costly roofline point (``matmul``: 2n³; ``mlp step``: a step at batch n)."""
-    if op == "matmul":
-        return OPS["matmul"].flops(n)
-    from ..backprop.widgets import step_flops
-
-    return step_flops(list(DEFAULT_MLP_SIZES), n)
-
-
-def point_rate(op: str, dtype: str) -> float:
-    """FLOP/s of a costly point on this CPU in ``dtype``, measured once at a small size."""
-    import numpy as np
-
-    n = 128 if op == "matmul" and dtype == "float16" else _RATE_N[op]
-    if op == "matmul":
-        a = np.full((n, n), 0.5, dtype=dtype)
-        out = np.empty_like(a)
-        return measured_rate(("roofline", op, dtype), point_flops(op, n), lambda: np.matmul(a, a, out=out))
-    from ..backprop import MLP
-
-    model = MLP(list(DEFAULT_MLP_SIZES), dtype=dtype, seed=0)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((n, DEFAULT_MLP_SIZES[0])).astype(dtype)
-    y = rng.integers(0, DEFAULT_MLP_SIZES[-1], size=n)
-    return measured_rate(("roofline", op, dtype), point_flops(op, n), lambda: model.train_step(x, y, 1e-12))
-
-
 def roofline_app(op: str = "add", exponent: int = 20, live: ResultSet | None = None) -> LiveApp:
     """This machine's roofline (measured once) and the chosen op's point, moving with its size.
 
@@ -436,7 +348,7 @@ def roofline_app(op: str = "add", exponent: int = 20, live: ResultSet | None = N
         if not devs:
             return roofline_figure(None, refs, dtype=dtype), note
         d = devs[-1]
-        if d == "cpu" and op in _RATE_N and (op, exponent, dtype, d) not in cache:
+        if d == "cpu" and op in POINT_RATE_N and (op, exponent, dtype, d) not in cache:
             smaller = max(k for k in range(exponent + 1) if k == 0 or estimate_s(
                 POINT_CALLS * point_flops(op, 2 ** k), point_rate(op, dtype)) <= WIDGET_LIMIT_S)
             check_cost(f"{op} at 2^{exponent} in {dtype} on the CPU",
