@@ -120,6 +120,15 @@ def test_an_mpiexec_of_another_mpi_than_mpi4py_loads_is_refused_up_front(monkeyp
         run_mpi("ring_check", 2, {"lengths": [3]}, progress=None)
 
 
+def test_a_ranks_error_line_is_shown_even_when_the_last_lines_miss_it():
+    # two ranks failing at once interleave their tracebacks, and Abort can cut one short
+    log = ["rank 1: BadInputError: lengths must be a list\n", "Traceback (most recent call last):\n"]
+    log += ['  File "worker.py", line 230, in main\n'] * 20
+    msg = mpi._tail(log)
+    assert "The error: rank 1: BadInputError: lengths must be a list" in msg
+    assert msg.count("BadInputError") == 1 and "Last lines from the ranks" in msg
+
+
 @needs_mpi
 def test_a_rank_that_fails_gives_an_error_with_its_message():
     with pytest.raises(MPIError, match="failed") as info:

@@ -22,6 +22,7 @@ import math
 import numbers
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -242,6 +243,12 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
     return result
 
 
+_ERROR_LINE = re.compile(r"^(rank \d+: )?[\w.]*(Error|Exception)\b: ")
+
+
 def _tail(log: list[str], n: int = 15) -> str:
+    """The ranks' error lines (each once), then the last ``n`` lines of their output."""
+    errors = list(dict.fromkeys(line.strip() for line in log if _ERROR_LINE.match(line.strip())))[-4:]
     text = "".join(log[-n:]).strip()
-    return f"\nLast lines from the ranks:\n{text}" if text else ""
+    return (("\nThe error: " + "\n".join(errors)) if errors else "") + (
+        f"\nLast lines from the ranks:\n{text}" if text else "")

@@ -228,7 +228,9 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         result = TASKS[task](comm, params, say)
-    except BaseException:               # one failing rank must end them all, not leave them waiting
+    except BaseException as exc:        # one failing rank must end them all, not leave them waiting
+        # the error in one line first: Abort can cut the traceback short, or interleave the ranks' lines
+        print(f"rank {rank}: {type(exc).__name__}: {exc}", flush=True)
         traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()
