@@ -80,11 +80,17 @@ def live_device_text(devices: Iterable[str] | None = None) -> str:
 
 
 def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[ResultSet] = (),
-               extra: str = "", devices: Iterable[str] | None = None) -> None:
+               extra: str = "", devices: Iterable[str] | None = None, measured: bool = True) -> None:
     """Name the devices behind a figure at its foot: those of ``live``'s records, else ``devices``
-    (the ones measured, e.g. ``["cpu"]``), else every device answering here."""
+    (the ones measured, e.g. ``["cpu"]``), else every device answering here.
+
+    ``measured=False`` is for a figure that times nothing (a diagram, a count, a computed curve):
+    its footer then says so instead of "Measured live".
+    """
     lines = []
-    if live is not None:
+    if not measured:
+        lines.append(f"Nothing timed. This machine: {live_device_text(devices)}")
+    elif live is not None:
         prov = live.provenance
         devs = [f"CPU: {prov.get('cpu', {}).get('model', '?')}"]
         if any(r.get("device") == "gpu" for r in live.records):

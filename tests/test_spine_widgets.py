@@ -239,3 +239,10 @@ def test_sweep_figure_draws_noisy_points_hollow_with_a_legend_entry():
     assert hollow[0].get_markerfacecolor() == "white"
     clean = sweep_figure(_sweep(), [], x="n")
     assert NOISY_LABEL not in _labels(clean)
+
+
+def test_a_figure_that_times_nothing_does_not_say_measured_live():
+    from course.vectorize.plots import flynn_figure
+
+    text = _texts(flynn_figure())
+    assert "Measured live" not in text and "Nothing timed. This machine: CPU:" in text

@@ -69,7 +69,8 @@ def draw_trace(trace: Trace, title: str = "", max_phases: int = 10) -> Figure:
         for s in ax.spines.values():
             s.set_visible(False)
     fig.suptitle(title + "\nblue: read, orange: write, purple: both, red x: out of bounds", fontsize=9)
-    add_footer(fig, extra="Run on numba's CUDA simulator (one Python thread per CUDA thread); nothing timed.")
+    add_footer(fig, extra="Run on numba's CUDA simulator (one Python thread per CUDA thread).", measured=False,
+               devices=["cpu"])
     return fig
 
 

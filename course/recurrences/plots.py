@@ -99,7 +99,7 @@ def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", se
         ax.set_xlabel("step t")
         ax.legend(fontsize=7.5)
         ax.grid(True, alpha=0.25)
-    add_footer(fig, extra="Computed here (no timing).")
+    add_footer(fig, measured=False, devices=["cpu"])
     return fig
 
 
@@ -122,7 +122,8 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
         ax.legend(fontsize=8)
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-    add_footer(fig, extra="Counted from the scan's own level loop (course.scan.operation_counts); no timing.")
+    add_footer(fig, extra="Counted from the scan's own level loop (course.scan.operation_counts).", measured=False,
+               devices=["cpu"])
     return fig
 
 
@@ -190,7 +191,7 @@ def loss_figure(run: TrainingRun) -> Figure:
     ax.set_title(f"Selective layer (n = {run.n}) on the adding problem, T = {run.T}", fontsize=9.5)
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.25)
-    add_footer(fig, extra="Computed here.")
+    add_footer(fig, measured=False, devices=["cpu"])
     return fig
 
 

@@ -101,7 +101,7 @@ def flynn_figure(highlight: str | Sequence[str] = ()) -> Figure:
             color="0.35")
     ax.set_title("Flynn's taxonomy (1966), and where this machine's hardware sits (PU = processing unit)",
                  fontsize=10)
-    add_footer(fig)
+    add_footer(fig, measured=False)
     return fig
 
 
