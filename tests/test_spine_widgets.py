@@ -246,3 +246,41 @@ def test_a_figure_that_times_nothing_does_not_say_measured_live():
 
     text = _texts(flynn_figure())
     assert "Measured live" not in text and "Nothing timed. This machine: CPU:" in text
+
+
+def test_figure_to_png_keeps_the_footer_and_anything_longer_than_the_canvas():
+    import io
+
+    from PIL import Image
+
+    from course.plots import add_footer, figure_to_png, new_figure
+
+    def png_size(title):
+        fig, (ax,) = new_figure(1, width=4.0, height=3.0)
+        ax.plot([1, 10, 100], [1e-3, 1e-2, 1e-1])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        add_footer(fig, devices=["cpu"])
+        return fig.get_size_inches(), Image.open(io.BytesIO(figure_to_png(fig, dpi=50))).size
+
+    (w, h), size = png_size("short")
+    assert size == (int(w * 50), int(h * 50)) and h > 3.0           # drawn once; the footer's band added
+    (w, h), size = png_size("a title far longer than these small axes, which would be cut at the edge " * 2)
+    assert size[0] > w * 50                                         # the tight box took the whole title in
+
+
+def test_log_axes_are_labelled_in_plain_text():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from course.plots import new_figure, plain_tick_labels
+
+    fig, (ax,) = new_figure()
+    ax.plot([1e-3, 1e3], [0.2, 0.5])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    FigureCanvasAgg(plain_tick_labels(fig)).draw()
+    major = [t.get_text() for t in ax.get_xticklabels()]
+    minor = [t.get_text() for t in ax.get_yticklabels(minor=True)]
+    assert "10⁻³" in major and "10³" in major and "2×10⁻¹" in minor
+    assert not any("$" in t for t in major + minor)

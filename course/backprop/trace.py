@@ -301,7 +301,7 @@ def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = N
     ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
     another machine; the footer then says so instead of "measured live".
     """
-    from ..plots import COLORS, add_footer, new_figure
+    from ..plots import COLORS, add_footer, footer_text, new_figure
 
     fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
     names = [r.name for r in tr.layers]
@@ -339,8 +339,7 @@ def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = N
     fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
     how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
     if reference is not None and reference.source == "reference":
-        fig.text(0.01, 0.0, f"Reference results {reference.label}: NOT measured on this machine. {how}",
-                 fontsize=7.5, color="#a40", ha="left", va="top", transform=fig.transFigure)
+        footer_text(fig, f"Reference results {reference.label}: NOT measured on this machine. {how}", color="#a40")
     else:
         add_footer(fig, extra=how)
     return fig

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..plots import add_footer, new_figure
+from ..plots import add_footer, footer_text, new_figure
 from ..results import ResultSet
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
@@ -34,7 +34,7 @@ def _color(name: str) -> str:
 
 
 def _not_measured(fig: Figure, text: str) -> None:
-    fig.text(0.01, 0.0, text, fontsize=7.5, color="0.35", ha="left", va="top", transform=fig.transFigure)
+    footer_text(fig, text)
 
 
 def _over_text(rs: ResultSet, ps: Sequence[int]) -> str:

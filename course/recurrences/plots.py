@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import BadInputError, whole_number
-from ..plots import add_footer, new_figure
+from ..plots import add_footer, new_figure, power_text
 from ..results import ResultSet
 from .kernels import chunk_plan
 from .linear import recurrence_closed_form, recurrence_log_space, recurrence_loop
@@ -43,7 +43,8 @@ def _log_axes(ax) -> None:
     """Log-2 x and log-10 y with plain tick labels (mathtext labels are slow to draw, and widgets redraw)."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v < 2**14 else f"2^{np.log2(v):.0f}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v < 2**14
+                                               else power_text(2, round(np.log2(v)))))
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     for axis in (ax.xaxis, ax.yaxis):

@@ -28,7 +28,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
 from ..errors import BadInputError
-from ..plots import COLORS, add_footer, log2_x, mark_noisy, new_figure, noisy_flags
+from ..plots import COLORS, add_footer, footer_text, log2_x, mark_noisy, new_figure, noisy_flags
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
 from .ops import Op
@@ -260,8 +260,7 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
                   fontsize=9)
     aw.legend(fontsize=7.5)
     ast.legend(fontsize=7.5)
-    fig.text(0.01, 0.0, "Counted by the scans' own level loops (course.scan.operation_counts), "
-             "not measured times.", fontsize=7.5, color="0.35", va="top")
+    footer_text(fig, "Counted by the scans' own level loops (course.scan.operation_counts), not measured times.")
     return fig
 
 
