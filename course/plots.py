@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
+from matplotlib.transforms import offset_copy
 from PIL import Image
 
 from .cpu import cpu_info
@@ -34,7 +36,7 @@ from .results import ResultSet
 
 __all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
-           "power_text", "plain_tick_labels", "footer_text"]
+           "power_text", "plain_tick_labels", "footer_text", "place_legend"]
 
 COLORS = {"cpu": "#1f77b4", "gpu": "#d95f02"}
 
@@ -65,6 +67,28 @@ def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequenc
     ax.plot(xs[noisy], ys[noisy], ls="none", marker="o", ms=ms, markerfacecolor="white",
             markeredgecolor=color, markeredgewidth=1.4, zorder=4, label="_nolegend_" if labelled else NOISY_LABEL)
     return True
+
+
+def place_legend(ax: Any, fontsize: float = 7.5, loc: str = "best") -> Any:
+    """The axes' legend inside them (at ``loc``) where it fits, else under them with its labels wrapped.
+
+    Long labels ("CPU: <model> (recorded on <GPU>, <date>)") made legends wider than their axes, and the
+    constrained layout then squeezed the axes to a sliver to make room.  The fit is estimated from the
+    labels' lengths, so no drawing is needed.  Returns the legend, or None when nothing is labelled.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    fig, box = ax.figure, ax.get_position()
+    width_in, height_in = fig.get_figwidth() * box.width, fig.get_figheight() * box.height
+    char_in = 0.55 * fontsize / 72
+    rows_in = len(labels) * 1.5 * fontsize / 72
+    if max(map(len, labels)) * char_in + 0.45 <= 0.8 * width_in and rows_in <= 0.6 * height_in:
+        return ax.legend(handles, labels, fontsize=fontsize, loc=loc)
+    fits = max(int((1.15 * width_in - 0.45) / char_in), 30)
+    under = offset_copy(ax.transAxes, fig=fig, y=-0.5, units="inches")   # clear of tick labels and x label
+    return ax.legend(handles, [textwrap.fill(label, fits) for label in labels], fontsize=fontsize,
+                     loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
 
 
 def new_figure(ncols: int = 1, width: float = 9.0, height: float = 3.6) -> tuple[Figure, list]:
@@ -191,8 +215,7 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     ax.set_ylabel(ylabel or ("time per call (s)" if y == "median_s" else y))
     if highlight is not None:
         ax.axvline(highlight, color="0.3", lw=1, ls=":")
-    if ax.lines:
-        ax.legend(fontsize=7.5, loc="best")
+    place_legend(ax)
     ax.grid(True, which="both", alpha=0.25)
     ax.set_title(title, fontsize=10)
     if speedup:
@@ -232,7 +255,7 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
         if highlight is not None:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
         ax.set_yscale("log")
-        ax.legend(fontsize=7.5, loc="best")
+        place_legend(ax)
         ax.set_title("above 1: the GPU is faster", fontsize=9)
     else:
         ax.text(0.5, 0.5, "No GPU here and no reference GPU results\nrecorded for this experiment yet:\n"
@@ -298,7 +321,7 @@ def mark_point(fig: Figure, x: float, y: float, label: str = "this run", color: 
     """Mark the measurement just made on the figure's first axes (a star)."""
     ax = fig.axes[0]
     ax.plot([x], [y], marker="*", ms=13, color=color, ls="none", label=label, zorder=5)
-    ax.legend(fontsize=7.5, loc="best")
+    place_legend(ax)
 
 
 def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: str = "s",

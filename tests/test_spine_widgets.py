@@ -284,3 +284,22 @@ def test_log_axes_are_labelled_in_plain_text():
     minor = [t.get_text() for t in ax.get_yticklabels(minor=True)]
     assert "10⁻³" in major and "10³" in major and "2×10⁻¹" in minor
     assert not any("$" in t for t in major + minor)
+
+
+def test_a_legend_too_wide_for_its_axes_goes_under_them_and_the_axes_keep_their_width():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from course.plots import new_figure, place_legend
+
+    fig, (left, right) = new_figure(2, width=8.0, height=3.5)
+    left.plot([1, 2], [1, 2], label="short")
+    right.plot([1, 2], [1, 2], label="CPU: a long processor name (recorded on a long GPU name, 2026-01-02) " * 2)
+    place_legend(left)
+    place_legend(right)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.canvas.draw()
+    inside, under = left.get_legend(), right.get_legend()
+    assert inside.get_bbox_to_anchor().y0 >= left.get_window_extent(renderer).y0        # kept inside
+    assert under.get_window_extent(renderer).y1 < right.get_window_extent(renderer).y0  # under the axes
+    assert right.get_window_extent(renderer).width > 0.8 * left.get_window_extent(renderer).width
+    assert place_legend(new_figure()[1][0]) is None                                     # nothing labelled

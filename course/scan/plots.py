@@ -28,7 +28,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
 from ..errors import BadInputError
-from ..plots import COLORS, add_footer, footer_text, log2_x, mark_noisy, new_figure, noisy_flags
+from ..plots import COLORS, add_footer, footer_text, log2_x, mark_noisy, new_figure, noisy_flags, place_legend
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
 from .ops import Op
@@ -316,8 +316,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     ab.set_ylabel("effective bandwidth (GB/s)")
     at.set_title(title or "Scan time (colour: algorithm; circles: CPU, squares: GPU)", fontsize=9.5)
     ab.set_title("2 n itemsize bytes / time; dotted: the copy limit", fontsize=9)
-    if at.lines:
-        at.legend(fontsize=6.5, loc="upper left")
+    place_legend(at, fontsize=6.5, loc="upper left")
     has_gpu = any(rs.select(device="gpu") for rs in sources)
     extra = "" if has_gpu else ("No GPU here and no reference GPU results recorded yet: "
                                 "GPU curves appear once `python -m course report --record-reference` "

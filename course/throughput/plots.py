@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, sweep_figure
+from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, sweep_figure
 from ..results import ResultSet
 from .ops import find_crossover, get_op
 from .roofline import peaks_of, ridge_point
@@ -229,8 +229,7 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
         ax.grid(True, which="both", alpha=0.25)
         if highlight is not None:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-        if ax.lines:
-            ax.legend(fontsize=7)
+        place_legend(ax, fontsize=7)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -288,8 +287,7 @@ def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = (
         ax.set_yscale("log")
         ax.set_xlabel("matrix side n")
         ax.grid(True, which="both", alpha=0.25)
-        if ax.lines:
-            ax.legend(fontsize=7)
+        place_legend(ax, fontsize=7)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
