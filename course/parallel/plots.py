@@ -33,10 +33,6 @@ def _color(name: str) -> str:
     return ALGO_COLORS.get(name.split()[0], "0.4")
 
 
-def _not_measured(fig: Figure, text: str) -> None:
-    footer_text(fig, text)
-
-
 def _over_text(rs: ResultSet, ps: Sequence[int]) -> str:
     cores = rs.params.get("cores", "?")
     over = [p for p in ps if isinstance(cores, int) and p > cores]
@@ -82,7 +78,7 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
     shown = lines if len(lines) <= 8 else lines[:8] + [f"... {len(lines) - 8} more"]
     ax.text(1.01, 1.0, "\n".join(shown) or "no message yet", transform=ax.transAxes, va="top",
             fontsize=7.5, family="monospace")
-    _not_measured(fig, "Simulated in numpy: numbers in the cells = how many workers' inputs each element sums "
+    footer_text(fig, "Simulated in numpy: numbers in the cells = how many workers' inputs each element sums "
                        f"(p = {p} when it is complete). Red box: sent this step; dashed green: where it lands.")
     return fig
 
@@ -107,7 +103,7 @@ def bytes_figure(n: int = 1_000_000, p_max: int = 8, itemsize: int = 8, p_mark: 
     ax.set_title(f"One all-reduce of N = {n:,} elements of {itemsize} bytes", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.25)
-    _not_measured(fig, "Counted, not timed: formulas and the simulation's messages (dots: a short vector "
+    footer_text(fig, "Counted, not timed: formulas and the simulation's messages (dots: a short vector "
                        "simulated, scaled to N).")
     return fig
 
@@ -172,7 +168,7 @@ def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measu
                  fontsize=10)
     ax.legend(fontsize=6.5, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.25, which="both")
-    _not_measured(fig, "A MODEL, not a measurement. Bandwidths from data sheets:\n" + "\n".join(
+    footer_text(fig, "A MODEL, not a measurement. Bandwidths from data sheets:\n" + "\n".join(
         ic.label for ic in INTERCONNECTS) + "\nLatency α is the one fitted on this machine (real links differ).")
     return fig
 
@@ -223,6 +219,6 @@ def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet 
         add_footer(fig, measured, extra=_over_text(measured, [p]) + ". Blue: forward, orange: backward of "
                    "micro-batch k (F k, B k); a box stretches when the OS hands its core to another process.")
     else:
-        _not_measured(fig, "The ideal schedule (equal stages, backward = 2 forwards, free messages): "
+        footer_text(fig, "The ideal schedule (equal stages, backward = 2 forwards, free messages): "
                            "not a measurement.")
     return fig
