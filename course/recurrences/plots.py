@@ -87,14 +87,17 @@ def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", se
     with np.errstate(over="ignore", invalid="ignore"):   # |a| > 1: h itself may leave the range
         forms = {"loop (the oracle)": recurrence_loop(av, bv), "closed form: cumprod, cumsum":
                  recurrence_closed_form(av, bv), "closed form in log space": recurrence_log_space(av, bv)}
+    # |a| > 1: h grows towards the dtype's limit, which a linear axis cannot show (its margins overflow)
+    huge = max(np.abs(h[np.isfinite(h)]).max(initial=0.0) for h in forms.values()) > 1e6
     for (label, h), style in zip(forms.items(), ["-", "--", ":"]):
         bad = first_bad_step(h)
         note = "" if bad is None else f" (nan/inf from step {bad:,})"
-        right.plot(t, np.where(np.isfinite(h), h, np.nan), style, lw=2.5 if style == "-" else 1.4,
+        y = np.where(np.isfinite(h), h, np.nan).astype(np.float64)
+        right.plot(t, np.sign(y) * np.log10(1 + np.abs(y)) if huge else y, style, lw=2.5 if style == "-" else 1.4,
                    label=label + note)
         if bad is not None:
             right.axvline(bad, color="C3", lw=1, ls="--")
-    right.set_ylabel("h_t")
+    right.set_ylabel("sign(h_t) · log10(1 + |h_t|)" if huge else "h_t")
     right.set_title("h_t = a·h_(t-1) + b_t, random b", fontsize=9.5)
     for ax in (left, right):
         ax.set_xlabel("step t")
