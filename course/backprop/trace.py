@@ -334,7 +334,7 @@ def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = N
     ax2.margins(x=0.25)
     ax2.set_xlabel("time (ms)")
     ax2.set_title(f"backward ÷ forward: time {tr.backward_s / max(tr.forward_s, 1e-30):.2f}, "
-                  f"FLOPs {tr.flop_ratio:.2f}; "
+                  f"FLOPs {tr.flop_ratio:.2f}\n"
                   f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
     fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
     how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
