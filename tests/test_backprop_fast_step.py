@@ -210,3 +210,31 @@ def test_each_cuda_kernel_matches_its_numpy_version():
     REFERENCE["sgd_flat"](p, gr, 0.3)
     k["sgd_flat"](gp, cp.asarray(gr), 0.3)
     np.testing.assert_allclose(gp.get(), p, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- the ladder, timed and counted
+
+def test_the_cpu_ladder_records_rungs_a_and_b_with_their_counts_and_no_dtype_field():
+    from course.backprop.ladder import ladder_figure, ladder_sweep, ladder_table
+    from course.results import ResultSet
+
+    rs = ladder_sweep(widths=(8, 16), batch=4, devices=["cpu"], repeat=3, budget_s=0.05)
+    assert {(r["width"], r["rung"]) for r in rs.records} == {(w, r) for w in (8, 16) for r in ("eager", "no_readback")}
+    for r in rs.records:
+        assert "dtype" not in r and r["median_s"] > 0       # the plain train-step curves select on dtype
+        assert r["reads"] == (5 if r["rung"] == "eager" else 0)
+    table = ladder_table(rs, 16, "cpu")
+    assert "(a) eager" in table and "(b) no read back" in table
+    assert "no GPU ladder" in ladder_table(rs, 16, "gpu")
+    old = ResultSet("backprop_train_step", records=[{"device": "gpu", "width": 8, "median_s": 1e-3}])
+    old.source = "reference"
+    fig = ladder_figure(rs, [old])
+    assert len(fig.axes[0].lines) == 2
+    assert any("No ladder" in t.get_text() for t in fig.texts)
+
+
+def test_the_graph_rung_declares_one_launch_and_the_fused_step_kernels():
+    from course.backprop.ladder import step_counts
+
+    c = step_counts("graph", (784, 64, 64, 10))
+    assert c["launches"] == 1 and c["kernels"] == step_counts("fused", (784, 64, 64, 10))["launches"] == 15

@@ -238,6 +238,11 @@ class FastStep:
                                 f"in 0..{self.sizes[-1] - 1}; check the dataset's labels once before training")
         return float(self._row_loss.mean())
 
+    @property
+    def graph(self) -> Any:
+        """The captured CUDA graph (rung ``"graph"``, once a batch is loaded), else None."""
+        return self._graph
+
     def parameters(self) -> list:
         """``[W1, b1, W2, b2, ...]``, views of the flat buffer ``params``."""
         return self.net.parameters()
