@@ -238,3 +238,41 @@ def test_the_graph_rung_declares_one_launch_and_the_fused_step_kernels():
 
     c = step_counts("graph", (784, 64, 64, 10))
     assert c["launches"] == 1 and c["kernels"] == step_counts("fused", (784, 64, 64, 10))["launches"] == 15
+
+
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu_step.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu_step", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_gpu_step_benchmark_without_a_gpu_prints_the_counts_and_says_nothing_was_timed(capsys):
+    from course.devices import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU answers here: the benchmark times it (python -m course gpu-check)")
+    assert _bench().main([]) == 0
+    out = capsys.readouterr().out
+    assert "eager        launches  51  reads back 5" in out and "graph        launches   1" in out
+    assert "No GPU answered" in out and "ptxas" in out
+
+
+def test_the_four_targets_are_computed_from_the_named_records():
+    from course.results import ResultSet
+
+    rs = ResultSet("backprop_step_ladder", provenance={"date": "", "cpu": {}, "libraries": {}, "gpus": [{}]})
+    times = {("graph", 512): 1e-4, ("torch graph", 512): 1e-4, ("fused", 512): 2e-4, ("no_readback", 512): 3e-4,
+             ("torch eager", 512): 5e-4, ("fused", 4096): 4e-3, ("graph", 4096): 3e-3, ("graph", 64): 5e-5,
+             ("fused", 64): 6e-5}
+    for (rung, w), t in times.items():
+        rs.add(device="gpu", width=w, rung=rung, median_s=t, flops=3e10 if w == 4096 else 1e9)
+    vals = [(v, met) for _, v, _, met in _bench().targets(rs, gemm_gflops=20_000.0)]
+    assert vals[0] == (1.0, True)                                   # 0.1 ms, ratio 1.0
+    assert vals[1] == (pytest.approx(0.4), True)                    # best eager 0.2 ms / 0.5 ms
+    assert vals[2][0] == pytest.approx(3e10 / 3e-3 / 1e9 / 20_000)  # 10 TFLOP/s of 20: 0.5
+    assert vals[3] == (pytest.approx(60.0), True)                   # 3 ms / 50 µs

@@ -112,7 +112,8 @@ def torch_steps(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> dict[str, Calla
         old = mm.allow_tf32
         mm.allow_tf32 = tf32
         try:
-            eager, net = torch_mlp_step(model, x, y, lr)
+            eager, _ = torch_mlp_step(model, x, y, lr)
+            _, net = torch_mlp_step(model, x, y, lr)          # its own copy: the graph keeps its grads
             graphed = _torch_graph(net, x, y, lr)
         finally:
             mm.allow_tf32 = old
