@@ -80,13 +80,18 @@ def captured_kernels(fast: FastStep) -> int | None:
     cp = cupy_module()
     before = fast.params.copy()
     stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        stream.begin_capture()
-        try:
-            fast.step()
-        finally:
-            graph = stream.end_capture()
-    fast.params[...] = before
+    try:
+        with stream:
+            stream.begin_capture()
+            try:
+                fast.step()
+            finally:
+                graph = stream.end_capture()
+    except Exception:             # e.g. a CuPy that cannot allocate while capturing: no count, no failure
+        return None
+    finally:
+        stream.synchronize()
+        fast.params[...] = before
     return _kernel_nodes(graph)
 
 
