@@ -276,3 +276,46 @@ def test_the_four_targets_are_computed_from_the_named_records():
     assert vals[1] == (pytest.approx(0.4), True)                    # best eager 0.2 ms / 0.5 ms
     assert vals[2][0] == pytest.approx(3e10 / 3e-3 / 1e9 / 20_000)  # 10 TFLOP/s of 20: 0.5
     assert vals[3] == (pytest.approx(60.0), True)                   # 3 ms / 50 µs
+
+
+def test_each_launch_passes_the_arguments_its_cuda_c_signature_declares(monkeypatch):
+    """The Python side of each launch against the C parameter list: a pointer gets an array, ``long long``
+    an int64, ``int`` an int32, ``float`` a float32 (a wrong width reads garbage on a GPU, silently)."""
+    import importlib
+    import re
+
+    from course.backprop.step_kernels import cupy_kernels
+
+    kinds = {"float*": np.ndarray, "long long*": np.ndarray, "int*": np.ndarray, "long long": np.int64,
+             "int": np.int32, "float": np.float32}
+    signatures = {}
+    for name, params in re.findall(r"void (\w+)\(([^)]*)\)", KERNEL_SOURCE):
+        types = ["".join(re.sub(r"\b(const|__restrict__)\b", "", p).split()[:-1]) for p in params.split(",")]
+        signatures[name] = [t.replace("longlong", "long long") for t in types]
+    calls = []
+
+    class FakeModule:
+        def __init__(self, code, options=()):
+            assert code == KERNEL_SOURCE
+
+        def get_function(self, name):
+            return lambda grid, block, args: calls.append((name, grid, block, args))
+
+    class FakeCupy:
+        RawModule = FakeModule
+
+    monkeypatch.setattr(importlib.import_module("course.devices"), "cupy_module", lambda: FakeCupy)
+    k = cupy_kernels()
+    h, b = np.ones((4, 40), np.float32), np.ones(40, np.float32)
+    k["bias_relu"](h, b)
+    k["mask_bias_grad"](h, h, b, True)
+    k["softmax_xent"](h, b, np.zeros(4, np.int64), h, np.ones(4, np.float32), np.zeros(1, np.int32))
+    k["sgd_flat"](b, b, 0.1)
+    assert [c[0] for c in calls] == list(KERNEL_NAMES)
+    for name, grid, block, args in calls:
+        want = signatures[name]
+        assert len(args) == len(want), (name, args)
+        for a, t in zip(args, want):
+            assert isinstance(a, kinds[t]) and (t.endswith("*") or type(a) is kinds[t]), (name, t, type(a))
+        assert all(g >= 1 for g in grid) and np.prod(block) <= 1024
+    assert calls[1][1:3] == ((2,), (32, 8)) and calls[2][1:3] == ((4,), (32,))   # 40 columns; one block per row
