@@ -215,6 +215,7 @@ class FastStep:
         capture one fused step on a side stream as a CUDA graph."""
         cp = cupy_module()
         before = self.params.copy()
+        cp.cuda.get_current_stream().synchronize()     # the side stream does not wait for the loaded batch
         stream = cp.cuda.Stream(non_blocking=True)
         with stream:
             self._fused_step()
