@@ -20,11 +20,15 @@ reference can only come from a real GPU run.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform
+import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -36,8 +40,8 @@ from .cpu import cpu_info
 from .devices import gpu_available, gpu_info
 from .errors import ResultsError
 
-__all__ = ["ResultSet", "provenance", "load_reference", "save_reference", "REFERENCE_DIR",
-           "SCHEMA_VERSION"]
+__all__ = ["ResultSet", "provenance", "gpu_environment", "git_commit", "load_reference", "save_reference",
+           "REFERENCE_DIR", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
@@ -70,7 +74,86 @@ def provenance(gpu: bool | None = None) -> dict:
                                          "memory_bytes", "driver_version", "runtime_version",
                                          "memory_bandwidth_bytes_per_s")} for g in gpus],
         "libraries": libs,
-    }
+    } | ({"gpu_environment": gpu_environment()} if gpus else {}) | ({"git": g} if (g := _git_once()) else {})
+
+
+@functools.lru_cache(maxsize=1)
+def _git_once() -> dict:
+    """The checkout's commit, read once per process (every result set asks)."""
+    return git_commit()
+
+
+def _run_quietly(cmd: list[str]) -> str | None:
+    """``cmd``'s output, or None if it is not installed or fails (provenance never stops a run)."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+#: nvidia-smi's fields read (never set) for each GPU: clocks now and at most, power limits, persistence.
+_SMI_FIELDS = ("driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem", "power.limit",
+               "power.default_limit", "persistence_mode")
+#: Environment variables that change what a GPU run computes or how fast.
+_GPU_ENV = ("CUPY_ACCELERATORS", "CUPY_TF32", "NVIDIA_TF32_OVERRIDE", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING")
+
+
+def _attempt(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def gpu_environment(run: Callable[[list[str]], str | None] = _run_quietly, env: Mapping[str, str] | None = None,
+                    modules: Mapping[str, Any] | None = None) -> dict:
+    """What a GPU record also depends on, each item as read and left out where nothing says.
+
+    The driver release and each GPU's clocks and power limits (``nvidia-smi``, read only); cuBLAS's
+    and cuDNN's versions as CuPy and PyTorch report them; PyTorch's TF32 switches; the environment
+    variables of :data:`_GPU_ENV`.  Only libraries already imported (``modules``, default
+    ``sys.modules``) are asked: describing a run never imports PyTorch.  ``run`` and ``env`` are
+    there for tests.
+    """
+    env = os.environ if env is None else env
+    mods = sys.modules if modules is None else modules
+    out: dict[str, Any] = {}
+    smi = run(["nvidia-smi", f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader,nounits"])
+    rows = [[v.strip() for v in line.split(",")] for line in (smi or "").splitlines() if line.strip()]
+    rows = [dict(zip(_SMI_FIELDS, r)) for r in rows if len(r) == len(_SMI_FIELDS)]
+    if rows:
+        out["driver_release"] = rows[0]["driver_version"]
+        out["clocks_and_power"] = [{k: v for k, v in r.items() if k != "driver_version"} for r in rows]
+    cp, torch = mods.get("cupy"), mods.get("torch")
+    if cp is not None:
+        v = _attempt(lambda: cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle()))
+        out |= {"cublas_version": v} if v is not None else {}
+        v = _attempt(lambda: cp.cuda.cudnn.getVersion())
+        out |= {"cudnn_version_cupy": v} if v is not None else {}
+    if torch is not None:
+        v = _attempt(lambda: torch.backends.cudnn.version())
+        out |= {"cudnn_version_torch": v} if v is not None else {}
+        tf32 = _attempt(lambda: {"torch_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                                 "torch_cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32)})
+        out |= {"tf32": tf32} if tf32 else {}
+    set_env = {k: env[k] for k in _GPU_ENV if k in env}
+    out |= {"environment": set_env} if set_env else {}
+    return out
+
+
+def git_commit(run: Callable[[list[str]], str | None] = _run_quietly, root: Path | None = None) -> dict:
+    """``{"commit", "dirty"}`` of the course's checkout, or ``{}`` outside one (an installed wheel)."""
+    root = Path(__file__).resolve().parent.parent if root is None else root
+    if not (root / ".git").exists():
+        return {}
+    commit = run(["git", "-C", str(root), "rev-parse", "HEAD"])
+    if not commit:
+        return {}
+    status = run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    return {"commit": commit} | ({"dirty": bool(status)} if status is not None else {})
 
 
 #: How a number that is not finite is written in JSON (plain JSON has no NaN or infinity): as one of

@@ -192,3 +192,72 @@ def test_recording_a_reference_again_keeps_the_earlier_one_dated(tmp_path, monke
     assert ResultSet.load(path).date == "2026-02-03"
     assert (tmp_path / "archive" / "demo__test-gpu-9000__2026-01-02.json").is_file()
     assert [r.date for r in load_reference("demo", tmp_path)] == ["2026-02-03"]
+
+
+# ----------------------------------------------------------------------- a GPU record's environment
+
+class _FakeCupy:
+    class cuda:  # noqa: N801 (the shape of cupy.cuda)
+        class cublas:  # noqa: N801
+            @staticmethod
+            def getVersion(handle):  # noqa: N802
+                assert handle == "handle"
+                return 120904
+
+        class cudnn:  # noqa: N801
+            @staticmethod
+            def getVersion():  # noqa: N802
+                raise RuntimeError("no cuDNN in this CuPy")
+
+        class device:  # noqa: N801
+            @staticmethod
+            def get_cublas_handle():
+                return "handle"
+
+
+class _FakeTorch:
+    class backends:  # noqa: N801
+        class cudnn:  # noqa: N801
+            allow_tf32 = True
+
+            @staticmethod
+            def version():
+                return 91002
+
+        class cuda:  # noqa: N801
+            class matmul:  # noqa: N801
+                allow_tf32 = False
+
+
+def test_gpu_environment_reads_driver_clocks_libraries_tf32_and_env_and_leaves_out_what_is_absent():
+    from course.results import gpu_environment
+
+    seen = []
+
+    def smi(cmd):
+        seen.append(cmd)
+        return ("580.82.07, 1980, 2619, 1980, 2619, 700.00, 700.00, Enabled\n"
+                "580.82.07, 345, 2619, 1980, 2619, 700, 700, Enabled")
+
+    env = gpu_environment(run=smi, env={"CUPY_ACCELERATORS": "cub,cutensor", "HOME": "x"},
+                          modules={"cupy": _FakeCupy, "torch": _FakeTorch})
+    assert seen[0][0] == "nvidia-smi" and not any("-pl" in c or "-lgc" in c for c in seen[0])   # read, never set
+    assert env["driver_release"] == "580.82.07"
+    assert [g["clocks.sm"] for g in env["clocks_and_power"]] == ["1980", "345"]
+    assert env["clocks_and_power"][0]["power.limit"] == "700.00"
+    assert env["cublas_version"] == 120904 and "cudnn_version_cupy" not in env
+    assert env["cudnn_version_torch"] == 91002
+    assert env["tf32"] == {"torch_matmul_allow_tf32": False, "torch_cudnn_allow_tf32": True}
+    assert env["environment"] == {"CUPY_ACCELERATORS": "cub,cutensor"}
+    assert gpu_environment(run=lambda cmd: None, env={}, modules={}) == {}
+
+
+def test_git_commit_is_read_where_there_is_a_checkout_and_left_out_elsewhere(tmp_path):
+    from course.results import git_commit
+
+    assert git_commit(run=lambda cmd: "abc123", root=tmp_path) == {}          # no .git here
+    (tmp_path / ".git").mkdir()
+    answers = {"rev-parse": "abc123", "status": " M course/x.py"}
+    got = git_commit(run=lambda cmd: next(v for k, v in answers.items() if k in cmd), root=tmp_path)
+    assert got == {"commit": "abc123", "dirty": True}
+    assert git_commit(run=lambda cmd: None, root=tmp_path) == {}

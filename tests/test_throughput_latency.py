@@ -75,9 +75,28 @@ def test_gpu_latency_has_launch_sync_and_copies():
     whats = " ".join(r["what"] for r in rs.records)
     for w in ("launch", "synchronize", "host→device", "device→host", "CUDA events"):
         assert w in whats
-    launch = next(r for r in rs.records if r["what"].startswith("launch a"))
+    launch = next(r for r in rs.records if r["what"].startswith("CuPy add of 1 element: host time"))
     round_trip = next(r for r in rs.records if r["what"].startswith("launch +"))
     assert launch["median_s"] > 0 and round_trip["median_s"] > 0
+    hardware = [r for r in rs.records if r["what"].startswith("GPU launch:")]
+    assert len(hardware) == 2 and all(0 < r["median_s"] < 1e-3 for r in hardware)
+
+
+def test_the_launch_kernels_compile_for_sm_90_without_a_gpu():
+    from _nvrtc import compile_cuda
+
+    ok, log = compile_cuda(T.latency.LAUNCH_SOURCE, "launch.cu", ("--gpu-architecture=compute_90",))
+    assert ok, log
+
+
+def test_older_recordings_are_relabelled_with_what_they_measured():
+    from course.results import ResultSet
+
+    rs = ResultSet("launch_latency", records=[{"device": "gpu", "what": old, "median_s": 1e-5}
+                                              for old in T.latency.RELABELLED] + [{"device": "gpu", "what": "x"}])
+    whats = [r["what"] for r in T.latency.relabel_latency(rs).records]
+    assert whats[-1] == "x" and all("not" in w for w in whats[:-1])
+    assert not any("the kernel itself" in w for w in whats)
 
 
 @pytest.mark.gpu

@@ -11,6 +11,7 @@ from ..plots import sweep_figure
 from ..report import experiment
 from ..results import ResultSet
 from .checkpointing import checkpoint_figure, checkpoint_sweep
+from .ladder import ladder_sweep
 from .layers import MLP
 from .trace import random_batch, step_time_sweep, trace_figure, trace_from_results, trace_step, trace_to_results
 
@@ -21,10 +22,14 @@ BENCH_SIZES = (784, 512, 512, 10)
 @experiment("backprop_train_step", title="One training step (forward, backward, SGD) against hidden width",
             lesson="01")
 def train_step_sweep(devices, quick, progress):
-    """Time of one training step of a 784-w-w-10 MLP at batch 256, float32, for several widths w."""
+    """Time of one training step of a 784-w-w-10 MLP at batch 256, float32, for several widths w; beside it
+    the fast step's ladder (records with a ``rung``: (a) and (b) on a CPU, every rung and PyTorch on a GPU)."""
     widths = (64, 128, 256, 512) if quick else (64, 128, 256, 512, 1024, 2048, 4096)
-    return step_time_sweep(widths=widths, depth=2, batch=256, devices=devices, repeat=3 if quick else 10,
-                           budget_s=0.3 if quick else 2.0, progress=progress)
+    rs = step_time_sweep(widths=widths, depth=2, batch=256, devices=devices, repeat=3 if quick else 10,
+                         budget_s=0.3 if quick else 2.0, progress=progress)
+    rs.extend(ladder_sweep(widths=widths, batch=256, devices=devices, repeat=3 if quick else 10,
+                           budget_s=0.3 if quick else 2.0, progress=progress))
+    return rs
 
 
 @train_step_sweep.plot

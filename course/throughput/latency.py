@@ -10,6 +10,11 @@ adds a **synchronize** (wait for the queue to drain) and a **copy** back over
 PCIe/NVLink.  These costs are microseconds each, and they are paid per call, not
 per element: that is why a GPU loses on small work.
 
+On a GPU two costs go by the name "launch latency", and the rows keep them apart: the **host's cost
+per call** (CuPy's or PyTorch's Python and driver work to queue one kernel, timed on the host clock),
+and the **hardware's launch** (how soon the GPU starts the next kernel of a queue: empty kernels
+queued behind a busy one and timed by CUDA events on the device, or one node of a CUDA graph).
+
 GPU calls are also **asynchronous**: a CuPy call returns once its kernel is
 queued.  :func:`async_chain` times a chain of ops three ways (return without
 waiting, wait once at the end, wait after every op) to make the invisible queue
@@ -38,7 +43,34 @@ from ..limits import check_dtype, check_fits
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 
-__all__ = ["smallest_op_latency", "async_chain", "transfer_bandwidth", "latency_summary"]
+__all__ = ["smallest_op_latency", "async_chain", "transfer_bandwidth", "latency_summary", "LAUNCH_SOURCE",
+           "RELABELLED", "relabel_latency"]
+
+#: An empty kernel, and one that keeps the GPU busy for a given number of clock cycles.
+LAUNCH_SOURCE = r"""
+extern "C" __global__ void empty_kernel() {}
+
+extern "C" __global__ void spin_kernel(const long long cycles)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+
+#: Rows of results recorded before the rows said what they measure: old label -> what it measured.
+RELABELLED = {
+    "launch a 1-element kernel (host time, no wait)":
+        "CuPy add of 1 element: host time per call, no wait (not the GPU's launch)",
+    "the kernel itself (GPU time, CUDA events)":
+        "CuPy add of 1 element between CUDA events (the host call included, not the kernel alone)",
+}
+
+
+def relabel_latency(rs: ResultSet) -> ResultSet:
+    """``rs`` with the rows of older recordings renamed by :data:`RELABELLED` (in place; returned)."""
+    for r in rs.records:
+        r["what"] = RELABELLED.get(r.get("what"), r.get("what"))
+    return rs
 
 
 def _record(rs: ResultSet, t: Timing, what: str, device: str, **extra: Any) -> None:
@@ -56,9 +88,11 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
     ufunc call overhead), and a 1-element ``sum`` (a Python-level wrapper around a
     reduction).
 
-    GPU: host time to *launch* a 1-element kernel (no wait); launch followed by
-    a synchronize (the round trip); a synchronize of an idle stream; the kernel's own
-    GPU time (CUDA events); a 4-byte host→device and device→host copy.
+    GPU: CuPy's host time per call of a 1-element add (no wait; PyTorch's beside it where
+    PyTorch has CUDA); the call followed by a synchronize (the round trip); a synchronize of
+    an idle stream; the call bracketed by CUDA events (host call and kernel); the hardware's
+    launch: device time per kernel of empty kernels queued back to back, and per node of a
+    CUDA graph of empty kernels; a 4-byte host→device and device→host copy.
 
     Returns a ``ResultSet`` ``"launch_latency"``: one record per item with ``what``,
     median/quartiles and every sample in ``samples_s``.
@@ -95,20 +129,87 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
         stream.synchronize()
 
     stream.synchronize()
-    _record(rs, benchmark(launch, device="cpu", name="launch", **kw),
-            "launch a 1-element kernel (host time, no wait)", dev)
+    _record(rs, benchmark(launch, device="cpu", name="launch", **kw), RELABELLED[
+            "launch a 1-element kernel (host time, no wait)"], dev)
+    _torch_host_call(rs, kw)
     stream.synchronize()
     _record(rs, benchmark(launch_sync, device="cpu", name="launch+sync", **kw),
             "launch + synchronize (round trip)", dev)
     _record(rs, benchmark(stream.synchronize, device="cpu", name="sync", **kw),
             "synchronize an idle stream", dev)
     _record(rs, benchmark(cp.add, a, b, out=c, device="gpu", name="kernel", **kw),
-            "the kernel itself (GPU time, CUDA events)", dev)
+            RELABELLED["the kernel itself (GPU time, CUDA events)"], dev)
+    _hardware_launch(rs, cp, calls=200, repeat=max(5, min(repeat, 50)), budget_s=budget_s)
     _record(rs, benchmark(c.set, host, device="cpu", name="h2d", **kw),
             "copy 4 bytes host→device", dev)
     _record(rs, benchmark(c.get, out=host, device="cpu", name="d2h", **kw),
             "copy 4 bytes device→host", dev)
     return rs
+
+
+def _torch_host_call(rs: ResultSet, kw: dict) -> None:
+    """PyTorch's host time per call of a 1-element add on the GPU (where PyTorch has CUDA)."""
+    from ..peers import torch_cuda_available
+
+    if not torch_cuda_available():
+        return
+    import torch
+
+    ta, tb, tc = (torch.ones(1, device="cuda") for _ in range(3))
+    torch.cuda.synchronize()
+    _record(rs, benchmark(torch.add, ta, tb, out=tc, device="cpu", name="torch launch", **kw),
+            "PyTorch add of 1 element: host time per call, no wait (not the GPU's launch)", "gpu")
+    torch.cuda.synchronize()
+
+
+def _hardware_launch(rs: ResultSet, cp: Any, calls: int, repeat: int, budget_s: float | None) -> None:
+    """The GPU's own launch: ``calls`` empty kernels queued behind a spinning kernel (so the host has
+    queued them all before the first starts), and a CUDA graph of ``calls`` empty kernels; the device
+    time between two CUDA events, per kernel."""
+    mod = cp.RawModule(code=LAUNCH_SOURCE)
+    empty, spin = mod.get_function("empty_kernel"), mod.get_function("spin_kernel")
+    khz = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id).get("clockRate") or 2_000_000
+    side = cp.cuda.Stream(non_blocking=True)
+    with side:
+        side.begin_capture()
+        for _ in range(calls):
+            empty((1,), (1,), ())
+        graph = side.end_capture()
+    stream = cp.cuda.get_current_stream()
+
+    def per_kernel(use_graph: bool) -> tuple[float, float]:
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        spin((1,), (1,), (np.int64(khz * 1e3 * 4e-3),))          # ~4 ms of work ahead of the queue
+        start.record(stream)
+        t0 = time.perf_counter()
+        if use_graph:
+            graph.launch(stream)
+        else:
+            for _ in range(calls):
+                empty((1,), (1,), ())
+        queued = time.perf_counter() - t0
+        end.record(stream)
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) / 1e3 / calls, queued
+
+    for use_graph, what in ((False, f"GPU launch: {calls} empty kernels queued back to back, device time per "
+                                    "kernel (CUDA events)"),
+                            (True, f"GPU launch: a CUDA graph of {calls} empty kernels, device time per node "
+                                   "(CUDA events)")):
+        per_kernel(use_graph)                                       # warm-up (module load, graph upload)
+        began, samples, host_bound = time.perf_counter(), [], 0
+        for i in range(repeat):
+            if i and budget_s is not None and time.perf_counter() - began > budget_s:
+                break
+            s, queued = per_kernel(use_graph)
+            samples.append(s)
+            host_bound += queued > 4e-3
+        t = Timing(np.asarray(samples), device="gpu", name=what, warmup=1, stopped_early=len(samples) < repeat,
+                   budget_s=budget_s)
+        _record(rs, t, what, "gpu", calls=calls)
+        if host_bound:
+            rs.notes.append(f"'{what}': in {host_bound} of {len(samples)} runs the host took longer to queue "
+                            f"the {calls} kernels than the GPU's head start, so those times include host time.")
 
 
 def latency_summary(rs: ResultSet) -> str:

@@ -1,0 +1,258 @@
+"""Lesson 01, the fast training step: the same SGD step as :class:`~course.backprop.MLP`, a ladder
+of rungs that each remove one host cost.
+
+A ReLU MLP's step at batch 256 does little arithmetic between its GEMMs, so on a GPU its time is
+mostly the host's: launching dozens of small kernels and waiting for reads back.  The rungs:
+
+* ``"eager"``: the teaching :meth:`MLP.train_step` itself (labels checked and the loss read back
+  every step);
+* ``"no_readback"``: the same layers, no device→host read per step: labels checked once when the
+  batch (or dataset) is loaded, the loss kept on the device and read only by :meth:`FastStep.loss`;
+  the update ``p -= lr·g`` is one operation over one flat buffer that holds every parameter;
+* ``"fused"``: the small operations fused into the kernels of :mod:`~course.backprop.step_kernels`
+  (bias + ReLU, ReLU mask + bias gradient, softmax–cross-entropy with its gradient, SGD over the
+  flat buffer); GEMMs stay cuBLAS's (NumPy's BLAS on a CPU, with the kernels' NumPy versions);
+* ``"graph"``: the fused step captured once as a CUDA graph and replayed: one launch per step
+  (needs a GPU).
+
+Every rung keeps the parameters as views of one flat buffer (``params``) and the gradients of
+another (``grads``), and starts from a copy of the given model's weights (the model is untouched).
+
+>>> import numpy as np
+>>> from course.backprop import MLP
+>>> teacher = MLP([6, 5, 3], dtype="float64", seed=1)
+>>> x, y = np.ones((4, 6)), np.array([0, 1, 2, 1])
+>>> fast = FastStep(teacher, "fused", batch=4, lr=0.1)
+>>> fast.load(x, y)
+>>> fast.step()
+>>> abs(fast.loss() - teacher.train_step(x, y, lr=0.1)) < 1e-12
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..devices import cupy_module, to_numpy
+from ..errors import BadInputError, whole_number
+from .layers import MLP, Linear, ReLU
+from .step_kernels import REFERENCE, cupy_kernels
+from .validate import check_batch, check_labels
+
+__all__ = ["RUNGS", "RUNG_TITLES", "FastStep", "declared_counts"]
+
+RUNGS = ("eager", "no_readback", "fused", "graph")
+RUNG_TITLES = {"eager": "(a) eager: the teaching step", "no_readback": "(b) no read back per step",
+               "fused": "(c) fused kernels, one flat SGD", "graph": "(d) CUDA graph of (c), replayed"}
+
+
+def declared_counts(rung: str, n_layers: int) -> dict | None:
+    """Kernel launches and reads back per step that a rung is built to make, for ``n_layers`` Linear
+    layers (GEMMs counted one launch each); None for the rungs whose count is only measured."""
+    if rung == "fused":   # forward: L GEMMs, L-1 bias_relu, 1 softmax_xent; backward: L mask_bias_grad,
+        return {"launches": 5 * n_layers, "reads": 0}   # L dW GEMMs, L-1 dx GEMMs; 1 sgd_flat
+    if rung == "graph":
+        return {"launches": 1, "reads": 0, "kernels": 5 * n_layers}
+    return None
+
+
+def _copy_into(dst: Any, src: Any) -> None:
+    dst[...] = src
+
+
+class FastStep:
+    """One SGD step of a copy of ``model`` (ReLU, softmax cross-entropy) at one rung of the ladder.
+
+    Parameters
+    ----------
+    model : a ReLU :class:`MLP`; its weights are copied, the model itself is left alone.
+    rung : one of :data:`RUNGS`.
+    batch : the rows of every batch :meth:`load` takes (the buffers are made for it).
+    lr : the learning rate, fixed (a captured graph holds it).
+    namespace : the array namespace to allocate with (default the model's device's); a
+        :class:`~course.backprop.counting.CountingNumpy` counts what a step asks for.
+
+    Use: :meth:`load` a batch (checked once), :meth:`step` any number of times, :meth:`loss` when
+    the number is wanted.
+    """
+
+    def __init__(self, model: MLP, rung: str = "fused", batch: int = 256, lr: float = 1e-3,
+                 namespace: Any = None):
+        if not isinstance(model, MLP):
+            raise BadInputError(f"model must be a course.backprop.MLP, got {type(model).__name__}")
+        if rung not in RUNGS:
+            raise BadInputError(f"rung must be one of {list(RUNGS)}, got {rung!r}")
+        if rung != "eager" and model.activation != "relu":
+            raise BadInputError(f"the rungs past 'eager' are written for ReLU networks; this model uses "
+                                f"{model.activation!r} (use rung='eager', or MLP(..., activation='relu'))")
+        if rung == "graph" and model.device != "gpu":
+            raise BadInputError("rung 'graph' captures a CUDA graph and needs a GPU model (device='gpu'); "
+                                "on a CPU use rung 'fused'")
+        if model.device == "gpu" and rung in ("fused", "graph") and model.dtype != np.float32:
+            raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
+                                f"(build it with dtype='float32', or use rung 'no_readback')")
+        if not isinstance(lr, (int, float, np.floating)) or not math.isfinite(lr) or lr <= 0:
+            raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
+        self.rung, self.lr = rung, float(lr)
+        self.batch = whole_number("batch", batch, hint="the rows of every batch this step takes")
+        self.sizes, self.device, self.dtype = list(model.sizes), model.device, model.dtype
+        self.net = MLP(model.sizes, activation=model.activation, dtype=model.dtype, device=model.device)
+        xp = namespace if namespace is not None else self.net.xp
+        self.xp = self.net.xp = xp
+        self.linears: list[Linear] = self.net.linear_layers()
+        n = sum(int(p.size) for p in model.parameters())
+        self.params = xp.empty(n, dtype=self.dtype)     # every W and b, one after the other
+        self.grads = xp.zeros(n, dtype=self.dtype)
+        self._update = xp.empty(n, dtype=self.dtype)
+        off = 0
+        for lin, src in zip(self.linears, model.linear_layers()):
+            for name, grad in (("W", "dW"), ("b", "db")):
+                p = getattr(src, name)
+                view, gview = (a[off:off + p.size].reshape(p.shape) for a in (self.params, self.grads))
+                _copy_into(view, xp.asarray(to_numpy(p)))
+                setattr(lin, name, view)
+                setattr(lin, grad, gview)
+                off += int(p.size)
+        rows, dt = self.batch, self.dtype
+        self._x = xp.zeros((rows, self.sizes[0]), dtype=dt)
+        self._y = xp.zeros(rows, dtype=np.int64)
+        self._onehot = xp.zeros((rows, self.sizes[-1]), dtype=dt)
+        self._z = [xp.empty((rows, w), dtype=dt) for w in self.sizes[1:]]      # each layer's output
+        self._g = [xp.empty((rows, w), dtype=dt) for w in self.sizes[1:]]      # d loss / d that output
+        self._mask = [xp.empty((rows, w), dtype=bool) for w in self.sizes[1:]]
+        self._row_loss = xp.zeros(rows, dtype=dt)
+        self._bad = xp.zeros(1, dtype=np.int32)
+        self._eager_loss = math.nan
+        if model.device == "gpu":
+            self.kernels = cupy_kernels()
+        else:
+            count = getattr(getattr(xp, "counter", None), "launch", None)
+            self.kernels = {k: _on_plain_arrays(f, k, count) for k, f in REFERENCE.items()}
+        self._graph = None
+        self._loaded = False
+
+    # ------------------------------------------------------------ data
+    def load(self, x: Any, y: Any, check: bool = True) -> None:
+        """Copy a batch into the step's own buffers.  ``check``: validate the labels here (one read
+        back); pass False for slices of a dataset whose labels were checked once as a whole."""
+        x = check_batch(x, self.sizes[0], self.device, self.dtype)
+        if x.shape[0] != self.batch:
+            raise BadInputError(f"this step was built for batches of {self.batch} rows, got {x.shape[0]}: "
+                                f"build FastStep(model, batch={x.shape[0]}) for this size")
+        if check:
+            y = check_labels(y, self.batch, self.sizes[-1], self.device)
+        _copy_into(self._x, x)
+        _copy_into(self._y, y)
+        if self.rung == "no_readback":
+            xp = self.xp
+            _copy_into(self._onehot, xp.equal(xp.arange(self.sizes[-1])[None, :], self._y[:, None]))
+        self._loaded = True
+        if self.rung == "graph" and self._graph is None:
+            self._capture()
+
+    # ------------------------------------------------------------ the rungs
+    def step(self) -> None:
+        """One SGD step on the loaded batch (no read back, except at rung ``"eager"``)."""
+        if not self._loaded:
+            raise BadInputError("load a batch first: fast.load(x, y)")
+        if self.rung == "eager":
+            self._eager_loss = self.net.train_step(self._x, self._y, self.lr)
+        elif self.rung == "no_readback":
+            self._layers_step()
+        elif self.rung == "fused":
+            self._fused_step()
+        else:
+            self._graph.launch(cupy_module().cuda.get_current_stream())
+
+    def _layers_step(self) -> None:
+        """Rung (b): the teaching layers' forward and backward, the loss on the device, a flat update."""
+        xp, h, caches = self.xp, self._x, []
+        for i, layer in enumerate(self.net.layers):
+            h, cache = layer.forward(h, out=self._z[i // 2])   # a ReLU overwrites its Linear's output
+            caches.append(cache)
+        probs, g = self._g[-1], self._g[-1]
+        top = h.max(axis=1, keepdims=True)
+        xp.subtract(h, top, out=probs)                          # shifted logits
+        picked = (probs * self._onehot).sum(axis=1)             # the label's shifted logit
+        xp.exp(probs, out=probs)
+        total = probs.sum(axis=1, keepdims=True)
+        xp.subtract(xp.log(total[:, 0]), picked, out=self._row_loss)
+        probs /= total
+        xp.subtract(probs, self._onehot, out=g)                 # softmax - one_hot
+        g *= 1.0 / self.batch
+        for i in range(len(self.net.layers) - 1, -1, -1):
+            layer, j = self.net.layers[i], i // 2
+            if isinstance(layer, ReLU):
+                g = layer.backward(g, caches[i], out=g, mask=self._mask[j])
+            else:
+                g = layer.backward(g, caches[i], out=self._g[j - 1] if i else None, need_dx=i > 0)
+        xp.multiply(self.grads, self.lr, out=self._update)
+        self.params -= self._update
+
+    def _fused_step(self) -> None:
+        """Rung (c): GEMMs, and one kernel for each thing between them."""
+        xp, k, lin, last = self.xp, self.kernels, self.linears, len(self.linears) - 1
+        h = self._x
+        for j, layer in enumerate(lin):
+            xp.matmul(h, layer.W, out=self._z[j])
+            if j < last:
+                k["bias_relu"](self._z[j], layer.b)
+            h = self._z[j]
+        k["softmax_xent"](self._z[last], lin[last].b, self._y, self._g[last], self._row_loss, self._bad)
+        for j in range(last, -1, -1):
+            g = self._g[j]
+            k["mask_bias_grad"](g, self._z[j] if j < last else g, lin[j].db, j < last)
+            xp.matmul((self._z[j - 1] if j else self._x).T, g, out=lin[j].dW)
+            if j:
+                xp.matmul(g, lin[j].W.T, out=self._g[j - 1])
+        k["sgd_flat"](self.params, self.grads, self.lr)
+
+    def _capture(self) -> None:
+        """Rung (d): run the fused step once (compiling, cuBLAS set-up), restore the weights, then
+        capture one fused step on a side stream as a CUDA graph."""
+        cp = cupy_module()
+        before = self.params.copy()
+        cp.cuda.get_current_stream().synchronize()     # the side stream does not wait for the loaded batch
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            self._fused_step()
+            stream.synchronize()
+            _copy_into(self.params, before)
+            stream.synchronize()
+            stream.begin_capture()
+            try:
+                self._fused_step()
+            finally:
+                self._graph = stream.end_capture()
+        stream.synchronize()
+
+    # ------------------------------------------------------------ reading back
+    def loss(self) -> float:
+        """The mean loss of the last step's batch (before its update): the one read back."""
+        if self.rung == "eager":
+            return self._eager_loss
+        if self.rung in ("fused", "graph") and int(self._bad[0]):
+            raise BadInputError("a label was out of range in a batch loaded with check=False: labels must lie "
+                                f"in 0..{self.sizes[-1] - 1}; check the dataset's labels once before training")
+        return float(self._row_loss.mean())
+
+    @property
+    def graph(self) -> Any:
+        """The captured CUDA graph (rung ``"graph"``, once a batch is loaded), else None."""
+        return self._graph
+
+    def parameters(self) -> list:
+        """``[W1, b1, W2, b2, ...]``, views of the flat buffer ``params``."""
+        return self.net.parameters()
+
+
+def _on_plain_arrays(fn: Any, name: str, count: Any) -> Any:
+    """A NumPy reference kernel called on plain arrays, counted as one launch."""
+    def launch(*args: Any) -> None:
+        if count is not None:
+            count(name)
+        fn(*[np.asarray(a) if isinstance(a, np.ndarray) else a for a in args])
+    return launch

@@ -1,0 +1,218 @@
+"""Lesson 01, the fast step's kernels: CUDA C for a GPU, and the same math in NumPy beside each one.
+
+A training step of a ReLU MLP is a few GEMMs (cuBLAS does those well) and many small elementwise
+and row operations between them.  Launched one CuPy call at a time, those small operations cost
+more host time than the GPU needs for the GEMMs.  Here each one is a single kernel:
+
+* ``bias_relu``: ``h = max(h + b, 0)`` after a GEMM, in place;
+* ``mask_bias_grad``: ``dz = dh · [h > 0]`` in place and ``db = Σ_rows dz`` (the mask is optional,
+  for the output layer's bias);
+* ``softmax_xent``: one block per row: the logits plus their bias, the row's softmax, its
+  cross-entropy and the gradient ``(softmax - one_hot) / batch``; a label out of range sets a flag
+  instead of reading memory it should not;
+* ``sgd_flat``: ``p -= lr · g`` over every parameter at once (they are views of one flat buffer).
+
+:data:`REFERENCE` holds the NumPy version of each kernel (the oracle the GPU tests compare with,
+and what the fast step runs on a CPU).  :func:`ptxas_report` prints the registers and spills
+``ptxas`` gives each kernel for a GPU architecture, without a GPU, where ``nvcc`` is installed.
+
+>>> import numpy as np
+>>> h = np.array([[-1.0, 2.0]], np.float32)
+>>> REFERENCE["bias_relu"](h, np.array([0.5, 0.5], np.float32))
+>>> h.tolist()
+[[0.0, 2.5]]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KERNEL_SOURCE", "KERNEL_NAMES", "REFERENCE", "bias_relu_reference", "mask_bias_grad_reference",
+           "softmax_xent_reference", "sgd_flat_reference", "cupy_kernels", "ptxas_report"]
+
+#: Every kernel of the fast step, float32, in one CUDA C translation unit.
+KERNEL_SOURCE = r"""
+extern "C" __global__ void bias_relu(float* __restrict__ h, const float* __restrict__ b,
+                                     const long long rows, const int cols)
+{   // h = max(h + b, 0), in place; b is broadcast over the rows
+    long long n = rows * cols;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float v = h[i] + b[i % cols];
+        h[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+extern "C" __global__ void mask_bias_grad(float* __restrict__ dz, const float* __restrict__ h,
+                                          float* __restrict__ db, const int rows, const int cols,
+                                          const int use_mask)
+{   // blocks of 32 columns x 8 row lanes: dz *= [h > 0] in place, db[j] = sum over rows of dz[:, j]
+    __shared__ float part[8][33];
+    int j = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (j < cols) {
+        for (int i = threadIdx.y; i < rows; i += 8) {
+            long long k = (long long)i * cols + j;
+            float v = dz[k];
+            if (use_mask && !(h[k] > 0.0f)) { v = 0.0f; dz[k] = 0.0f; }
+            acc += v;
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < cols) {
+        float s = 0.0f;
+        for (int r = 0; r < 8; ++r) s += part[r][threadIdx.x];
+        db[j] = s;
+    }
+}
+
+extern "C" __global__ void softmax_xent(const float* __restrict__ z, const float* __restrict__ b,
+                                        const long long* __restrict__ labels, float* __restrict__ dlogits,
+                                        float* __restrict__ row_loss, int* __restrict__ bad_label,
+                                        const int rows, const int cols)
+{   // one warp-sized block per row: logits = z + b, loss = log(sum exp(l - max)) - (l[y] - max),
+    // dlogits = (softmax - one_hot(y)) / rows
+    int r = blockIdx.x;
+    if (r >= rows) return;
+    const float* zr = z + (long long)r * cols;
+    float* gr = dlogits + (long long)r * cols;
+    long long y = labels[r];
+    bool ok = y >= 0 && y < cols;
+    float m = __int_as_float(0xff800000);   // -infinity (NVRTC has no INFINITY macro)
+    for (int c = threadIdx.x; c < cols; c += 32) m = fmaxf(m, zr[c] + b[c]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += 32) s += expf(zr[c] + b[c] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    float inv_rows = 1.0f / rows;
+    for (int c = threadIdx.x; c < cols; c += 32) {
+        float p = expf(zr[c] + b[c] - m) / s;
+        gr[c] = (p - (ok && c == y ? 1.0f : 0.0f)) * inv_rows;
+    }
+    if (threadIdx.x == 0) {
+        if (ok) row_loss[r] = logf(s) - (zr[y] + b[y] - m);
+        else { row_loss[r] = __int_as_float(0x7fc00000); bad_label[0] = 1; }
+    }
+}
+
+extern "C" __global__ void sgd_flat(float* __restrict__ p, const float* __restrict__ g, const float lr,
+                                    const long long n)
+{   // every parameter at once: p -= lr * g over one flat buffer
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        p[i] -= lr * g[i];
+}
+"""
+
+KERNEL_NAMES = ("bias_relu", "mask_bias_grad", "softmax_xent", "sgd_flat")
+
+
+# ----------------------------------------------------------------------------- the same math in NumPy
+
+def bias_relu_reference(h: np.ndarray, b: np.ndarray) -> None:
+    """``h = max(h + b, 0)`` in place."""
+    h += b
+    np.maximum(h, 0, out=h)
+
+
+def mask_bias_grad_reference(dz: np.ndarray, h: np.ndarray, db: np.ndarray, use_mask: bool = True) -> None:
+    """``dz *= [h > 0]`` in place (when ``use_mask``), then ``db = dz`` summed over the rows."""
+    if use_mask:
+        dz *= h > 0
+    np.sum(dz, axis=0, out=db)
+
+
+def softmax_xent_reference(z: np.ndarray, b: np.ndarray, labels: np.ndarray, dlogits: np.ndarray,
+                           row_loss: np.ndarray, bad_label: np.ndarray) -> None:
+    """Per row: the cross-entropy of ``softmax(z + b)`` against its label, and the gradient
+    ``(softmax - one_hot) / rows`` into ``dlogits``; a label out of range: NaN loss and ``bad_label[0] = 1``."""
+    rows, cols = z.shape
+    logits = z + b
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    total = np.exp(shifted).sum(axis=1)
+    ok = (labels >= 0) & (labels < cols)
+    safe = np.where(ok, labels, 0)
+    picked = shifted[np.arange(rows), safe]
+    row_loss[...] = np.where(ok, np.log(total) - picked, np.nan)
+    dlogits[...] = np.exp(shifted) / total[:, None]
+    dlogits[np.arange(rows)[ok], safe[ok]] -= 1
+    dlogits *= 1.0 / rows
+    if not ok.all():
+        bad_label[0] = 1
+
+
+def sgd_flat_reference(p: np.ndarray, g: np.ndarray, lr: float) -> None:
+    """``p -= lr · g`` in place."""
+    p -= p.dtype.type(lr) * g
+
+
+#: kernel name -> its NumPy version (same arguments, minus the sizes the CUDA C needs).
+REFERENCE = {"bias_relu": bias_relu_reference, "mask_bias_grad": mask_bias_grad_reference,
+             "softmax_xent": softmax_xent_reference, "sgd_flat": sgd_flat_reference}
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+def cupy_kernels() -> dict[str, Any]:
+    """The kernels compiled by CuPy (``RawModule``), as name -> function with the arguments of
+    :data:`REFERENCE` (each call is one launch on the current stream).  Needs a GPU."""
+    from ..devices import cupy_module
+
+    cp = cupy_module()
+    mod = cp.RawModule(code=KERNEL_SOURCE, options=("--std=c++14",))
+    k = {name: mod.get_function(name) for name in KERNEL_NAMES}
+
+    def grid(n: int, threads: int = 256) -> int:
+        return max(1, min((n + threads - 1) // threads, 65536))
+
+    def bias_relu(h, b):
+        rows, cols = h.shape
+        k["bias_relu"]((grid(h.size),), (256,), (h, b, np.int64(rows), np.int32(cols)))
+
+    def mask_bias_grad(dz, h, db, use_mask=True):
+        rows, cols = dz.shape
+        k["mask_bias_grad"](((cols + 31) // 32,), (32, 8), (dz, h, db, np.int32(rows), np.int32(cols),
+                                                           np.int32(bool(use_mask))))
+
+    def softmax_xent(z, b, labels, dlogits, row_loss, bad_label):
+        rows, cols = z.shape
+        k["softmax_xent"]((rows,), (32,), (z, b, labels, dlogits, row_loss, bad_label, np.int32(rows),
+                                          np.int32(cols)))
+
+    def sgd_flat(p, g, lr):
+        k["sgd_flat"]((grid(p.size),), (256,), (p, g, np.float32(lr), np.int64(p.size)))
+
+    return {"bias_relu": bias_relu, "mask_bias_grad": mask_bias_grad, "softmax_xent": softmax_xent,
+            "sgd_flat": sgd_flat}
+
+
+def ptxas_report(arch: str = "sm_90", source: str = KERNEL_SOURCE) -> str:
+    """``ptxas -v``'s registers, shared memory and spills for each kernel of ``source`` on ``arch``.
+
+    Compiles with ``nvcc -arch=ARCH -cubin -Xptxas -v`` (no GPU needed).  Without ``nvcc`` on the
+    PATH the answer says so instead of a report.
+    """
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return "no ptxas report: nvcc is not on the PATH (install the CUDA toolkit to see registers and spills)"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "step_kernels.cu")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(source)
+        try:
+            run = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o",
+                                  os.path.join(tmp, "k.cubin"), src], capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"no ptxas report: nvcc failed to run ({exc})"
+    keep = ("Compiling entry", "Used", "spill", "error")
+    lines = [ln.replace(src, "step_kernels.cu").strip() for ln in (run.stdout + run.stderr).splitlines()
+             if any(k in ln for k in keep)]
+    head = f"ptxas -v for {arch} (nvcc {'ok' if run.returncode == 0 else f'exit {run.returncode}'}):"
+    return "\n".join([head] + ["  " + ln for ln in lines])
