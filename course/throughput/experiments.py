@@ -31,7 +31,7 @@ def launch_latency(devices, quick, progress):
 
 @launch_latency.plot
 def _(rs, references):
-    return P.latency_figure(rs, references)
+    return P.latency_figure(rs, [T.latency.relabel_latency(r) for r in references])
 
 
 def _sweep_experiment(op: str, y: str):

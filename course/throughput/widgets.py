@@ -47,7 +47,7 @@ from .costs import (
     sweep_sizes_within,
 )
 from .fusion import MAX_STEPS, fusion_compare
-from .latency import async_chain, latency_summary, smallest_op_latency
+from .latency import async_chain, latency_summary, relabel_latency, smallest_op_latency
 from .ops import find_crossover, throughput_sweep
 from .plots import (
     async_figure,
@@ -106,6 +106,7 @@ def latency_app(repeat: int = 200) -> LiveApp:
 
     def update(device: str, calls: int):
         devs, refs, note = _plan(device, "launch_latency")
+        refs = [relabel_latency(r) for r in refs]  # older recordings' rows named for what they measured
         live = (cache.get((devs[0], calls), lambda: smallest_op_latency(devs[0], repeat=calls, budget_s=0.5))
                 if devs else None)
         table = latency_summary(live) if live is not None else ""
