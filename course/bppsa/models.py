@@ -7,7 +7,9 @@ back-propagate either way:
 * ``method="sequential"``: the classic loop, one matrix-vector step per time
   step / layer, never forming a Jacobian (what deep-learning frameworks do);
 * ``method="jacobian"``: form every Jacobian, then :func:`course.bppsa.backprop_sequential`;
-* ``method="scan"``: form every Jacobian, then :func:`course.bppsa.backprop_scan` (BPPSA).
+* ``method="scan"``: form every Jacobian, then :func:`course.bppsa.backprop_scan` (BPPSA);
+* ``method="fast"``: the same scan without copies, reduce-then-scan over chunks
+  (:mod:`course.bppsa.fast`); the RNN forms its Jacobians per step, never all at once.
 
 All three give the same gradients for every weight and input; the tests check
 them against finite differences (:func:`finite_difference_check`).  The loss is lesson 01's
@@ -41,11 +43,12 @@ from ..devices import get_xp, normalize_device, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..limits import check_dtype, check_fits
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
+from .fast import backprop_chunked, rnn_hidden_gradients
 
 __all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]
 
 #: The ways a model can back-propagate through its chain.
-METHODS = ("sequential", "jacobian", "scan")
+METHODS = ("sequential", "jacobian", "scan", "fast")
 
 
 def _check_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
@@ -74,6 +77,8 @@ def _chain_backward(jac_fn: Callable[[], Any], G_T: Any, method: str, step: Call
     if method == "scan" and elements_fn is not None:
         return backprop_scan_elements(elements_fn())
     J = jac_fn()
+    if method == "fast":
+        return backprop_chunked(J, G_T)
     return backprop_sequential(J, G_T) if method == "jacobian" else backprop_scan(J, G_T)
 
 
@@ -181,8 +186,11 @@ class TanhRNN:
     def backward(self, cache: dict, method: str = "sequential") -> dict:
         """Gradients of the loss for every parameter, ``x`` and ``h0``; also ``G`` = dL/dh_t.
 
-        ``method``: ``"sequential"`` (classic), ``"jacobian"`` or ``"scan"`` (BPPSA).
+        ``method``: ``"sequential"`` (classic), ``"jacobian"``, ``"scan"`` (BPPSA) or ``"fast"`` (BPPSA
+        without copies: :func:`course.bppsa.fast.rnn_hidden_gradients`, and every reduction one GEMM).
         """
+        if method == "fast":
+            return self._backward_fast(cache)
         _method(method)
         xp, p = self.xp, self.params
         hs, x = cache["hs"], cache["x"]
@@ -204,6 +212,25 @@ class TanhRNN:
         grads["W_ih"] = xp.tensordot(da, x, axes=both)
         grads["b_ih"] = grads["b_hh"] = da.sum(axis=(0, 1))
         grads["x"] = da @ p["W_ih"]
+        grads["h0"] = G[0]
+        grads["G"] = G
+        return grads
+
+    def _backward_fast(self, cache: dict) -> dict:
+        """``backward(cache, "fast")``: each reduction over time and batch is one GEMM on a contiguous
+        ``(T·B, h)`` array (no ``sum(axis=(0, 1))``, which CuPy runs without its one-pass library path)."""
+        xp, p = self.xp, self.params
+        hs, x, dlogits = cache["hs"], cache["x"], cache["dlogits"]
+        T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
+        G_T = dlogits @ p["W_out"]
+        d = 1 - hs[1:] ** 2
+        G = rnn_hidden_gradients(d, p["W_hh"], G_T)
+        da = (G[1:] * d).reshape(T * B, h)
+        ones = xp.ones((1, T * B), dtype=da.dtype)
+        grads = {"W_out": dlogits.T @ hs[T], "b_out": dlogits.sum(axis=0),
+                 "W_hh": da.T @ hs[:-1].reshape(T * B, h), "W_ih": da.T @ x.reshape(T * B, self.input_size)}
+        grads["b_ih"] = grads["b_hh"] = (ones @ da)[0]
+        grads["x"] = (da @ p["W_ih"]).reshape(T, B, self.input_size)
         grads["h0"] = G[0]
         grads["G"] = G
         return grads

@@ -36,7 +36,8 @@ _SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
 METHOD_STYLE = {"sequential": ("#1f77b4", "sequential backprop (T steps)"),
                 "jacobian": ("#7570b3", "sequential over formed Jacobians"),
                 "scan": ("#d95f02", "BPPSA: Blelloch scan (2·log2 T levels)"),
-                "torch": ("#1b9e77", "PyTorch nn.RNN backward")}
+                "fast": ("#e7298a", "BPPSA without copies: chunked reduce-then-scan"),
+                "torch": ("#1b9e77", "PyTorch nn.RNN backward (cuDNN on a GPU)")}
 
 
 class _Span:
@@ -173,13 +174,16 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                     ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=3.5, color=color,
                             ls="--" if ref else ("-" if dev == "gpu" else "-."), alpha=0.7 if ref else 1.0,
                             label=f"{label}, {tag}")
-            for over, ls in (("sequential", "-"), ("torch", ":")):
-                px, py = speedups(rs, dev, over=over, x=x, **(where or {}))
+            for method, over, ls in (("scan", "sequential", "-"), ("scan", "torch", ":"),
+                                     ("fast", "sequential", "-"), ("fast", "torch", ":")):
+                px, py = speedups(rs, dev, over=over, method=method, x=x, **(where or {}))
                 if len(px):
                     mark = ("o" if dev == "cpu" else "s") if over == "sequential" else "^"
                     bx.plot(px, py, marker=mark, ms=4, ls=(":" if over == "torch" else "--") if ref else ls,
-                            color=COLORS[dev], alpha=0.7 if ref else 1.0,
-                            label=f"scan vs {'sequential' if over == 'sequential' else 'PyTorch'}, "
+                            color=COLORS[dev] if method == "scan" else METHOD_STYLE["fast"][0],
+                            alpha=0.7 if ref else 1.0,
+                            label=f"{'scan' if method == 'scan' else 'scan without copies'} vs "
+                                  f"{'the course loop' if over == 'sequential' else 'PyTorch nn.RNN'}, "
                                   f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else ""))
                     drawn = True
     for a in (ax, bx):
