@@ -117,3 +117,25 @@ def test_single_pass_scan_of_an_unaligned_view_and_into_out():
     np.testing.assert_array_equal(cp.asnumpy(out), np.cumsum(np.arange(1, 10_001)).astype(np.int32))
     with pytest.raises(BadInputError, match="float32"):
         single_pass_scan(cp.ones(4, dtype=cp.float64))
+
+
+def test_the_library_scan_of_a_1d_array_is_called_without_axis(monkeypatch):
+    """CuPy sends only ``cumsum(x)`` to CUB; ``cumsum(x, axis=0)`` takes its own, slower kernels."""
+    import types
+
+    import course.scan.timing as st
+
+    calls = []
+    fake = types.SimpleNamespace(cumsum=lambda x, **kw: calls.append(kw) or np.cumsum(x, **kw))
+    monkeypatch.setattr(st, "get_xp", lambda dev: fake)
+    st.library_scan(np.arange(5))
+    st.library_scan(np.ones((3, 2)))
+    assert calls == [{}, {"axis": 0}]
+
+
+def test_the_gpu_sweep_lists_the_single_pass_scan_torch_and_the_library():
+    from course.scan.timing import ALGORITHMS, scan_function
+
+    assert {"cupy", "torch", "single-pass"} <= set(ALGORITHMS["gpu"])
+    with pytest.raises(BadInputError, match="instead"):
+        scan_function("single-pass", "max", "gpu")
