@@ -92,3 +92,56 @@ def test_bad_input_is_refused_with_the_shapes_named():
         backprop_chunked(np.ones((3, 2, 2)), np.ones(2), chunk=0)
     with pytest.raises(BadInputError, match="floating"):
         rnn_hidden_gradients(np.ones((3, 2, 4), dtype=int), np.ones((4, 4)), np.ones((2, 4)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(T=st.integers(1, 150), n=st.integers(1, 6), B=st.integers(1, 4), chunk=CHUNKS, seed=st.integers(0, 999))
+def test_a_plan_reused_for_new_inputs_gives_the_gradients_of_each(T, n, B, chunk, seed):
+    from course.bppsa.fast import RNNBackwardPlan
+
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((n, n)) / np.sqrt(n)
+    plan = RNNBackwardPlan(T, B, n, W, chunk=chunk)
+    for _ in range(2):
+        d, g = rng.uniform(0, 1, (T, B, n)), rng.standard_normal((B, n))
+        _close(plan(d, g), backprop_sequential(d[..., :, None] * W, g))
+
+
+def test_a_plan_refuses_another_shape_and_a_graph_on_the_cpu():
+    from course.bppsa.fast import RNNBackwardPlan
+
+    plan = RNNBackwardPlan(5, 2, 3, np.eye(3))
+    with pytest.raises(BadInputError, match="new plan"):
+        plan(np.ones((6, 2, 3)), np.ones((2, 3)))
+    with pytest.raises(BadInputError, match="GPU"):
+        RNNBackwardPlan(5, 2, 3, np.eye(3), graph=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 37, 3000])
+def test_the_cuda_graph_replays_the_same_gradients(T):
+    import cupy as cp
+
+    from course.bppsa.fast import RNNBackwardPlan
+
+    rng = np.random.default_rng(T)
+    W = cp.asarray(rng.standard_normal((20, 20)) / np.sqrt(20))
+    plan = RNNBackwardPlan(T, 16, 20, W, graph=True)
+    for _ in range(2):                       # a second replay with new inputs
+        d, g = cp.asarray(rng.uniform(0, 1, (T, 16, 20))), cp.asarray(rng.standard_normal((16, 20)))
+        got = cp.asnumpy(plan(d, g))
+        _close(got, cp.asnumpy(rnn_hidden_gradients(d, W, g)))
+
+
+@pytest.mark.gpu
+def test_rnn_fast_backward_on_the_gpu_equals_numpy():
+    import course
+
+    cpu = TanhRNN(1, 20, seed=4, dtype="float64")
+    gpu = TanhRNN(1, 20, seed=4, device="gpu", dtype="float64")
+    x, y = cpu.example_data(500, 16, seed=5)
+    _, cache_c = cpu.forward(x, y)
+    _, cache_g = gpu.forward(course.to_device(x, "gpu"), course.to_device(y, "gpu"))
+    ref, got = cpu.backward(cache_c, "sequential"), gpu.backward(cache_g, "fast")
+    for name in ref:
+        _close(course.to_numpy(got[name]), ref[name], 1e-10)

@@ -39,7 +39,7 @@ from ..devices import array_device, get_xp
 from ..errors import BadInputError, whole_number
 from .algorithm import check_chain
 
-__all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps"]
+__all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps", "RNNBackwardPlan"]
 
 
 def default_chunk(T: int) -> int:
@@ -193,3 +193,106 @@ def rnn_hidden_gradients(d: Any, W: Any, grad: Any, chunk: int | None = None) ->
         xp.matmul(rows, W, out=out.reshape(-1, n))
 
     return _chunked(times_jacobian, grad, T, L, xp)
+
+
+# ------------------------------------------------------------------ every buffer once, and a CUDA graph
+
+class RNNBackwardPlan:
+    """:func:`rnn_hidden_gradients` for one shape, with every buffer allocated once and reused.
+
+    Each call copies ``d`` and ``grad`` into the plan's inputs and runs the three phases with
+    ``out=`` everywhere, so nothing is allocated while it runs.  On a GPU, ``graph=True`` records the
+    whole computation once as a CUDA graph (CuPy stream capture) and each call replays it: one launch
+    from the host instead of about ``4L + 2 log2 C`` (:func:`chunked_steps`).
+
+    The returned G ``(T+1, B, n)`` is the plan's own buffer: the next call overwrites it.
+
+    >>> rng = np.random.default_rng(2)
+    >>> d = rng.uniform(0, 1, (11, 2, 3)); W = rng.standard_normal((3, 3)); g = rng.standard_normal((2, 3))
+    >>> plan = RNNBackwardPlan(11, 2, 3, W, chunk=4)
+    >>> bool(np.allclose(plan(d, g), rnn_hidden_gradients(d, W, g, chunk=4)))
+    True
+    """
+
+    def __init__(self, T: int, B: int, n: int, W: Any, chunk: int | None = None, graph: bool = False):
+        self.T = whole_number("T", T, hint="the chain's length")
+        self.B, self.n = whole_number("B", B, hint="the batch"), whole_number("n", n, hint="the state size")
+        dev = array_device(W)
+        if tuple(W.shape) != (self.n, self.n):
+            raise BadInputError(f"W must have shape ({self.n}, {self.n}), got {tuple(W.shape)}.")
+        if graph and dev != "gpu":
+            raise BadInputError("graph=True records a CUDA graph: it needs W on the GPU (course.to_device(W, 'gpu')).")
+        self.xp = xp = get_xp(dev)
+        self.L = L = _chunk_length(self.T, chunk)
+        self.C = C = -(-self.T // L)
+        self.pad = C * L - self.T
+        B, n, dt = self.B, self.n, W.dtype
+        self.W = W
+        self.d_in = xp.zeros((C * L, B, n), dtype=dt)         # the padding steps stay zero
+        self.grad_in = xp.zeros((B, n), dtype=dt)
+        self.eye = xp.eye(n, dtype=dt)
+        self.dl = xp.empty((L, C, B, n), dtype=dt)
+        self.M, self.spare, self.scaled = (xp.empty((C, B, n, n), dtype=dt) for _ in range(3))
+        self.grads = xp.empty((C, B, 1, n), dtype=dt)
+        self.starts, self.cur, self.scaled_rows = (xp.empty((C, B, 1, n), dtype=dt) for _ in range(3))
+        self.G = xp.empty((L, C, B, 1, n), dtype=dt)
+        self.out = xp.empty((C * L + 1, B, n), dtype=dt)
+        self.graph = None
+        self.stream = None
+        if graph:
+            self._capture()
+
+    def _run(self) -> None:
+        xp, L, C, n = self.xp, self.L, self.C, self.n
+        xp.copyto(self.dl, xp.swapaxes(self.d_in.reshape(C, L, self.B, n), 0, 1))
+        M, spare = self.M, self.spare
+        xp.copyto(M, self.eye)
+        for k in range(L - 1, -1, -1):                      # 1. up-sweep: M = M · diag(d_t) · W
+            xp.multiply(M, self.dl[k][:, :, None, :], out=self.scaled)
+            xp.matmul(self.scaled.reshape(-1, n), self.W, out=spare.reshape(-1, n))
+            M, spare = spare, M
+        s = 1
+        while s < C:                                        # 2. suffix products by doubling
+            xp.matmul(M[s:], M[:C - s], out=spare[:C - s])
+            xp.copyto(spare[C - s:], M[C - s:])
+            M, spare = spare, M
+            s *= 2
+        xp.copyto(self.grads, self.grad_in[None, :, None, :])
+        xp.matmul(self.grads, M, out=self.starts)
+        xp.copyto(self.cur[:C - 1], self.starts[1:])
+        xp.copyto(self.cur[C - 1], self.grad_in[:, None, :])
+        cur = self.cur
+        for k in range(L - 1, -1, -1):                      # 3. down-sweep: vector-matrix products
+            xp.multiply(cur, self.dl[k][:, :, None, :], out=self.scaled_rows)
+            xp.matmul(self.scaled_rows.reshape(-1, n), self.W, out=self.G[k].reshape(-1, n))
+            cur = self.G[k]
+        xp.copyto(self.out[:C * L].reshape(C, L, self.B, n), xp.swapaxes(self.G[:, :, :, 0], 0, 1))
+        xp.copyto(self.out[C * L], self.grad_in)
+
+    def _capture(self) -> None:
+        import cupy
+
+        self.stream = cupy.cuda.Stream()                    # a blocking stream: the default stream waits for it
+        with self.stream:
+            self._run()                                     # warm up: kernels compiled, cuBLAS ready
+            self.stream.synchronize()
+            self.stream.begin_capture()
+            self._run()
+            self.graph = self.stream.end_capture()
+
+    def __call__(self, d: Any, grad: Any) -> Any:
+        """G = dL/dh_t ``(T+1, B, n)`` for ``d (T, B, n)`` and ``grad (B, n)``, in the plan's own buffer."""
+        xp = self.xp
+        if tuple(d.shape) != (self.T, self.B, self.n) or tuple(grad.shape) != (self.B, self.n):
+            raise BadInputError(f"this plan is for d of shape {(self.T, self.B, self.n)} and grad "
+                                f"{(self.B, self.n)}; got {tuple(d.shape)} and {tuple(grad.shape)}: make a new plan.")
+        if self.graph is None:
+            xp.copyto(self.d_in[self.pad:], d)
+            xp.copyto(self.grad_in, grad)
+            self._run()
+        else:
+            with self.stream:
+                xp.copyto(self.d_in[self.pad:], d)
+                xp.copyto(self.grad_in, grad)
+                self.graph.launch(self.stream)
+        return self.out[self.pad:]

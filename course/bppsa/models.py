@@ -43,7 +43,7 @@ from ..devices import get_xp, normalize_device, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..limits import check_dtype, check_fits
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
-from .fast import backprop_chunked, rnn_hidden_gradients
+from .fast import RNNBackwardPlan, backprop_chunked
 
 __all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]
 
@@ -99,8 +99,12 @@ class TanhRNN:
         ``W_out (c, h)``, ``b_out (c,)`` on ``device`` (PyTorch's ``nn.RNN`` layout).
     """
 
+    #: On a GPU, ``backward(cache, "fast")`` records its scan once as a CUDA graph and replays it.
+    capture_graph = True
+
     def __init__(self, input_size: int = 1, hidden_size: int = 20, n_classes: int = 10, seed: int = 0,
                  device: str = "cpu", dtype: Any = "float32"):
+        self._plans: dict = {}
         self.input_size = whole_number("input_size", input_size, hint="numbers per input step")
         self.hidden_size = h = whole_number("hidden_size", hidden_size, hint="the state size")
         self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
@@ -217,14 +221,19 @@ class TanhRNN:
         return grads
 
     def _backward_fast(self, cache: dict) -> dict:
-        """``backward(cache, "fast")``: each reduction over time and batch is one GEMM on a contiguous
-        ``(T·B, h)`` array (no ``sum(axis=(0, 1))``, which CuPy runs without its one-pass library path)."""
+        """``backward(cache, "fast")``: the hidden-state gradients by :class:`~course.bppsa.fast.RNNBackwardPlan`
+        (on a GPU replayed as one CUDA graph when ``capture_graph``), and each reduction over time and batch
+        one GEMM on a contiguous ``(T·B, h)`` array (no ``sum(axis=(0, 1))``, which CuPy runs without its
+        one-pass library path)."""
         xp, p = self.xp, self.params
         hs, x, dlogits = cache["hs"], cache["x"], cache["dlogits"]
         T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
         G_T = dlogits @ p["W_out"]
         d = 1 - hs[1:] ** 2
-        G = rnn_hidden_gradients(d, p["W_hh"], G_T)
+        key = (T, B, id(p["W_hh"]))
+        if key not in self._plans:                          # buffers (and on a GPU the CUDA graph) made once
+            self._plans = {key: RNNBackwardPlan(T, B, h, p["W_hh"], graph=self.device == "gpu" and self.capture_graph)}
+        G = self._plans[key](d, G_T).copy()                 # the plan's buffer is reused by its next call
         da = (G[1:] * d).reshape(T * B, h)
         ones = xp.ones((1, T * B), dtype=da.dtype)
         grads = {"W_out": dlogits.T @ hs[T], "b_out": dlogits.sum(axis=0),
