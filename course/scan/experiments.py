@@ -95,9 +95,9 @@ def _(rs, references):
         ax.axis("off")
         add_footer(fig, rs)
         return fig
-    items = [(r["variant"] + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu")
-             for r in src.select(device="gpu")]
-    return bar_figure(items, title=f"Block scan variants at n = {src.records[0]['n']:,} "
+    items = [(r["variant"] + (f", {r['of_copy']:.0%} of the copy" if r.get("of_copy") else "")
+              + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu") for r in src.select(device="gpu")]
+    return bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time "
                       f"({src.label})", unit="GB/s", live=rs if src is rs else None,
                       references=[] if src is rs else [src])
 

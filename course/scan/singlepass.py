@@ -138,7 +138,9 @@ __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long l
     }
     __syncthreads();
     const T aggregate = warp_totals[WARPS - 1];
-    T before = incl - run + (warp > 0 ? warp_totals[warp - 1] : (T)0);   // exclusive within the tile
+    T before = __shfl_up_sync(FULL, incl, 1);                             // exclusive within the warp
+    if (lane == 0) before = 0;
+    before += warp > 0 ? warp_totals[warp - 1] : (T)0;                    // ... and within the tile
 
     // 3. publish the aggregate, look back, publish the inclusive prefix
     if (warp == 0) {
