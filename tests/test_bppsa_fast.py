@@ -145,3 +145,15 @@ def test_rnn_fast_backward_on_the_gpu_equals_numpy():
     ref, got = cpu.backward(cache_c, "sequential"), gpu.backward(cache_g, "fast")
     for name in ref:
         _close(course.to_numpy(got[name]), ref[name], 1e-10)
+
+
+def test_the_sweep_records_the_fast_backward_with_its_baselines():
+    from course.bppsa.timing import rnn_sweep, speedups
+
+    rs = rnn_sweep((20, 50), hidden_size=4, batch=2, devices=["cpu"], methods=("sequential", "scan", "fast"),
+                   include_torch=False, repeat=2, budget_s=None)
+    fast = rs.select(method="fast")
+    assert [r["T"] for r in fast] == [20, 50]
+    assert all(r["max_grad_diff"] < 1e-4 for r in fast)       # float32: every method's W_hh gradient agrees
+    Ts, ratios = speedups(rs, "cpu", over="sequential", method="fast")
+    assert list(Ts) == [20, 50] and (ratios > 0).all()
