@@ -73,7 +73,8 @@ def test_every_gpu_scan_runs_and_equals_the_cpu_loop_or_is_refused_up_front(algo
     try:
         got = course.to_numpy(f(course.to_device(x_cpu, "gpu")))
     except BadInputError as exc:           # e.g. a kernel that takes 1-d arrays only, said so
-        assert algorithm.startswith("numba") and "1-d" in str(exc)
+        assert (algorithm.startswith("numba") and "1-d" in str(exc)
+                or algorithm in ("single-pass", "torch") and ("float32" in str(exc) or "PyTorch" in str(exc)))
         return
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-9, atol=1e-9)
 

@@ -4,6 +4,8 @@ Read in this order:
 
 * :mod:`~course.bppsa.algorithm`: sequential back-propagation and the same gradients by the
   Blelloch scan, in place over the element buffer, with their work and memory;
+* :mod:`~course.bppsa.fast`: the same gradients without copies, reduce-then-scan over chunks on
+  contiguous buffers (the one to time on a GPU);
 * :mod:`~course.bppsa.models`: two chains to back-propagate through, a tanh RNN and a deep MLP;
 * :mod:`~course.bppsa.sparse`: sparse transposed Jacobians, and why the scan can afford them;
 * :mod:`~course.bppsa.timing`: the two backward passes timed the way the paper does;

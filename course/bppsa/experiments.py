@@ -19,12 +19,12 @@ if TYPE_CHECKING:
             lesson="05")
 def run(devices, quick, progress):
     """The paper's workload (input 1, hidden 20, batch 16, float32): each backward pass timed alone
-    (from one saved forward) for sequential backprop, the scan, and PyTorch's nn.RNN when installed,
-    at T = 10 … 1,000 (quick) or 10 … 30,000 (full).  The paper reports up to 108× for the scan
-    (RTX 2070 / 2080 Ti, T up to 30,000)."""
+    (from one saved forward) for sequential backprop (the course's own loop), the teaching scan, the
+    scan without copies (course.bppsa.fast), and PyTorch's nn.RNN when installed (cuDNN on a GPU), at
+    T = 10 … 1,000 (quick) or 10 … 30,000 (full)."""
     return rnn_sweep(QUICK_T if quick else SWEEP_T, hidden_size=PAPER["hidden_size"], batch=PAPER["batch"],
-                     devices=devices, repeat=3 if quick else 5, budget_s=20.0 if quick else 600.0,
-                     progress=progress)
+                     devices=devices, methods=("sequential", "scan", "fast"), repeat=3 if quick else 5,
+                     budget_s=20.0 if quick else 600.0, progress=progress)
 
 
 @run.plot
@@ -40,6 +40,7 @@ def run_batch(devices, quick, progress):
     T = 300 if quick else 3000
     batches = (1, 16, 64) if quick else (1, 4, 16, 64, 256)
     return rnn_sweep((T,), hidden_size=PAPER["hidden_size"], batch=batches, devices=devices,
+                     methods=("sequential", "scan", "fast"),
                      repeat=3 if quick else 5, budget_s=10.0 if quick else 300.0, progress=progress,
                      experiment="bppsa_rnn_batch")
 

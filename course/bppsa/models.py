@@ -7,7 +7,9 @@ back-propagate either way:
 * ``method="sequential"``: the classic loop, one matrix-vector step per time
   step / layer, never forming a Jacobian (what deep-learning frameworks do);
 * ``method="jacobian"``: form every Jacobian, then :func:`course.bppsa.backprop_sequential`;
-* ``method="scan"``: form every Jacobian, then :func:`course.bppsa.backprop_scan` (BPPSA).
+* ``method="scan"``: form every Jacobian, then :func:`course.bppsa.backprop_scan` (BPPSA);
+* ``method="fast"``: the same scan without copies, reduce-then-scan over chunks
+  (:mod:`course.bppsa.fast`); the RNN forms its Jacobians per step, never all at once.
 
 All three give the same gradients for every weight and input; the tests check
 them against finite differences (:func:`finite_difference_check`).  The loss is lesson 01's
@@ -41,11 +43,12 @@ from ..devices import get_xp, normalize_device, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..limits import check_dtype, check_fits
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
+from .fast import RNNBackwardPlan, backprop_chunked
 
 __all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]
 
 #: The ways a model can back-propagate through its chain.
-METHODS = ("sequential", "jacobian", "scan")
+METHODS = ("sequential", "jacobian", "scan", "fast")
 
 
 def _check_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
@@ -74,6 +77,8 @@ def _chain_backward(jac_fn: Callable[[], Any], G_T: Any, method: str, step: Call
     if method == "scan" and elements_fn is not None:
         return backprop_scan_elements(elements_fn())
     J = jac_fn()
+    if method == "fast":
+        return backprop_chunked(J, G_T)
     return backprop_sequential(J, G_T) if method == "jacobian" else backprop_scan(J, G_T)
 
 
@@ -94,8 +99,12 @@ class TanhRNN:
         ``W_out (c, h)``, ``b_out (c,)`` on ``device`` (PyTorch's ``nn.RNN`` layout).
     """
 
+    #: On a GPU, ``backward(cache, "fast")`` records its scan once as a CUDA graph and replays it.
+    capture_graph = True
+
     def __init__(self, input_size: int = 1, hidden_size: int = 20, n_classes: int = 10, seed: int = 0,
                  device: str = "cpu", dtype: Any = "float32"):
+        self._plans: dict = {}
         self.input_size = whole_number("input_size", input_size, hint="numbers per input step")
         self.hidden_size = h = whole_number("hidden_size", hidden_size, hint="the state size")
         self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
@@ -181,8 +190,11 @@ class TanhRNN:
     def backward(self, cache: dict, method: str = "sequential") -> dict:
         """Gradients of the loss for every parameter, ``x`` and ``h0``; also ``G`` = dL/dh_t.
 
-        ``method``: ``"sequential"`` (classic), ``"jacobian"`` or ``"scan"`` (BPPSA).
+        ``method``: ``"sequential"`` (classic), ``"jacobian"``, ``"scan"`` (BPPSA) or ``"fast"`` (BPPSA
+        without copies: :func:`course.bppsa.fast.rnn_hidden_gradients`, and every reduction one GEMM).
         """
+        if method == "fast":
+            return self._backward_fast(cache)
         _method(method)
         xp, p = self.xp, self.params
         hs, x = cache["hs"], cache["x"]
@@ -204,6 +216,30 @@ class TanhRNN:
         grads["W_ih"] = xp.tensordot(da, x, axes=both)
         grads["b_ih"] = grads["b_hh"] = da.sum(axis=(0, 1))
         grads["x"] = da @ p["W_ih"]
+        grads["h0"] = G[0]
+        grads["G"] = G
+        return grads
+
+    def _backward_fast(self, cache: dict) -> dict:
+        """``backward(cache, "fast")``: the hidden-state gradients by :class:`~course.bppsa.fast.RNNBackwardPlan`
+        (on a GPU replayed as one CUDA graph when ``capture_graph``), and each reduction over time and batch
+        one GEMM on a contiguous ``(T·B, h)`` array (no ``sum(axis=(0, 1))``, which CuPy runs without its
+        one-pass library path)."""
+        xp, p = self.xp, self.params
+        hs, x, dlogits = cache["hs"], cache["x"], cache["dlogits"]
+        T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
+        G_T = dlogits @ p["W_out"]
+        d = 1 - hs[1:] ** 2
+        key = (T, B, id(p["W_hh"]))
+        if key not in self._plans:                          # buffers (and on a GPU the CUDA graph) made once
+            self._plans = {key: RNNBackwardPlan(T, B, h, p["W_hh"], graph=self.device == "gpu" and self.capture_graph)}
+        G = self._plans[key](d, G_T).copy()                 # the plan's buffer is reused by its next call
+        da = (G[1:] * d).reshape(T * B, h)
+        ones = xp.ones((1, T * B), dtype=da.dtype)
+        grads = {"W_out": dlogits.T @ hs[T], "b_out": dlogits.sum(axis=0),
+                 "W_hh": da.T @ hs[:-1].reshape(T * B, h), "W_ih": da.T @ x.reshape(T * B, self.input_size)}
+        grads["b_ih"] = grads["b_hh"] = (ones @ da)[0]
+        grads["x"] = (da @ p["W_ih"]).reshape(T, B, self.input_size)
         grads["h0"] = G[0]
         grads["G"] = G
         return grads

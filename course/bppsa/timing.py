@@ -12,7 +12,10 @@ so that a slow drift of a busy machine hits every method alike.
 
 Here both methods run the same :class:`~course.bppsa.models.TanhRNN` forward pass
 and differ only in how the hidden-state gradients are found (the classic loop or
-the scan).  PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
+the scan, or the scan without copies, ``"fast"``: :mod:`course.bppsa.fast`).  Every speedup names its
+baseline: ``speedups(rs, dev, over="sequential")`` is against the course's own loop (one CuPy call per
+step on a GPU, bound by launches), ``over="torch"`` against PyTorch.
+PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
 PyTorch is installed (on the GPU, that is its cuDNN kernel): its ``backward`` reruns
 on one saved graph (``retain_graph=True``).
 
@@ -35,7 +38,8 @@ from ..peers import benchmark_torch, torch_available, torch_device, torch_thread
 from ..results import ResultSet
 from ..timing import interleaved_rounds
 from .algorithm import work_counts
-from .models import TanhRNN
+from .fast import chunked_steps
+from .models import METHODS, TanhRNN
 
 __all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "speedups",
            "PAPER", "SWEEP_T", "QUICK_T"]
@@ -64,10 +68,10 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
     repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
     warmup = whole_number("warmup", warmup, 0, 100, hint="untimed rounds first")
     if isinstance(methods, str) or not len(methods):
-        raise BadInputError(f"methods must be a non-empty list of 'sequential', 'jacobian', 'scan', got {methods!r}")
+        raise BadInputError(f"methods must be a non-empty list of {', '.join(map(repr, METHODS))}, got {methods!r}")
     for m in methods:
-        if m not in ("sequential", "jacobian", "scan"):
-            raise BadInputError(f"method {m!r} is not one of 'sequential', 'jacobian', 'scan'")
+        if m not in METHODS:
+            raise BadInputError(f"method {m!r} is not one of {', '.join(map(repr, METHODS))}")
     rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
     check_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, dev,
                what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
@@ -209,8 +213,8 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
             rs.add(device=d, T=T, method=m, hidden_size=h, batch=B,
                    forward_s=r["forward"].median, backward_s=back.median, backward_q25_s=back.q25,
                    backward_q75_s=back.q75, full_s=r["forward"].median + back.median, noisy=bool(back.noisy),
-                   steps=counts["steps_sequential"] if m != "scan" else counts["steps_scan"],
-                   flops=counts["flops_sequential"] if m != "scan" else counts["flops_scan"],
+                   steps={"scan": counts["steps_scan"], "fast": chunked_steps(T)}.get(m, T),
+                   flops={"scan": counts["flops_scan"], "fast": 2.0 * T * B * h**3}.get(m, counts["flops_sequential"]),
                    max_grad_diff=r["max_grad_diff"])
         if torch_ok:
             try:

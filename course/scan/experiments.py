@@ -15,10 +15,11 @@ from .timing import ALGORITHMS, LIBRARY_OPS, make_input, scan_sweep, time_scan
 @experiment("scan_sweep", title="Scans against n: library, level-by-level Blelloch, Hillis-Steele, "
                                 "hand-written kernel", lesson="04")
 def scan_sweep_experiment(devices, quick, progress):
-    """Inclusive float32 addition scans from cache-sized to memory-sized arrays on each device:
-    numpy.cumsum / cupy.cumsum (the library), blelloch_scan one vectorized call per level,
-    Hillis-Steele, a Python loop (small n) and, on a GPU, the numba block-scan kernel; effective
-    bandwidth (2 n itemsize bytes per scan) against the copy limit measured in the same run."""
+    """Inclusive float32 addition scans of 1-D arrays from cache-sized to memory-sized on each device:
+    numpy.cumsum / cupy.cumsum(x) (the library; on a GPU CUB's single pass), blelloch_scan one
+    vectorized call per level, Hillis-Steele, a Python loop (small n) and, on a GPU, torch.cumsum,
+    the course's single-pass scan and the numba block-scan kernels; effective bandwidth (2 n itemsize
+    bytes per scan) against the copy limit measured in the same run (``of_copy``)."""
     rs = ResultSet("scan_sweep", params={"quick": quick})
     for dev in devices:
         top = (20 if quick else 24) if dev == "cpu" else (22 if quick else 26)
@@ -35,24 +36,41 @@ def _(rs, references):
     return timing_figure(rs, references)
 
 
-@experiment("scan_kernel_variants", title="The numba block scan: strategy, bank conflicts, tile shape",
-            lesson="04")
+@experiment("scan_kernel_variants", title="GPU scans at copy speed? Single pass, the numba block scan's variants, "
+                                          "CUB and PyTorch against the device copy", lesson="04")
 def scan_kernel_variants(devices, quick, progress):
-    """GPU only: the block-scan kernel (scan-then-add and reduce-then-scan) with and without the
-    shared-memory padding against bank conflicts, for several threads x items tile shapes, next to
-    cupy.cumsum at the same n."""
+    """GPU only, one 1-D contiguous float32 array: the device-to-device copy, cupy.cumsum(x) (CUB's
+    single pass), torch.cumsum, the course's single-pass scan (decoupled look-back), and the numba
+    block-scan kernel (scan-then-add and reduce-then-scan) with and without the shared-memory padding
+    against bank conflicts, for several threads x items tile shapes.  Each in GB/s ((bytes read +
+    written) / time) and as a fraction of the copy measured in the same run (``of_copy``)."""
     rs = ResultSet("scan_kernel_variants", params={"quick": quick})
     if "gpu" not in devices:
         rs.notes.append("no GPU here: the kernel variants are measured only on a GPU")
         return rs
     import cupy
 
+    from ..hardware.machine import copy_bandwidth
     from .kernels import block_scan
 
     n = 2**22 if quick else 2**26
     x = make_input(n, "add", "float32", "gpu")
+    copy = copy_bandwidth("gpu", nbytes=4 * n, repeat=5 if quick else 20, budget_s=2.0)
+    rs.add_timing(copy["timing"], variant="copy", n=n, gb_per_s=copy["gb_per_s"], of_copy=1.0)
+
+    def of_copy(t):
+        return 8 * n / t.median / 1e9 / copy["gb_per_s"]
+
     lib = benchmark(cupy.cumsum, x, device="gpu", repeat=5 if quick else 20, name="cupy.cumsum")
-    rs.add_timing(lib, variant="cupy.cumsum", n=n, gb_per_s=8 * n / lib.median / 1e9)
+    rs.add_timing(lib, variant="cupy.cumsum", n=n, gb_per_s=8 * n / lib.median / 1e9, of_copy=of_copy(lib))
+    for alg, label in (("single-pass", "single-pass (look-back)"), ("torch", "torch.cumsum")):
+        try:
+            rec = time_scan(alg, n, "add", "float32", "gpu", repeat=5 if quick else 20, budget_s=2.0)
+        except BadInputError as exc:
+            rs.notes.append(f"{label}: not timed ({exc})")
+            continue
+        rs.add(**{**rec, "variant": label, "of_copy": rec["gb_per_s"] / copy["gb_per_s"],
+                  "of_library": lib.median / rec["median_s"]})
     shapes = [(256, 8), (128, 16)] if quick else [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)]
     jobs = [(t, i, cf, st) for t, i in shapes for cf in (True, False)
             for st in ("scan-then-add", "reduce-then-scan")]
@@ -61,7 +79,7 @@ def scan_kernel_variants(devices, quick, progress):
                        strategy=st, device="gpu", repeat=5 if quick else 20,
                        name=f"{st} {t}x{i} {'padded' if cf else 'plain'}")
         rs.add_timing(tm, variant=tm.name, threads=t, items=i, conflict_free=cf, strategy=st, n=n,
-                      gb_per_s=8 * n / tm.median / 1e9, of_library=lib.median / tm.median)
+                      gb_per_s=8 * n / tm.median / 1e9, of_library=lib.median / tm.median, of_copy=of_copy(tm))
     return rs
 
 
@@ -77,9 +95,9 @@ def _(rs, references):
         ax.axis("off")
         add_footer(fig, rs)
         return fig
-    items = [(r["variant"] + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu")
-             for r in src.select(device="gpu")]
-    return bar_figure(items, title=f"Block scan variants at n = {src.records[0]['n']:,} "
+    items = [(r["variant"] + (f", {r['of_copy']:.0%} of the copy" if r.get("of_copy") else "")
+              + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu") for r in src.select(device="gpu")]
+    return bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time "
                       f"({src.label})", unit="GB/s", live=rs if src is rs else None,
                       references=[] if src is rs else [src])
 

@@ -12,7 +12,11 @@ Algorithms by device:
 * CPU: ``numpy`` (``numpy.cumsum`` / ``numpy.maximum.accumulate``, one compiled
   sequential loop), ``blelloch`` (:func:`course.scan.blelloch_scan`, one numpy call
   per level), ``hillis-steele``, and ``sequential`` (a Python loop, small n only);
-* GPU: ``cupy`` (``cupy.cumsum``: CUB's single-pass scan), ``blelloch`` (the same
+* GPU: ``cupy`` (``cupy.cumsum(x)`` of the 1-D input: CUB's single-pass scan; with ``axis=0``
+  CuPy takes its own slower path, so the library is always called without it), ``torch``
+  (``torch.cumsum`` of the same 1-D array, shared through DLPack), ``single-pass``
+  (:func:`course.scan.singlepass.single_pass_scan`, the course's decoupled look-back kernel:
+  float32 and int32 sums), ``blelloch`` (the same
   level-by-level code on CuPy arrays: a few kernel launches per level), ``numba
   kernel`` (:func:`course.scan.kernels.block_scan`, the hand-written block scan:
   scan tiles, scan their totals, uniform add) and ``numba reduce-then-scan`` (the same
@@ -45,7 +49,7 @@ __all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_
 
 #: Algorithms per device, in the order the plots list them.
 ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
-              "gpu": ("cupy", "blelloch", "numba kernel", "numba reduce-then-scan")}
+              "gpu": ("cupy", "torch", "single-pass", "blelloch", "numba kernel", "numba reduce-then-scan")}
 #: The Python loop is timed only up to this n (it takes about a microsecond per element).
 SEQUENTIAL_MAX_N = 2**15
 
@@ -81,6 +85,9 @@ LIBRARY_OPS = {"cpu": ("add", "max"), "gpu": ("add",)}
 def library_scan(x: Any, op: str = "add") -> Any:
     """The array library's own inclusive scan: ``cumsum``, or on the CPU ``numpy.maximum.accumulate``.
 
+    A 1-D input is scanned as ``cumsum(x)``, without ``axis``: CuPy sends only that call to CUB's
+    single-pass scan (``cumsum(x, axis=0)`` runs CuPy's own kernels, about 3× slower on an H100).
+
     >>> library_scan(np.array([3, 1, 4, 1, 5]), "max").tolist()
     [3, 3, 4, 4, 5]
     """
@@ -92,7 +99,7 @@ def library_scan(x: Any, op: str = "add") -> Any:
                                and op == "max" else ""))
     xp = get_xp(dev)
     if op == "add":
-        return xp.cumsum(x, axis=0)
+        return xp.cumsum(x) if x.ndim == 1 else xp.cumsum(x, axis=0)
     return xp.maximum.accumulate(x, axis=0)
 
 
@@ -111,6 +118,11 @@ def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Calla
             raise BadInputError(f"{algorithm} has no built-in scan for {op!r} (it has one for "
                                 f"{list(LIBRARY_OPS[dev])}); compare with {other} instead.")
         return lambda x: library_scan(x, op)
+    if algorithm in ("torch", "single-pass"):
+        if op != "add":
+            raise BadInputError(f"{algorithm} scans only with 'add' (a running sum), got {op!r}; "
+                                "compare with 'numba kernel' or 'blelloch' instead.")
+        return _torch_cumsum if algorithm == "torch" else _single_pass
     if algorithm == "blelloch":
         return lambda x: blelloch_scan(x, op=fn, exclusive=False)
     if algorithm == "hillis-steele":
@@ -126,6 +138,31 @@ def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Calla
     return functools.partial(scan_kernels.block_scan, exclusive=False, op=op, strategy=strategy)
 
 
+def _single_pass(x: Any) -> Any:
+    from .singlepass import single_pass_scan
+
+    return single_pass_scan(x)
+
+
+def _torch_cumsum(x: Any) -> Any:
+    """``torch.cumsum`` of a 1-D CuPy array, shared both ways through DLPack (no copy)."""
+    import cupy
+
+    torch = _torch()
+    return cupy.from_dlpack(torch.cumsum(torch.from_dlpack(x), 0))
+
+
+def _torch() -> Any:
+    from ..peers import torch_cuda_available
+
+    if not torch_cuda_available():
+        raise BadInputError("PyTorch with CUDA is not installed here, so torch.cumsum cannot be timed; "
+                            "choose 'cupy' for the library scan instead.")
+    import torch
+
+    return torch
+
+
 def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
               device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5) -> dict:
     """Time one algorithm at one size: a record (:meth:`course.timing.Timing.as_record`) with the
@@ -138,7 +175,15 @@ def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
                             f"(about a microsecond per element); got n = {n:,}.")
     f = scan_function(algorithm, op, dev)
     x = make_input(n, op, dtype, dev)
-    t = benchmark(f, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s, name=f"{algorithm} scan n={n}")
+    if algorithm == "torch":              # timed on a torch tensor, as every PyTorch peer is
+        from ..peers import benchmark_torch
+
+        torch = _torch()
+        t = benchmark_torch(torch.cumsum, torch.from_dlpack(x), 0, device=dev, warmup=1, repeat=repeat,
+                            budget_s=budget_s, name=f"torch.cumsum n={n}")
+    else:
+        t = benchmark(f, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s,
+                      name=f"{algorithm} scan n={n}")
     return t.as_record(algorithm=algorithm, n=n, op=op, dtype=x.dtype.name,
                        gb_per_s=2 * x.nbytes / t.median / 1e9 if t.median > 0 else None)
 
@@ -148,6 +193,9 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
                budget_s: float | None = 0.3, copy_nbytes: int = 2**26,
                progress: Callable | None = None) -> ResultSet:
     """Time the scans at each ``n`` on each device; add each device's copy limit.
+
+    Each record gets ``of_copy``: its ``gb_per_s`` over the device-to-device copy measured in the
+    same run (``algorithm="copy"``).
 
     Algorithms that cannot run (no library scan for the operator, a Python loop past
     :data:`SEQUENTIAL_MAX_N`, the numba kernel without a GPU) are skipped and listed
@@ -174,6 +222,9 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
         rs.add(**rec)
     for dev in devs:
         c = copy_bandwidth(dev, nbytes=copy_nbytes, repeat=3, budget_s=1.0)
+        for r in rs.select(device=dev):       # each scan's bandwidth as a fraction of this run's copy
+            if r.get("gb_per_s") and c["gb_per_s"]:
+                r["of_copy"] = r["gb_per_s"] / c["gb_per_s"]
         rs.add(device=dev, algorithm="copy", n=copy_nbytes // 4, gb_per_s=c["gb_per_s"],
                median_s=c["timing"].median)
     return rs
