@@ -185,12 +185,26 @@ def _bppsa_variant(W: np.ndarray, hs: np.ndarray, grad: np.ndarray, op: Callable
     return products[::-1, :, :, 0]
 
 
+def _rnn_weight_gradient_fd(W: np.ndarray, u: np.ndarray, hs: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """The oracle for dL/dW_hh: centred finite differences of L = sum(grad · h_T), run from h_0."""
+    W = W.copy()
+
+    def loss() -> float:
+        state = hs[0]
+        for s in range(u.shape[0]):
+            state = np.tanh(state @ W.T + u[s])
+        return float(np.sum(grad * state))
+
+    return central_differences(loss, W).reshape(W.shape)
+
+
 def check_bppsa_backward(fn: Callable) -> bool:
-    """Check ``fn(W_hh, hs, grad, scan)`` -> G ``(T+1, B, n)``: a tanh RNN's backward pass as one scan.
+    """Check ``fn(W_hh, hs, grad, scan)`` -> ``(G, dW_hh)``: a tanh RNN's backward pass as one scan.
 
     ``hs`` holds the states ``h_0 .. h_T`` (T+1, B, n) of ``h_{t+1} = tanh(h_t W_hhᵀ + u_t)``, ``grad`` is
     ``dL/dh_T`` (B, n), and ``scan`` is :func:`course.scan.blelloch_scan`, which ``fn`` must call.
-    ``G[t] = dL/dh_t`` is compared with centred finite differences of the forward pass.
+    ``G[t] = dL/dh_t`` (T+1, B, n) and ``dW_hh = dL/dW_hh`` (n, n) are compared with centred finite
+    differences of the forward pass.
     """
     name = "check_bppsa_backward"
     rng = np.random.default_rng(505)
@@ -199,7 +213,7 @@ def check_bppsa_backward(fn: Callable) -> bool:
         grad = rng.standard_normal((B, n))
         calls = []
 
-        def scan(*args, **kwargs):
+        def scan(*args, calls=calls, **kwargs):
             calls.append(kwargs.get("exclusive", args[3] if len(args) > 3 else True))
             return blelloch_scan(*args, **kwargs)
 
@@ -209,9 +223,12 @@ def check_bppsa_backward(fn: Callable) -> bool:
         if not calls:
             return verdict(name, "your function never called `scan`: build the sequence grad, J_{T-1}ᵀ, ..., J_0ᵀ "
                                  "and let one scan compute every gradient.", "")
+        if not isinstance(got, tuple) or len(got) != 2:
+            return verdict(name, f"return the pair (G, dW_hh); got a {type(got).__name__}.", "")
+        where = f"(T = {T}, batch {B}, n = {n})"
         want = _rnn_gradients_fd(W, u, hs, grad)
         later_first = lambda a, b: a @ b  # noqa: E731  (the operands of ◇ the wrong way round)
-        problem = array_mismatch(f"G (T = {T}, batch {B}, n = {n})", got, want, [
+        problem = array_mismatch(f"G {where}", got[0], want, [
             (want[::-1], "G comes out reversed: the scan's element k holds G[T - k], so read the products "
                          "backwards (products[::-1])."),
             (_bppsa_variant(W, hs, grad, later_first), "the operator multiplies in the wrong order: a ◇ b = b @ a, "
@@ -223,5 +240,18 @@ def check_bppsa_backward(fn: Callable) -> bool:
         ], rtol=1e-5, atol=1e-8)
         if problem:
             return verdict(name, problem, "")
-    return verdict(name, None, "right: every G[t] matches finite differences of the forward pass, from one "
-                               "inclusive scan over grad, J_{T-1}ᵀ, ..., J_0ᵀ with your operator and Jacobians.")
+        dW = _rnn_weight_gradient_fd(W, u, hs, grad)
+        pre = want[1:] * (1 - hs[1:] ** 2)
+        problem = array_mismatch(f"dW_hh {where}", got[1], dW, [
+            (dW.T, "it is transposed: with h_{t+1} = tanh(h_t W_hhᵀ + u_t), dW_hh = Σ_t D_tᵀ h_t where D_t is "
+                   "the gradient of step t's pre-activation, (batch, n)."),
+            (np.einsum("tbi,tbj->ij", want[1:], hs[:-1]), "the tanh derivative is missing: the pre-activation's "
+                                                            "gradient is D_t = G[t+1] ⊙ (1 - h_{t+1}²)."),
+            (np.einsum("tbi,tbj->ij", pre, hs[1:]), "pair each step's D_t with the state it READ, h_t = hs[t], "
+                                                      "not the one it wrote."),
+        ], rtol=1e-5, atol=1e-8)
+        if problem:
+            return verdict(name, problem, "")
+    return verdict(name, None, "right: every G[t] and dW_hh match finite differences of the forward pass; the G "
+                               "came from one inclusive scan over your Jacobians with your operator, and dW_hh from "
+                               "one product over all steps at once.")

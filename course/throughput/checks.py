@@ -193,7 +193,8 @@ def _linear_roofline_problem(got: Any, want: dict, args: tuple) -> str | None:
         "bytes": [(want["bytes"] / itemsize, f"that counts numbers, not bytes: multiply by itemsize ({itemsize})."),
                   ((batch * n_in + batch * n_in * n_out + n_out + batch * n_out) * itemsize,
                    "W is read once for the whole batch, not once per example: that reuse is what batching buys."),
-                  ((batch * n_in + n_in * n_out + batch * n_out) * itemsize, "the bias b is read too (n_out numbers).")],
+                  ((batch * n_in + n_in * n_out + batch * n_out) * itemsize,
+                   "the bias b is read too (n_out numbers).")],
         "intensity": [(1 / want["intensity"], "intensity is FLOPs per byte: flops / bytes, not bytes / flops.")],
         "attainable_flops_per_s": [(max(pf, want["intensity"] * pb), "the attainable rate is the LOWER roof: "
                                     "min(peak_flops, intensity × peak_bandwidth).")],
