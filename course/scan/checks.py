@@ -20,7 +20,8 @@ from ..checking import call_learner, verdict
 from .algorithms import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
 from .ops import Op
 
-__all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive", "check_down_sweep"]
+__all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive",
+           "check_down_sweep_inplace"]
 
 
 # ------------------------------------------------------------------ the course's answers
@@ -303,7 +304,7 @@ def _down_sweep_problem(fn: Callable, x: np.ndarray, op: Op, identity: Any, what
     return _differs(got, want, f"({where}) prefixes")
 
 
-def check_down_sweep(fn: Callable) -> bool:
+def check_down_sweep_inplace(fn: Callable) -> bool:
     """Check ``fn(tree, op, identity)``: the exclusive scan from the array an in-place up-sweep left.
 
     ``tree`` comes from :func:`up_swept` (a power-of-two length); ``fn`` clears the root to ``identity``
@@ -311,7 +312,7 @@ def check_down_sweep(fn: Callable) -> bool:
     prefix to its left partner ``r - d`` and becomes ``op(its prefix, the left partner's old sum)``.
     Tried with additions, 2x2 matrix products and :func:`course.scan.interval`, which names swapped operands.
     """
-    name = "check_down_sweep"
+    name = "check_down_sweep_inplace"
     rng = np.random.default_rng(404)
     cases = [(rng.integers(-9, 10, n), add, 0, "add") for n in (1, 2, 8, 64)]
     cases += [(interval_leaves(n), interval, np.zeros(2, dtype=np.int64), "interval") for n in (2, 16)]
