@@ -1,4 +1,6 @@
-"""What every exercise check does first: run the learner's function without letting it crash the notebook."""
+"""What the exercise checks share: run the learner's function without letting it crash the notebook
+(:func:`call_learner`), count the Python lines it runs, say what is wrong with an array
+(:func:`array_mismatch`) and print the verdict (:func:`verdict`)."""
 
 from __future__ import annotations
 

@@ -166,3 +166,19 @@ def test_mlp_backward_names_the_layer_order(capsys):
     assert course.check.check_mlp_backward(lambda *a: answer("check_mlp_backward")(*a)[::-1]) is False
     assert "backward order" in capsys.readouterr().out
 
+
+
+def test_array_mismatch_says_what_is_wrong_with_an_array():
+    from course.checking import array_mismatch
+
+    want = np.arange(1.0, 7.0).reshape(2, 3)
+    assert array_mismatch("dW", want.copy(), want) is None
+    assert "returned None" in array_mismatch("dW", None, want)
+    assert "shape (3, 2), expected (2, 3). it is transposed" in array_mismatch("dW", want.T, want,
+                                                                               [(want.T, "it is transposed")])
+    assert "NaN or inf" in array_mismatch("dW", want * np.nan, want)
+    assert "sign is flipped" in array_mismatch("dW", -want, want)
+    assert "2 × the right one" in array_mismatch("dW", 2 * want, want)
+    wrong = want.copy()
+    wrong[1, 2] = 0
+    assert "index (1, 2): you gave 0, expected 6" in array_mismatch("dW", wrong, want)
