@@ -8,7 +8,7 @@ BIN     = $(VENV)/bin
 # JupyterLab refuses to start as root (e.g. in a container) unless told it may
 ROOT_OK = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: course test report lint notebooks gpu-check clean
+.PHONY: course test report lint notebooks gpu-check clean release-exercises autograde
 
 course: $(VENV)/.installed
 	$(BIN)/jupyter lab $(ROOT_OK) notebooks/00_your_hardware.ipynb
@@ -25,6 +25,16 @@ lint: $(VENV)/.installed
 # Edit a lesson's solutions notebook (notebooks/solutions/); this makes the lesson notebook from it
 notebooks:
 	$(PYTHON) tools/release_notebooks.py
+
+# Instructors (INSTRUCTORS.md): the exercises as nbgrader assignments in build/nbgrader/; learners'
+# notebooks go in build/nbgrader/submitted/<student>/<lesson>/, then autograde writes grades.csv
+release-exercises: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[instructor]'
+	$(BIN)/python tools/nbgrader_assignments.py release
+
+autograde: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[instructor]'
+	$(BIN)/python tools/nbgrader_assignments.py autograde
 
 # On a GPU machine: GPU tests, benchmarks against their targets, the full report with --record-reference
 gpu-check: $(VENV)/.installed

@@ -1,4 +1,5 @@
-"""Checks for lesson 01's exercises: the backward pass of a sigmoid, the weight gradient of a Linear layer.
+"""Checks for lesson 01's exercises: the backward pass of a sigmoid, the weight gradient of a Linear layer,
+and the whole backward pass of an MLP.
 
 Each check calls your function on fresh random inputs, compares it with the
 course's implementation (:mod:`course.backprop`) and prints what is wrong:
@@ -18,10 +19,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..checking import python_lines_run
-from .layers import Linear, Sigmoid
+from ..checking import array_mismatch, call_learner, python_lines_run, verdict
+from .gradcheck import central_differences
+from .layers import MLP, Linear, Sigmoid, softmax_cross_entropy, softmax_cross_entropy_backward
 
-__all__ = ["check_sigmoid_backward", "check_linear_weight_grad"]
+__all__ = ["check_sigmoid_backward", "check_linear_weight_grad", "check_mlp_backward"]
 
 _MAX_LINES = 64  # lines of Python one call may run on a large input: a loop over rows runs hundreds
 
@@ -166,3 +168,79 @@ def check_linear_weight_grad(fn: Callable) -> bool:
     x, dout = rng.standard_normal((64, 100)), rng.standard_normal((64, 50))
     slow = _loops(name, fn, (x, dout))
     return _report(slow, f"{name}: right. dW = xᵀ @ dout has W's shape (n_in, n_out) for every shape tried.")
+
+
+def _backward_without_activations(layers: list, caches: list, dlogits: np.ndarray) -> list:
+    """A typical wrong answer: the chain rule through the Linear layers only (the activations skipped)."""
+    grads, g = [], dlogits
+    for layer, cache in zip(reversed(layers), reversed(caches)):
+        if isinstance(layer, Linear):
+            grads.append((cache[0].T @ g, g.sum(axis=0)))
+            g = g @ layer.W.T
+    return grads[::-1]
+
+
+def _mlp_backward_problem(fn: Callable, activation: str, rng: np.random.Generator) -> str | None:
+    model = MLP([5, 7, 6, 3], activation=activation, dtype="float64", seed=int(rng.integers(1 << 30)))
+    x, y = rng.standard_normal((4, 5)), rng.integers(0, 3, 4)
+    logits = model.forward(x)
+    caches = [tuple(np.array(a) for a in c) for c in model.caches]     # copies: the learner may write on them
+    dlogits = softmax_cross_entropy_backward(softmax_cross_entropy(logits, y)[1])
+    linears = [layer for layer in model.layers if isinstance(layer, Linear)]
+
+    def loss() -> float:
+        return float(softmax_cross_entropy(model.forward(x), y)[0])
+
+    # the oracle: centred finite differences of the loss, independent of any backward pass
+    want = [(central_differences(loss, L.W).reshape(L.W.shape), central_differences(loss, L.b)) for L in linears]
+    ok, got = call_learner(fn, list(model.layers), caches, dlogits.copy(), context=f"activation {activation!r}")
+    if not ok:
+        return ""
+    if not isinstance(got, (list, tuple)) or len(got) != len(linears):
+        n = len(got) if isinstance(got, (list, tuple)) else type(got).__name__
+        return (f"return a list with one (dW, db) pair per Linear layer ({len(linears)} here, the first layer "
+                f"first); got {n}.")
+    shapes = [np.shape(pair[0]) if isinstance(pair, (list, tuple)) and pair else None for pair in got]
+    if shapes[::-1] == [w.shape for w, _ in want] and shapes != [w.shape for w, _ in want]:
+        return "your pairs are in backward order (last layer first): reverse the list before returning it."
+    skipped = _backward_without_activations(model.layers, caches, dlogits)
+    for k in range(len(linears) - 1, -1, -1):          # from the top: the first wrong layer is the one to fix
+        pair = got[k]
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            return f"entry {k} must be a pair (dW, db) for Linear layer {k}; got a {type(pair).__name__}."
+        W_want, b_want = want[k]
+        where = f"Linear layer {k} ({linears[k].n_in} -> {linears[k].n_out}, activation {activation!r})"
+        hint_down = ("" if k == len(linears) - 1 else
+                     f" Layer {k + 1} is right, so look at what you pass down from it: dx = dout @ Wᵀ, "
+                     f"then the {activation} derivative, read from the activation's cache (its output).")
+        problem = array_mismatch(f"dW of {where}", pair[0], W_want, [
+            (W_want.T, "it is transposed: dW = xᵀ @ dout has W's shape (n_in, n_out)."),
+            (W_want / x.shape[0], "divided by the batch size: dlogits already holds the 1/batch of the mean loss."),
+            (skipped[k][0], f"the {activation} derivative is missing: multiply the gradient by it on the way down."),
+        ], rtol=1e-5, atol=1e-7)
+        if problem:
+            return problem + hint_down
+        problem = array_mismatch(f"db of {where}", pair[1], b_want, [
+            (np.ones((x.shape[0], 1)) * b_want[None], "sum it over the batch: db = dout.sum(axis=0)."),
+            (b_want / x.shape[0], "you took the mean over the batch; dlogits is already divided by it: sum."),
+        ], rtol=1e-5, atol=1e-7)
+        if problem:
+            return problem
+    return None
+
+
+def check_mlp_backward(fn: Callable) -> bool:
+    """Check ``fn(layers, caches, dlogits) -> [(dW, db), ...]``, the whole backward pass of an :class:`MLP`.
+
+    ``layers`` and ``caches`` are an MLP's ``model.layers`` and ``model.caches`` after a forward pass,
+    ``dlogits`` is d loss / d logits.  The gradients are compared with centred finite differences of the
+    loss (no backward pass involved) for a ReLU, a sigmoid and a tanh network of three Linear layers.
+    """
+    name = "check_mlp_backward"
+    rng = np.random.default_rng(103)
+    for activation in ("relu", "sigmoid", "tanh"):
+        problem = _mlp_backward_problem(fn, activation, rng)
+        if problem is not None:
+            return verdict(name, problem, "")
+    return verdict(name, None, "right. Every layer's dW and db match finite differences of the loss, "
+                               "for ReLU, sigmoid and tanh networks.")

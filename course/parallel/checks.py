@@ -18,7 +18,7 @@ import numpy as np
 from .collectives import allreduce, chunk_bounds, ring_chunks
 from .data_parallel import make_batches, shard, single_process_gradients
 
-__all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_average"]
+__all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_average", "check_ring_allreduce"]
 
 
 def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any]:
@@ -168,3 +168,80 @@ def check_gradient_average(fn: Callable) -> bool:
                     f"whole batch.{hint}", "")
     return _say(None, "Correct: the shards' gradients weighted by n_r / batch give exactly the gradient of the "
                       "whole batch, for equal and unequal shards.")
+
+
+class RingNetwork:
+    """What the learner's ring all-reduce talks through: ``exchange(sends)`` runs one step of the ring.
+
+    ``sends[r]`` is the array worker r sends to its right neighbour r + 1; the returned list holds, for
+    each worker, the array it received from its left neighbour r - 1. Every step is logged.
+    """
+
+    def __init__(self, p: int):
+        self.p = p
+        self.steps: list[list[int]] = []      # per step, the elements each worker sent
+
+    def exchange(self, sends: list) -> list:
+        if len(sends) != self.p:
+            raise ValueError(f"exchange takes one array per worker ({self.p}), got {len(sends)}")
+        arrays = [np.array(a, dtype=np.float64, copy=True).reshape(-1) for a in sends]
+        self.steps.append([a.size for a in arrays])
+        return [arrays[(r - 1) % self.p] for r in range(self.p)]
+
+
+def _ring_allreduce_problem(fn: Callable, p: int, n: int, rng: np.random.Generator) -> str | None:
+    x = rng.integers(-50, 50, (p, n)).astype(np.float64)     # whole numbers: every order of adds is exact
+    net = RingNetwork(p)
+    ok, got = call_learner(fn, x.copy(), net.exchange, context=f"p = {p} workers, n = {n}")
+    if not ok:
+        return ""
+    where = f"(p = {p} workers, n = {n})"
+    if not net.steps:
+        return (f"{where} nothing went through `exchange`: each worker only sees its own vector, so the sums "
+                "must travel round the ring, one chunk per step.")
+    total = x.sum(axis=0)
+    bounds = chunk_bounds(n, p)
+    sizes = np.diff(bounds)
+    for s, sent in enumerate(net.steps):
+        for r, m in enumerate(sent):
+            if m not in sizes:
+                return (f"{where} at step {s} worker {r} sent {m} elements; in the ring each step moves ONE chunk "
+                        f"(chunk c is x[{bounds[0]}:{bounds[1]}], x[{bounds[1]}:{bounds[2]}], ...: "
+                        f"{sorted(set(sizes.tolist()))} elements).")
+    got = None if got is None else np.asarray(got, dtype=np.float64)
+    if got is None or got.shape != x.shape:
+        return f"{where} return every worker's buffer, shape {x.shape}; got {None if got is None else got.shape}."
+    if len(net.steps) != 2 * (p - 1):
+        return (f"{where} the ring takes 2(p - 1) = {2 * (p - 1)} steps (p - 1 to reduce-scatter, p - 1 to "
+                f"all-gather); you called exchange {len(net.steps)} times.")
+    wrong = ~np.isclose(got, total[None])
+    if not wrong.any():
+        return None
+    chunk_ok = np.array([[not wrong[r, bounds[c]:bounds[c + 1]].any() for c in range(p)] for r in range(p)])
+    if all(chunk_ok[r].sum() == 1 and chunk_ok[r, (r + 1) % p] for r in range(p)):
+        return (f"{where} after the reduce-scatter worker r holds the whole sum of chunk r + 1, and nothing else: "
+                "the all-gather must then pass those finished chunks round, copying, not adding.")
+    r, c = next((r, c) for r in range(p) for c in range(p) if not chunk_ok[r, c])
+    lo, hi = bounds[c], bounds[c + 1]
+    return (f"{where} worker {r}'s chunk {c} (elements {lo}:{hi}) is {got[r, lo:hi][:4].tolist()}"
+            f"{'...' if hi - lo > 4 else ''}, expected the sum over workers {total[lo:hi][:4].tolist()}"
+            f"{'...' if hi - lo > 4 else ''}. Check which chunk each worker adds at each step: it must be the "
+            "one its left neighbour sent (my_reduce_scatter_chunks says which).")
+
+
+def check_ring_allreduce(fn: Callable) -> bool:
+    """Check ``fn(vectors, exchange)`` -> every worker's buffer after a ring all-reduce of ``vectors`` (p, n).
+
+    ``exchange`` (a :class:`RingNetwork`'s) is the only way data moves between workers: one call per step,
+    each worker sending one chunk to its right neighbour. Right means 2(p - 1) steps, a chunk per worker
+    per step, and every worker ending with the sum, for p from 2 to 5 and n not a multiple of p.
+    """
+    rng = np.random.default_rng(606)
+    for p, n in [(2, 6), (3, 7), (4, 4), (5, 23), (4, 3)]:
+        problem = _ring_allreduce_problem(fn, p, n, rng)
+        if problem is not None:
+            if problem:
+                print(f"check_ring_allreduce: ✗ {problem}")
+            return False
+    return _say(None, "check_ring_allreduce: right. Every worker ends with the sum after 2(p - 1) steps, each "
+                      "moving one chunk per worker: 2(p - 1)/p · n elements sent by each, whatever p.")

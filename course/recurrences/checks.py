@@ -12,10 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from ..backprop.gradcheck import central_differences
+from ..checking import array_mismatch, verdict
 from ..scan.algorithms import blelloch_scan
 from .linear import recurrence_loop, reverse_recurrence
+from .selective import PARAM_NAMES, forward, init_params
 
-__all__ = ["check_affine_combine", "check_reverse_recurrence"]
+__all__ = ["check_affine_combine", "check_reverse_recurrence", "check_selective_backward"]
 
 
 # ------------------------------------------------------------------ the course's answers
@@ -168,3 +171,74 @@ def check_reverse_recurrence(fn: Callable) -> bool:
             return _report(problem, "")
     return _report(None, "Correct: the gradient runs backwards through the same a, one step later "
                          "(a_{t+1}), from the last step.")
+
+
+def _selective_variant(dy: np.ndarray, cache: dict, recurrence: bool = True, sigmoid: bool = True,
+                       decay_path: bool = True) -> dict:
+    """The selective layer's parameter gradients with one typical slip switched on (the check's suspects)."""
+    p, x, h, a = cache["params"], cache["x"], cache["h"], cache["a"]
+    delta, lam, u, n = cache["delta"], cache["lam"], cache["u"], h.shape[-1]
+    rows = x.reshape(-1, x.shape[-1])
+    dh = dy @ p["W_C"].T
+    g = reverse_recurrence(np.concatenate([a[1:], np.zeros_like(a[:1])]), dh, "loop") if recurrence else dh
+    da = g * np.concatenate([np.zeros_like(h[:1]), h[:-1]])
+    da_pre = da * a
+    ddelta = g * u - (da_pre * lam if decay_path else 0)
+    dz = ddelta / (1 + np.exp(-cache["z"])) if sigmoid else ddelta
+    return {"W_C": h.reshape(-1, n).T @ dy.reshape(-1, dy.shape[-1]), "c_y": dy.sum(axis=(0, 1)),
+            "log_lam": -(da_pre * delta).sum(axis=(0, 1)) * lam, "W_B": rows.T @ (g * delta).reshape(-1, n),
+            "W_delta": rows.T @ dz.reshape(-1, n), "c_delta": dz.sum(axis=(0, 1))}
+
+
+def check_selective_backward(fn: Callable) -> bool:
+    """Check ``fn(dy, cache)`` -> ``{name: gradient}`` for every parameter of the selective layer.
+
+    ``cache`` is what :func:`course.recurrences.forward` returned, ``dy = ∂L/∂y``. Each gradient is
+    compared with centred finite differences of ``L = Σ y · dy`` through the forward pass (no backward
+    pass involved), in the order a backward pass finds them: ``W_C, c_y`` (the output layer), then
+    ``W_B`` (needs the state gradients g), ``log_lam``, ``W_delta``, ``c_delta``.
+    """
+    name = "check_selective_backward"
+    rng = np.random.default_rng(707)
+    order = ("W_C", "c_y", "W_B", "log_lam", "W_delta", "c_delta")
+    hints = {"W_B": "W_B only needs g = ∂L/∂h (the reverse recurrence g_t = dh_t + a_{t+1} g_{t+1}) and b = Δ ⊙ u.",
+             "log_lam": "a = exp(-Δ ⊙ λ) and λ = exp(log_λ): ∂L/∂log_λ = -Σ (∂L/∂a ⊙ a ⊙ Δ) ⊙ λ, with "
+                        "∂L/∂a_t = g_t ⊙ h_{t-1} (h_{-1} = 0).",
+             "W_delta": "Δ reaches the loss two ways, through b = Δ ⊙ u and through a = exp(-Δ ⊙ λ); then "
+                        "Δ = softplus(z), whose derivative is the sigmoid of z."}
+    for T, B, d_in, n, d_out in [(5, 2, 2, 3, 2), (1, 1, 1, 2, 1), (7, 3, 3, 4, 1)]:
+        params = init_params(d_in=d_in, n=n, d_out=d_out, seed=int(rng.integers(1 << 30)))
+        x = rng.normal(size=(T, B, d_in))
+        y, cache = forward(params, x, method="loop")
+        dy = rng.normal(size=y.shape)
+
+        def loss(params=params, x=x, dy=dy) -> float:
+            return float(np.sum(forward(params, x, method="loop")[0] * dy))
+
+        want = {k: central_differences(loss, params[k]).reshape(np.shape(params[k])) for k in PARAM_NAMES}
+        ok, got = call_learner(fn, dy.copy(), {k: v for k, v in cache.items()}, context=f"T = {T}, batch {B}")
+        if not ok:
+            return False
+        if not isinstance(got, dict):
+            return verdict(name, f"return a dict {{name: gradient}} with the keys {', '.join(order)}; got a "
+                                 f"{type(got).__name__}.", "")
+        missing = [k for k in order if k not in got]
+        if missing:
+            return verdict(name, f"your dict lacks {missing} (it needs {', '.join(order)}).", "")
+        slips = {"the reverse recurrence is missing: g_t also receives a_{t+1} ⊙ g_{t+1} from the next step "
+                 "(your my_state_gradients).": _selective_variant(dy, cache, recurrence=False),
+                 "the softplus derivative is missing: dz = dΔ ⊙ sigmoid(z).":
+                     _selective_variant(dy, cache, sigmoid=False),
+                 "Δ also reaches the loss through a = exp(-Δ ⊙ λ): subtract ∂L/∂a ⊙ a ⊙ λ from dΔ.":
+                     _selective_variant(dy, cache, decay_path=False)}
+        for k in order:
+            suspects = [(v[k], msg) for msg, v in slips.items() if not np.allclose(v[k], want[k], rtol=1e-5, atol=1e-8)]
+            if k == "W_C":
+                suspects.append((want[k].T, "it is transposed: ∂L/∂W_C = hᵀ · dy over all T·B rows, shape (n, d_out)."))
+            problem = array_mismatch(f"{k} (T = {T}, batch {B}, n = {n})", got[k], want[k], suspects,
+                                     rtol=1e-5, atol=1e-8)
+            if problem:
+                hint = f" Hint: {hints[k]}" if k in hints and "wrong values" in problem else ""
+                return verdict(name, problem + hint, "")
+    return verdict(name, None, "right: every parameter's gradient matches finite differences of the forward "
+                               "pass, the state gradients coming from one reverse recurrence.")

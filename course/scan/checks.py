@@ -1,4 +1,5 @@
-"""Checks for lesson 04's exercises: one up-sweep level, one down-sweep level, exclusive from inclusive.
+"""Checks for lesson 04's exercises: one up-sweep level, one down-sweep level, exclusive from inclusive,
+and the whole in-place down-sweep over an up-swept array.
 
 Each check feeds your function fresh inputs (odd and even lengths, length 1,
 numbers and 2x2 matrices), compares with the course's answer and says what is
@@ -15,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..checking import call_learner
+from ..checking import call_learner, verdict
 from .algorithms import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
 from .ops import Op
 
-__all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive"]
+__all__ = ["check_up_sweep_level", "check_down_sweep_level", "check_exclusive_from_inclusive",
+           "check_down_sweep_inplace"]
 
 
 # ------------------------------------------------------------------ the course's answers
@@ -240,3 +242,84 @@ def check_exclusive_from_inclusive(fn: Callable) -> bool:
             return _report(problem, "")
     return _report(None, "Correct: shifted right by one, with the identity in front, for every "
                          "length.")
+
+
+def up_swept(x: np.ndarray, op: Op) -> np.ndarray:
+    """The in-place up-sweep of a power-of-two-long stack: ``t[k·2d + 2d - 1]`` ends up holding its block of 2d.
+
+    >>> up_swept(np.array([3, 1, 7, 0, 4, 1, 6, 3]), add).tolist()
+    [3, 4, 7, 11, 4, 5, 6, 25]
+    """
+    t, n, d = x.copy(), x.shape[0], 1
+    while d < n:
+        right = np.arange(2 * d - 1, n, 2 * d)
+        t[right] = op(t[right - d], t[right])
+        d *= 2
+    return t
+
+
+def _down_sweep(tree: np.ndarray, op: Op, identity: Any, clear_root: bool = True, swap: bool = False) -> np.ndarray:
+    """The check's own in-place down-sweep (and two typical wrong ones)."""
+    t, n = tree.copy(), tree.shape[0]
+    if clear_root:
+        t[n - 1] = identity
+    d = n // 2
+    while d >= 1:
+        right = np.arange(2 * d - 1, n, 2 * d)
+        left_sum = t[right - d].copy()
+        t[right - d] = t[right]
+        t[right] = op(left_sum, t[right]) if swap else op(t[right], left_sum)
+        d //= 2
+    return t
+
+
+def _down_sweep_problem(fn: Callable, x: np.ndarray, op: Op, identity: Any, what: str) -> str | None:
+    tree = up_swept(x, op)
+    ok, got = _call(fn, tree.copy(), op, identity)
+    if not ok:
+        return ""
+    want = sequential_scan(x, op, identity, exclusive=True)
+    if _same(got, want):
+        return None
+    where = f"{what}, n = {x.shape[0]}"
+    if got is None:
+        return f"({where}) your function returned None; return the array of prefixes."
+    if np.shape(got) != want.shape:
+        return f"({where}) the result has shape {np.shape(got)}, expected {want.shape}: one prefix per element."
+    got = np.asarray(got)
+    if _same(got, _down_sweep(tree, op, identity, clear_root=False)):
+        return (f"({where}) the root must start as the identity: nothing comes before the whole sequence. "
+                "Set tree[n - 1] = identity before the first level.")
+    if _same(got, sequential_scan(x, op, identity, exclusive=False)):
+        return (f"({where}) that is the inclusive scan; the down-sweep gives the exclusive one (element i "
+                "combines x[0:i], identity first).")
+    if _same(got, _down_sweep(tree, op, identity, swap=True)):
+        return (f"({where}) the operands are swapped: a right child's prefix is op(parent_prefix, left_sum), the "
+                "parent's prefix FIRST, because it covers the earlier elements.")
+    if op is interval:
+        bad = [i for i in range(len(want)) if not np.array_equal(got[i], want[i])]
+        return (f"({where}) position {bad[0]} holds {_ranges(got[bad[0]:bad[0] + 1])}, expected "
+                f"{_ranges(want[bad[0]:bad[0] + 1])} (all of x before it); 'order!' means op combined a later "
+                "range with an earlier one in the wrong order.")
+    return _differs(got, want, f"({where}) prefixes")
+
+
+def check_down_sweep_inplace(fn: Callable) -> bool:
+    """Check ``fn(tree, op, identity)``: the exclusive scan from the array an in-place up-sweep left.
+
+    ``tree`` comes from :func:`up_swept` (a power-of-two length); ``fn`` clears the root to ``identity``
+    and walks the levels down: at stride ``d`` each right node ``r`` (``r = 2d-1, 4d-1, ...``) passes its
+    prefix to its left partner ``r - d`` and becomes ``op(its prefix, the left partner's old sum)``.
+    Tried with additions, 2x2 matrix products and :func:`course.scan.interval`, which names swapped operands.
+    """
+    name = "check_down_sweep_inplace"
+    rng = np.random.default_rng(404)
+    cases = [(rng.integers(-9, 10, n), add, 0, "add") for n in (1, 2, 8, 64)]
+    cases += [(interval_leaves(n), interval, np.zeros(2, dtype=np.int64), "interval") for n in (2, 16)]
+    cases += [(rng.integers(-2, 3, (n, 2, 2)).astype(np.float64), matmul, np.eye(2), "2x2 matrices") for n in (4, 32)]
+    for x, op, identity, what in cases:
+        problem = _down_sweep_problem(fn, x, op, identity, what)
+        if problem is not None:
+            return verdict(name, problem, "")
+    return verdict(name, None, "right: the root cleared, then at each level the prefix handed left and "
+                               "op(prefix, left sum) kept right. With the up-sweep, a whole Blelloch scan in place.")

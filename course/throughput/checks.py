@@ -4,6 +4,9 @@
   n×n matrix product (FLOP per byte of compulsory traffic).
 * :func:`check_roofline_bound` — ``your_fn(flops, nbytes, peak_flops, peak_bandwidth)``:
   ``"memory-bound"`` or ``"compute-bound"``, predicted from the roofline.
+* :func:`check_linear_roofline` — ``your_fn(batch, n_in, n_out, itemsize, peak_flops, peak_bandwidth)``:
+  one Linear layer's counted FLOPs and bytes, its place on the roofline, its shortest possible time,
+  and the smallest batch that makes it compute-bound.
 * :func:`check_batch_for_fraction` — ``your_fn(batch_sizes, samples_per_s, fraction)``: the
   smallest batch whose throughput reaches ``fraction`` of the best.
 
@@ -18,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..checking import call_learner
+from ..checking import call_learner, verdict
 from .batch import batch_for_fraction
 from .roofline import classify
 
-__all__ = ["check_matmul_intensity", "check_roofline_bound", "check_batch_for_fraction"]
+__all__ = ["check_matmul_intensity", "check_roofline_bound", "check_batch_for_fraction", "check_linear_roofline"]
 
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
@@ -145,3 +148,111 @@ def check_batch_for_fraction(fn: Callable, seed: int = 5) -> bool:
             return False
     print(f"Correct on {len(cases)} throughput curves, including unsorted ones and curves that dip after their peak.")
     return True
+
+
+LINEAR_ROOFLINE_KEYS = ("flops", "bytes", "intensity", "attainable_flops_per_s", "min_time_s", "bound",
+                        "compute_bound_from_batch")
+
+
+def _linear_counts(batch: int, n_in: int, n_out: int, itemsize: int) -> tuple[int, int]:
+    """FLOPs and compulsory bytes of ``out = x @ W + b``: each number read or written once."""
+    flops = 2 * batch * n_in * n_out + batch * n_out
+    nbytes = (batch * n_in + n_in * n_out + n_out + batch * n_out) * itemsize
+    return flops, nbytes
+
+
+def _linear_roofline(batch: int, n_in: int, n_out: int, itemsize: int, pf: float, pb: float) -> dict:
+    """The check's own answer (the spec): the counts above, then the roofline of :mod:`course.throughput`."""
+    flops, nbytes = _linear_counts(batch, n_in, n_out, itemsize)
+    ridge = pf / pb
+    smallest, top = None, 1 << 24
+    if _linear_counts(top, n_in, n_out, itemsize)[0] / _linear_counts(top, n_in, n_out, itemsize)[1] >= ridge:
+        lo, hi = 0, top                                # the intensity grows with the batch: bisect
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            f, b = _linear_counts(mid, n_in, n_out, itemsize)
+            lo, hi = (lo, mid) if f / b >= ridge else (mid, hi)
+        smallest = hi
+    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
+            "attainable_flops_per_s": min(pf, flops / nbytes * pb), "min_time_s": max(flops / pf, nbytes / pb),
+            "bound": classify(flops / nbytes, pf, pb), "compute_bound_from_batch": smallest}
+
+
+def _linear_roofline_problem(got: Any, want: dict, args: tuple) -> str | None:
+    batch, n_in, n_out, itemsize, pf, pb = args
+    where = f"(batch {batch}, {n_in} -> {n_out}, {itemsize}-byte numbers, peaks {pf:.3g} FLOP/s and {pb:.3g} B/s)"
+    if not isinstance(got, dict):
+        return f"return a dict with the keys {', '.join(LINEAR_ROOFLINE_KEYS)}; got a {type(got).__name__}."
+    missing = [k for k in LINEAR_ROOFLINE_KEYS if k not in got]
+    if missing:
+        return f"your dict lacks the keys {missing}."
+    hints = {
+        "flops": [(want["flops"] / 2 + batch * n_out / 2, "count a multiply-add as 2 FLOPs (a multiply and an add)."),
+                  (want["flops"] - batch * n_out, "the bias adds one FLOP per output: batch × n_out more."),
+                  (want["flops"] / batch, "that is one example's count: every row of the batch does the work.")],
+        "bytes": [(want["bytes"] / itemsize, f"that counts numbers, not bytes: multiply by itemsize ({itemsize})."),
+                  ((batch * n_in + batch * n_in * n_out + n_out + batch * n_out) * itemsize,
+                   "W is read once for the whole batch, not once per example: that reuse is what batching buys."),
+                  ((batch * n_in + n_in * n_out + batch * n_out) * itemsize,
+                   "the bias b is read too (n_out numbers).")],
+        "intensity": [(1 / want["intensity"], "intensity is FLOPs per byte: flops / bytes, not bytes / flops.")],
+        "attainable_flops_per_s": [(max(pf, want["intensity"] * pb), "the attainable rate is the LOWER roof: "
+                                    "min(peak_flops, intensity × peak_bandwidth).")],
+        "min_time_s": [(want["flops"] / pf, "that is the compute time alone; a memory-bound layer takes "
+                        "bytes / bandwidth: the time is the larger of the two."),
+                       (want["bytes"] / pb, "that is the memory time alone; the time is the larger of "
+                        "flops / peak_flops and bytes / peak_bandwidth."),
+                       (want["flops"] / pf + want["bytes"] / pb, "the roofline overlaps computing and moving "
+                        "data: take the larger of the two times, not their sum.")],
+    }
+    for key in LINEAR_ROOFLINE_KEYS:
+        value, right = got[key], want[key]
+        if key == "bound":
+            if value != right:
+                return (f"{where}: 'bound' should be {right!r}, you said {value!r}. Compare the intensity with "
+                        "the ridge point peak_flops / peak_bandwidth.")
+            continue
+        if key == "compute_bound_from_batch":
+            if value != right:
+                return (f"{where}: the smallest batch that makes this layer compute-bound is {right}, you said "
+                        f"{value!r}. The intensity grows with the batch (W is read once, whatever the batch); "
+                        "find the first batch whose intensity reaches the ridge point"
+                        + (", or None when none up to 2**24 does." if right is None else "."))
+            continue
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return f"{where}: {key!r} should be a number, got {value!r}."
+        if not np.isclose(value, right, rtol=1e-9):
+            for alt, msg in hints.get(key, []):
+                if np.isclose(value, alt, rtol=1e-9):
+                    return f"{where}: {key!r} is {value:.6g}, expected {right:.6g}: {msg}"
+            return f"{where}: {key!r} is {value:.6g}, expected {right:.6g}."
+    return None
+
+
+def check_linear_roofline(fn: Callable, seed: int = 7) -> bool:
+    """Check ``fn(batch, n_in, n_out, itemsize, peak_flops, peak_bandwidth)`` -> a dict of one Linear layer's roofline.
+
+    The keys: ``flops`` (``2·batch·n_in·n_out`` for the product, ``batch·n_out`` for the bias),
+    ``bytes`` (x, W, b read once and out written once, times ``itemsize``), ``intensity``,
+    ``attainable_flops_per_s``, ``min_time_s`` (the larger of the compute and the memory time),
+    ``bound`` and ``compute_bound_from_batch`` (the smallest batch whose intensity reaches the ridge
+    point, or None if no batch up to 2**24 does).
+    """
+    name = "check_linear_roofline"
+    rng = np.random.default_rng(seed)
+    cases = [(1, 784, 512, 4, 1e12, 1e11), (256, 784, 512, 4, 1e12, 1e11), (64, 4096, 4096, 2, 9.9e14, 3.35e12),
+             (8, 10, 3, 8, 1e11, 1e10), (1, 100, 100, 4, 5e13, 1e10)]
+    for _ in range(20):
+        cases.append((int(rng.integers(1, 2048)), int(rng.integers(1, 4096)), int(rng.integers(1, 4096)),
+                      int(rng.choice([2, 4, 8])), 10 ** rng.uniform(10, 15), 10 ** rng.uniform(9, 13)))
+    for args in cases:
+        ok, got = call_learner(fn, *args, context=f"arguments {args!r}")
+        if not ok:
+            return False
+        problem = _linear_roofline_problem(got, _linear_roofline(*args), args)
+        if problem:
+            return verdict(name, problem, "")
+    return verdict(name, None, f"right on {len(cases)} layers: FLOPs and bytes counted, the lower roof taken, "
+                               "and the batch from which W's reuse makes the layer compute-bound.")

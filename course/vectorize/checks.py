@@ -1,6 +1,10 @@
 """Checks for lesson 02's exercises: vectorize leaky ReLU, vectorize a row-wise softmax.
 
-Each check runs your function on fresh inputs (sizes 0 and 1, sizes that are not
+``check_lane_dot`` checks a dot product written the way a SIMD unit runs it: strips of ``lanes``
+elements, a masked tail, and a horizontal sum; the result must match, bit for bit, the float32 sum in
+that order.
+
+Each other check runs your function on fresh inputs (sizes 0 and 1, sizes that are not
 a multiple of any lane width, float32 and float64), compares it with the course's
 answer, says what is wrong if anything is, and then checks that it is vectorized: on a
 large input it may run only a handful of Python lines, not one (or a few) per element
@@ -16,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..checking import call_learner, python_lines_run
+from ..checking import call_learner, python_lines_run, verdict
 from ..timing import benchmark
 from .exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
 
-__all__ = ["check_leaky_relu", "check_softmax_rows"]
+__all__ = ["check_leaky_relu", "check_softmax_rows", "check_lane_dot"]
 
 
 def _call(fn: Callable, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
@@ -163,3 +167,83 @@ def check_softmax_rows(fn: Callable, speed: bool = True) -> bool:
     x = rng.standard_normal((256, 96))
     return _vectorized(fn, softmax_rows_loop, (x,),
                        "x.max(axis=1, keepdims=True), np.exp, .sum(axis=1, keepdims=True)", "rows", x.shape[0])
+
+
+def _lane_dot_reference(a: np.ndarray, b: np.ndarray, lanes: int, acc_dtype: Any = None,
+                        fold: bool = True) -> Any:
+    """The dot product in the order a ``lanes``-wide SIMD register adds it (the check's own spec)."""
+    acc = np.zeros(lanes, dtype=acc_dtype or a.dtype)
+    full = a.shape[0] - a.shape[0] % lanes
+    for start in range(0, full, lanes):
+        acc = acc + a[start:start + lanes] * b[start:start + lanes]
+    acc[:a.shape[0] - full] += a[full:] * b[full:]
+    if not fold:
+        return acc.sum()
+    while acc.shape[0] > 1:
+        acc = acc[:acc.shape[0] // 2] + acc[acc.shape[0] // 2:]
+    return acc[0]
+
+
+def _lane_dot_problem(fn: Callable, a: np.ndarray, b: np.ndarray, lanes: int) -> str | None:
+    where = f"n = {a.shape[0]}, lanes = {lanes}"
+    ok, got = call_learner(fn, a.copy(), b.copy(), lanes, context=where)
+    if not ok:
+        return ""
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return f"({where}) return one number, the dot product; got {type(got).__name__} {got!r:.60}."
+    exact = float(np.dot(a.astype(np.float64), b.astype(np.float64)))
+    scale = float(np.abs(a.astype(np.float64) * b).sum()) + 1e-30
+    if not abs(value - exact) <= 1e-4 * scale:
+        return (f"({where}) you returned {value:.7g}, but the dot product is {exact:.7g}. "
+                + ("Check the tail: the last n % lanes elements count too." if a.shape[0] % lanes else
+                   "Multiply element by element and add every product once."))
+    want = _lane_dot_reference(a, b, lanes)
+    if np.float32(value) == want:
+        return None
+    suspects = [
+        (np.float32(np.dot(a, b)) if a.size else np.float32(0), "that is numpy's (BLAS's) dot product, in its own "
+         "order; here you write the strips yourself."),
+        (_lane_dot_reference(a, b, lanes, acc_dtype=np.float64), "your accumulator holds float64 numbers; "
+         "a float32 SIMD register holds float32: make it np.zeros(lanes, dtype=a.dtype)."),
+        (_lane_dot_reference(a, b, lanes, fold=False), "the horizontal sum is not the halving tree: fold the "
+         "register in halves (acc[:w] + acc[w:2w], w = lanes/2, lanes/4, ..., 1) as the shuffle instructions do."),
+    ]
+    seq = np.float32(0)
+    for x, y in zip(a, b):
+        seq = np.float32(seq + x * y)
+    suspects.append((seq, "that is the sum one element at a time, the scalar loop's order; keep `lanes` partial "
+                          "sums, one per lane, and add a whole strip per step."))
+    for alt, msg in suspects:
+        if np.float32(value) == np.float32(alt):
+            return f"({where}) right to rounding, but {msg}"
+    return (f"({where}) right to rounding ({value!r} against {float(want)!r}), but not in the lanes' order: "
+            "one partial sum per lane over the strips, the tail into the first lanes, then the halving fold.")
+
+
+def check_lane_dot(fn: Callable, speed: bool = True) -> bool:
+    """Check ``fn(a, b, lanes) -> float``: the float32 dot product of ``a`` and ``b`` as a SIMD unit adds it.
+
+    The result must equal, bit for bit, the sum kept in ``lanes`` partial sums (strip ``s`` adds
+    ``a[s:s+lanes] * b[s:s+lanes]`` to them), the tail's products added to the first lanes, and the
+    register folded in halves at the end. With ``speed`` it also counts the Python lines run on
+    4,096 elements: a strip per step, not an element per step.
+    """
+    name = "check_lane_dot"
+    rng = np.random.default_rng(202)
+    for n, lanes in [(0, 8), (1, 8), (8, 8), (37, 8), (100, 4), (1000, 16), (999, 8)]:
+        a = rng.standard_normal(n).astype(np.float32)
+        b = (rng.standard_normal(n) * 10 ** rng.uniform(-3, 3, n)).astype(np.float32)  # spread: rounding shows
+        problem = _lane_dot_problem(fn, a, b, lanes)
+        if problem is not None:
+            return verdict(name, problem, "")
+    if speed:
+        a = rng.standard_normal(4096).astype(np.float32)
+        lines = python_lines_run(fn, a, a, 8)
+        if lines > 4 * 4096 // 8 + 100:
+            return verdict(name, f"right, but on 4,096 elements with 8 lanes it ran {lines:,} lines of Python: "
+                           "about one per element. Handle a whole strip of `lanes` elements per statement "
+                           f"(at most about {4096 // 8} strips).", "")
+    return verdict(name, None, "right, bit for bit: strips of `lanes` partial sums, a masked tail, a halving "
+                               "fold. That is the order in which a compiler's vectorised loop adds.")
