@@ -1,0 +1,160 @@
+"""The hardware counts of the kernel simulator, on tiny kernels whose counts are computed by hand, and
+the optimisation exercises graded by them (the slow starting kernel fails, the course's answer passes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import cuda, float32
+
+import course.check as check
+from course.errors import BadInputError
+from course.kernels import count, tuned
+from course.kernels.tuning import TUNINGS, grade_tuning
+
+F32 = np.float32
+
+
+def copy_coalesced(out, a):
+    i = cuda.grid(1)
+    out[i] = a[i]
+
+
+def copy_strided(out, a):            # lane i reads a[i, 0]: one float per 256-byte row
+    i = cuda.grid(1)
+    out[i] = a[i, 0]
+
+
+def test_a_coalesced_float32_copy_touches_four_sectors_per_warp_request():
+    # 64 threads = 2 warps; each warp reads 32 x 4 B = 128 B = 4 sectors and writes 4 more.
+    c = count(copy_coalesced, 1, 64, out=np.zeros(64, F32), a=np.ones(64, F32))
+    assert (c.global_requests, c.global_sectors, c.global_ideal_sectors) == (4, 16, 16)
+
+
+def test_a_strided_read_touches_one_sector_per_lane():
+    # the read: 2 warps x 32 rows = 64 sectors; the coalesced write: 2 x 4 = 8.
+    c = count(copy_strided, 1, 64, out=np.zeros(64, F32), a=np.ones((64, 64), F32))
+    assert (c.global_requests, c.global_sectors) == (4, 72)
+
+
+def test_float64_doubles_the_sectors_of_a_coalesced_request():
+    c = count(copy_coalesced, 1, 32, out=np.zeros(32), a=np.ones(32))
+    assert c.global_sectors == 8 + 8
+
+
+def column_of_shared(out, a):
+    tile = cuda.shared.array((32, 32), float32)
+    t = cuda.threadIdx.x
+    for r in range(32):
+        tile[r, t] = 1.0             # a row: 32 banks, conflict-free
+    cuda.syncthreads()
+    out[t] = tile[t, 0]              # a column: every word in bank 0
+
+
+def column_of_padded(out, a):
+    tile = cuda.shared.array((32, 33), float32)
+    t = cuda.threadIdx.x
+    for r in range(32):
+        tile[r, t] = 1.0
+    cuda.syncthreads()
+    out[t] = tile[t, 0]              # word 33 t: banks t, all different
+
+
+def broadcast(out, a):
+    cache = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    cache[t] = 2.0
+    cuda.syncthreads()
+    out[t] = cache[0]                # one word for every lane: free
+
+
+def test_a_column_of_a_32_wide_tile_is_a_32_way_conflict_and_padding_removes_it():
+    args = {"out": np.zeros(32, F32), "a": np.zeros(1, F32)}
+    plain, padded = count(column_of_shared, 1, 32, **args), count(column_of_padded, 1, 32, **args)
+    # 32 row writes (1 wavefront each) + 1 column read (32 wavefronts)
+    assert (plain.shared_requests, plain.shared_wavefronts, plain.bank_conflicts, plain.worst_conflict) == \
+        (33, 64, 31, 32)
+    assert (padded.shared_requests, padded.bank_conflicts, padded.worst_conflict) == (33, 0, 1)
+    assert plain.barriers == padded.barriers == 1
+
+
+def test_a_broadcast_is_free():
+    c = count(broadcast, 1, 32, out=np.zeros(32, F32), a=np.zeros(1, F32))
+    assert (c.shared_requests, c.bank_conflicts) == (2, 0)
+
+
+def branch_on_parity(out, a):
+    t = cuda.threadIdx.x
+    if t % 2 == 0:                   # every warp split in two
+        out[t] = a[t]
+
+
+def branch_on_warp(out, a):
+    t = cuda.threadIdx.x
+    if t < 32:                       # warp 0 all in, warp 1 all out
+        out[t] = a[t]
+
+
+def test_a_branch_inside_a_warp_diverges_and_one_along_warps_does_not():
+    args = {"out": np.zeros(64, F32), "a": np.ones(64, F32)}
+    parity, warp = count(branch_on_parity, 1, 64, **args), count(branch_on_warp, 1, 64, **args)
+    assert (parity.divergent_warps, parity.warp_phases) == (2, 2)
+    assert (warp.divergent_warps, warp.warp_phases) == (0, 2)
+    assert parity.global_requests == 4 and warp.global_requests == 2
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 8))
+def test_a_2d_block_numbers_its_warps_x_fastest(rows):
+    # blocks of 32 x rows: each row of threads is one warp reading one row of a: 4 sectors each.
+    def rows_copy(out, a):
+        x, y = cuda.grid(2)
+        out[y, x] = a[y, x]
+    c = count(rows_copy, 1, (32, rows), out=np.zeros((rows, 32), F32), a=np.ones((rows, 32), F32))
+    assert (c.global_requests, c.global_sectors, c.divergent_warps) == (2 * rows, 8 * rows, 0)
+
+
+@pytest.mark.parametrize("name", sorted(TUNINGS))
+def test_the_slow_starting_kernel_misses_its_target_and_the_answer_meets_it(name):
+    t = TUNINGS[name]
+    slow, good = grade_tuning(name, t.slow), grade_tuning(name, t.answer)
+    assert not slow.ok and any("the target is at most" in p for p in slow.problems)
+    assert not any("expected" in p for p in slow.problems)          # slow, but correct
+    assert good.ok, good.problems
+
+
+@pytest.mark.parametrize("name, half_way, still_over", [
+    ("transpose", tuned.transpose_tiled, "bank conflicts: 1984"),
+    ("reduction", tuned.reduce_strided_index, "bank conflicts: 90")])
+def test_half_an_optimisation_is_told_what_is_still_over_target(name, half_way, still_over):
+    g = grade_tuning(name, half_way)
+    assert not g.ok and len(g.problems) == 1 and g.problems[0].startswith(still_over)
+
+
+def test_a_fast_but_wrong_kernel_fails_on_its_values():
+    def skips_the_last_column(out, a):
+        x, y = cuda.grid(2)
+        for j in range(0, 32, 4):
+            if x < 63:
+                out[x, y + j] = a[y + j, x]
+    g = grade_tuning("transpose", skips_the_last_column)
+    assert not g.ok and any("expected" in p for p in g.problems)
+
+
+def test_the_checks_print_the_counts_beside_the_start_and_return_the_verdict(capsys):
+    assert check.check_kernel_reduction_fast(tuned.reduce_interleaved) is False
+    out = capsys.readouterr().out
+    assert "divergent warps: 48, the target is at most 12 (4.0x the target" in out
+    assert check.check_kernel_scan_fast(tuned.scan_padded) is True
+    assert "On target" in capsys.readouterr().out
+
+
+def test_a_stub_is_not_done_yet_and_an_unknown_exercise_is_refused(capsys):
+    def stub(out, a):
+        raise NotImplementedError
+    assert check.check_kernel_transpose_fast(stub) is False
+    assert "Not done yet" in capsys.readouterr().out
+    with pytest.raises(BadInputError, match="transpose"):
+        grade_tuning("sort", stub)
