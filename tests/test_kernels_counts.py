@@ -158,3 +158,35 @@ def test_a_stub_is_not_done_yet_and_an_unknown_exercise_is_refused(capsys):
     assert "Not done yet" in capsys.readouterr().out
     with pytest.raises(BadInputError, match="transpose"):
         grade_tuning("sort", stub)
+
+
+def test_the_warp_demonstrations_count_the_bad_variant_higher():
+    from course.kernels import warps
+    c = warps.coalescing(2)
+    assert (c["coalesced"].global_sectors, c["strided"].global_sectors) == (2 * 8, 2 * (32 + 4))
+    d = warps.divergence()
+    assert d["interleaved"].divergent_warps > d["sequential"].divergent_warps
+    b = warps.bank_conflicts()
+    assert b["32 x 32 tile"].worst_conflict == 32 and b["32 x 33 tile"].bank_conflicts == 0
+
+
+@pytest.mark.parametrize("threads, regs, smem, blocks, limit", [
+    (256, 32, 0, 8, "warps"),              # 64 warps / 8
+    (256, 64, 0, 4, "registers"),          # 65536 / (64 x 256)
+    (128, 32, 100 * 1024, 2, "shared memory"),   # 228 KiB / (100 KiB + 1 KiB reserved)
+    (32, 16, 0, 32, "blocks")])
+def test_occupancy_against_h100_data_sheet_limits(threads, regs, smem, blocks, limit):
+    from course.kernels.warps import occupancy
+    o = occupancy(threads, regs, smem)
+    assert (o["blocks_per_sm"], o["limited_by"]) == (blocks, limit)
+    with pytest.raises(BadInputError):
+        occupancy(2048)
+
+
+def test_padding_the_tile_scan_removes_its_conflicts_and_saves_more_with_longer_runs():
+    from course.kernels.warps import scan_padding_report, scan_padding_rows
+    rows = scan_padding_rows(((32, 4), (32, 8)))
+    assert all(r["padded_wavefronts_per_element"] < r["plain_wavefronts_per_element"] for r in rows)
+    saved = [r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"] for r in rows]
+    assert saved[1] > saved[0] and rows[0]["worst_conflict_plain"] == 4
+    assert "no reference" in scan_padding_report(rows)
