@@ -62,9 +62,10 @@ def _exclusive_tiles(a: np.ndarray, tile: int) -> np.ndarray:
 _TR, _SCAN_TILE = tuned.TR_TILE, tuned.SCAN_T * tuned.SCAN_ITEMS
 
 TUNINGS: dict[str, Tuning] = {t.name: t for t in [
-    Tuning("transpose", f"Matrix transpose of a {_TR} x {2 * _TR} matrix, blocks of {_TR} x {tuned.TR_ROWS} threads",
+    Tuning("transpose", f"Matrix transpose of a {_TR} x {2 * _TR} matrix, blocks of {_TR} x {tuned.TR_ROWS}",
            (2, 1), (_TR, tuned.TR_ROWS),
-           lambda r, k: {"out": np.full((2 * _TR * k, _TR * k), np.nan, np.float32), "a": _ints(r, _TR * k, 2 * _TR * k)},
+           lambda r, k: {"out": np.full((2 * _TR * k, _TR * k), np.nan, np.float32),
+                         "a": _ints(r, _TR * k, 2 * _TR * k)},
            lambda g: {"out": g["a"].T},
            {"global_sectors": 2 * 2 * _TR * _TR * 4 // 32, "bank_conflicts": 0},
            {"global_sectors": "a warp's 32 lanes should touch 32 consecutive floats (4 sectors) on both the read "

@@ -146,21 +146,23 @@ def scan_padding_report(rows: list[dict] | None = None) -> str:
                   if plain and padded else f"{'no reference':>38}")
         saved = r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"]
         lines.append(f"{r['threads']:>5}x{r['items']:<2} {r['plain_wavefronts_per_element']:>8.2f} -> "
-                     f"{r['padded_wavefronts_per_element']:<8.2f} {saved:>6.2f} {r['global_sectors_per_element']:>12.2f} "
+                     f"{r['padded_wavefronts_per_element']:<8.2f} {saved:>6.2f} "
+                     f"{r['global_sectors_per_element']:>12.2f} "
                      f"{r['blocks_per_sm_plain']:>4} -> {r['blocks_per_sm_padded']:<3} {timing}")
     small = min(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
     large = max(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
     ds = small["plain_wavefronts_per_element"] - small["padded_wavefronts_per_element"]
     dl = large["plain_wavefronts_per_element"] - large["padded_wavefronts_per_element"]
-    lines += ["", f"Padding saves {ds:.2f} shared-memory wavefronts per element at {small['threads']}x{small['items']} and "
+    lines += ["", f"Padding saves {ds:.2f} shared-memory wavefronts per element at "
+              f"{small['threads']}x{small['items']} and "
               f"{dl:.2f} at {large['threads']}x{large['items']} (each thread's run of items "
               f"consecutive words is an items-way conflict without it).",
               "It costs an index computation (i + i // 32: a shift and an add) on every shared access of the padded "
               "kernel, and it changes no global sector and no block count per SM (32 registers a thread assumed).",
               "So where the saving is small, padding has little to win and its extra instructions can lose; the "
               "counts do not say how much time either side is: that is what the H100 column measures."]
-    ratios = {f"{r['threads']}x{r['items']}": ref[(r["threads"], r["items"], True)][0] / ref[(r["threads"], r["items"],
-              False)][0] for r in rows if (r["threads"], r["items"], True) in ref and (r["threads"], r["items"], False) in ref}
+    ratios = {f"{t}x{i}": ref[(t, i, True)][0] / ref[(t, i, False)][0]
+              for t, i in ((r["threads"], r["items"]) for r in rows) if (t, i, True) in ref and (t, i, False) in ref}
     if ratios and max(ratios.values()) > 1.2:
         worst = max(ratios, key=ratios.get)
         lines.append(f"At {worst} the padded kernel took {ratios[worst]:.2f}x the plain one's time, more than these "
