@@ -9,7 +9,7 @@ and have them checked.
 
 from __future__ import annotations
 
-from .counts import Counts, count, hardware_counts
+from .counts import Counts, count, counts_table, hardware_counts
 from .exercises import EXERCISES, TILE, TPB, Exercise, exercise
 from .grading import Grade, grade
 from .pictures import draw_trace, show
@@ -18,4 +18,4 @@ from .trace import Access, KernelIndexError, Trace, TracedArray
 
 __all__ = ["EXERCISES", "TILE", "TPB", "Exercise", "exercise", "Grade", "grade", "draw_trace", "show",
            "KernelFailed", "gpu_kernels_available", "python_function", "run_on_gpu", "simulate",
-           "Access", "KernelIndexError", "Trace", "TracedArray", "Counts", "count", "hardware_counts"]
+           "Access", "KernelIndexError", "Trace", "TracedArray", "Counts", "count", "counts_table", "hardware_counts"]

@@ -44,7 +44,7 @@ import numpy as np
 from .simulator import simulate
 from .trace import Trace
 
-__all__ = ["WARP", "SECTOR_BYTES", "BANKS", "Counts", "hardware_counts", "count"]
+__all__ = ["WARP", "SECTOR_BYTES", "BANKS", "Counts", "hardware_counts", "count", "counts_table"]
 
 #: Threads per warp, bytes per global-memory sector, shared-memory banks (4 bytes each): NVIDIA's
 #: figures since compute capability 5.0 (programming guide), H100 included.
@@ -179,3 +179,17 @@ def count(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> Counts:
     """
     _res, trace = simulate(kernel, blocks, threads, **arrays)
     return hardware_counts(trace, threads)
+
+
+def counts_table(named: dict) -> str:
+    """The counts of several launches side by side, one column each (``{"name": Counts}``).
+
+    >>> counts_table({"empty": Counts()}).split()[:3]
+    ['empty', 'global_sectors', '0']
+    """
+    names = list(named)
+    width = max([10] + [len(n) + 2 for n in names])
+    lines = [" " * 18 + "".join(f"{n:>{width}}" for n in names)]
+    for k in COUNT_NAMES:
+        lines.append(f"{k:<18}" + "".join(f"{named[n].as_dict()[k]:>{width}}" for n in names))
+    return "\n".join(lines)

@@ -26,7 +26,7 @@ from .counts import Counts, hardware_counts
 from .simulator import KernelFailed, gpu_kernels_available, python_function, simulate
 from .trace import KernelIndexError
 
-__all__ = ["Tuning", "TUNINGS", "tuning", "TuningGrade", "grade_tuning", "report_tuning", "time_tuning"]
+__all__ = ["Tuning", "TUNINGS", "GPU_SCALE", "tuning", "TuningGrade", "grade_tuning", "report_tuning", "time_tuning"]
 
 
 @dataclass(frozen=True)
@@ -171,9 +171,13 @@ def report_tuning(name: str, kernel: Any) -> bool:
     return g.ok
 
 
-def time_tuning(name: str, kernel: Any, scale: int = 64, repeat: int = 20) -> dict:
+#: How many times larger the GPU timing's grid is than the simulator's (each way, for the transpose).
+GPU_SCALE = {"transpose": 64, "reduction": 4096, "scan": 4096}
+
+
+def time_tuning(name: str, kernel: Any, scale: int | None = None, repeat: int = 20) -> dict:
     """On a GPU: the median time of ``kernel``, of the starting kernel and of a device-to-device copy of the
-    same bytes (the baseline), with exercise ``name``'s grid ``scale`` times larger each way.
+    same bytes (the baseline), with exercise ``name``'s grid ``scale`` times larger (:data:`GPU_SCALE`).
 
     Raises GPUUnavailableError where no GPU answers (nothing is estimated).
     """
@@ -184,6 +188,7 @@ def time_tuning(name: str, kernel: Any, scale: int = 64, repeat: int = 20) -> di
 
     from ..devices import quiet_numba_launches
     t = tuning(name)
+    scale = GPU_SCALE[name] if scale is None else scale
     args = t.inputs(0, scale)
     dev = {k: cuda.to_device(v) for k, v in args.items()}
     src, out = dev["a"], dev["out"]

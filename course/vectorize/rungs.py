@@ -224,9 +224,10 @@ def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | 
 
     Each step applies the rule to a slice of ``lanes`` elements, as one vector
     instruction applies it to the lanes of a register.  What the time measures is the
-    Python and numpy overhead of a call, paid once per step, so the steps -- and roughly
-    the time -- fall by a factor of ``lanes``; inside each call numpy runs its own
-    compiled (and vectorised) loop whatever ``lanes`` is.  The last step may be partly empty when ``lanes`` does not divide ``n``.
+    Python and numpy overhead of a call, paid once per step, so the steps -- and
+    roughly the time -- fall by a factor of ``lanes``; inside each call numpy runs
+    its own compiled (and vectorised) loop whatever ``lanes`` is.  The last step may
+    be partly empty when ``lanes`` does not divide ``n``.
 
     >>> lanes_elementwise("relu", np.array([-1.0, 2.0, -3.0]), lanes=2).tolist()
     [0.0, 2.0, 0.0]
