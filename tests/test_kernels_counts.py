@@ -190,3 +190,26 @@ def test_padding_the_tile_scan_removes_its_conflicts_and_saves_more_with_longer_
     saved = [r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"] for r in rows]
     assert saved[1] > saved[0] and rows[0]["worst_conflict_plain"] == 4
     assert "no reference" in scan_padding_report(rows)
+
+
+def test_the_gpu_timing_refuses_without_a_gpu_and_estimates_nothing(monkeypatch):
+    from course.errors import GPUUnavailableError
+    from course.kernels import tuning
+    monkeypatch.setattr(tuning, "gpu_kernels_available", lambda: False)
+    with pytest.raises(GPUUnavailableError, match="counts"):
+        tuning.time_tuning("scan", tuned.scan_padded)
+
+
+@pytest.mark.parametrize("kernel, dims", [(tuned.transpose_naive, 2), (tuned.transpose_tiled_padded, 2),
+                                          (tuned.reduce_interleaved, 1), (tuned.reduce_sequential, 1),
+                                          (tuned.scan_plain, 1), (tuned.scan_padded, 1)])
+def test_the_exercise_kernels_compile_for_an_h100_without_a_gpu(kernel, dims):
+    # numba.cuda.jit needs every shared array's size as one constant: a sum such as TR_TILE + 1 does not compile.
+    array = float32[:, ::1] if dims == 2 else float32[::1]
+    try:
+        ptx, _ = cuda.compile_ptx(kernel, (array, array), cc=(9, 0))
+    except Exception as exc:          # noqa: BLE001 - no libNVVM here: nothing to compile with
+        if "NVVM" in str(exc) or "nvvm" in str(exc) or "libdevice" in str(exc):
+            pytest.skip(f"numba finds no libNVVM here: {exc}")
+        raise
+    assert ".entry" in ptx

@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from numba import cuda, float32
 
-__all__ = ["TR_TILE", "TR_ROWS", "RED_T", "SCAN_T", "SCAN_ITEMS", "transpose_naive", "transpose_tiled",
+__all__ = ["TR_TILE", "TR_ROWS", "TR_TILE_PADDED", "RED_T", "SCAN_T", "SCAN_ITEMS", "SCAN_TILE", "SCAN_TILE_PADDED",
+           "SCAN_T_PADDED", "transpose_naive", "transpose_tiled",
            "transpose_tiled_padded", "reduce_interleaved", "reduce_strided_index", "reduce_sequential",
            "block_scan_kernel", "scan_plain", "scan_padded"]
 
@@ -20,8 +21,11 @@ __all__ = ["TR_TILE", "TR_ROWS", "RED_T", "SCAN_T", "SCAN_ITEMS", "transpose_nai
 TR_TILE, TR_ROWS = 32, 4
 #: Reduction: threads per block, one element each.
 RED_T = 128
-#: Block scan: threads per block and elements per thread (a tile of SCAN_T * SCAN_ITEMS).
+#: Block scan: threads per block and elements per thread (a tile of SCAN_TILE = SCAN_T * SCAN_ITEMS).
 SCAN_T, SCAN_ITEMS = 64, 4
+SCAN_TILE = SCAN_T * SCAN_ITEMS
+#: Sizes with one spare word per 32 (numba.cuda.jit needs a shared array's size as one constant, not a sum).
+TR_TILE_PADDED, SCAN_TILE_PADDED, SCAN_T_PADDED = TR_TILE + 1, SCAN_TILE + SCAN_TILE // 32, SCAN_T + SCAN_T // 32
 
 
 def transpose_naive(out, a):
@@ -45,7 +49,7 @@ def transpose_tiled(out, a):
 
 
 def transpose_tiled_padded(out, a):
-    tile = cuda.shared.array((TR_TILE, TR_TILE + 1), float32)   # one spare column: a column spans all banks
+    tile = cuda.shared.array((TR_TILE, TR_TILE_PADDED), float32)   # a spare column: a column spans all banks
     x = cuda.blockIdx.x * TR_TILE + cuda.threadIdx.x
     y = cuda.blockIdx.y * TR_TILE + cuda.threadIdx.y
     for j in range(0, TR_TILE, TR_ROWS):
@@ -108,10 +112,11 @@ def block_scan_kernel(threads: int, items: int, padded: bool) -> Callable:
     ``threads * items`` float32.  ``padded`` stores shared index ``i`` at ``i + i // 32``."""
     T, ITEMS, TILE = threads, items, threads * items
     PAD = 1 if padded else 0
+    TILE_WORDS, PART_WORDS = TILE + PAD * (TILE // 32), T + PAD * (T // 32)
 
     def block_scan(out, a):
-        tile = cuda.shared.array(TILE + PAD * (TILE // 32), float32)
-        part = cuda.shared.array(T + PAD * (T // 32), float32)
+        tile = cuda.shared.array(TILE_WORDS, float32)
+        part = cuda.shared.array(PART_WORDS, float32)
         t = cuda.threadIdx.x
         base = cuda.blockIdx.x * TILE
         for k in range(ITEMS):                             # coalesced load
@@ -164,10 +169,10 @@ def block_scan_kernel(threads: int, items: int, padded: bool) -> Callable:
 
 
 def scan_plain(out, a):
-    tile = cuda.shared.array(SCAN_T * SCAN_ITEMS, float32)
+    tile = cuda.shared.array(SCAN_TILE, float32)
     part = cuda.shared.array(SCAN_T, float32)
     t = cuda.threadIdx.x
-    base = cuda.blockIdx.x * SCAN_T * SCAN_ITEMS
+    base = cuda.blockIdx.x * SCAN_TILE
     for k in range(SCAN_ITEMS):                            # coalesced load
         tile[k * SCAN_T + t] = a[base + k * SCAN_T + t]
     cuda.syncthreads()

@@ -97,7 +97,7 @@ def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_byt
             "limited_by": min(by, key=lambda k: (by[k], k != "warps")), "blocks_by_limit": by}
 
 
-def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16), (256, 8))) -> list[dict]:
+def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16))) -> list[dict]:
     """Lesson 04's tile scan, plain and padded, counted for one tile of each ``(threads, items)`` shape.
 
     Per element of the tile: the shared-memory wavefronts of each layout, the global sectors (the same in
