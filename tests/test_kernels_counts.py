@@ -213,3 +213,40 @@ def test_the_exercise_kernels_compile_for_an_h100_without_a_gpu(kernel, dims):
             pytest.skip(f"numba finds no libNVVM here: {exc}")
         raise
     assert ".entry" in ptx
+
+
+def gather(out, a, idx):
+    i = cuda.grid(1)
+    out[i] = a[idx[i]]
+
+
+def shared_gather(out, a, idx):
+    cache = cuda.shared.array(256, float32)
+    t = cuda.threadIdx.x
+    cache[idx[t]] = 1.0
+    cuda.syncthreads()
+    out[t] = cache[idx[t]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 255), min_size=32, max_size=32))
+def test_sectors_of_a_gather_match_an_independent_count(idx):
+    # one warp: reads idx (int32, 128 B = 4 sectors), reads a[idx] (distinct 32-byte blocks of 4-byte
+    # elements), writes out (4 sectors).
+    idx = np.array(idx, dtype=np.int32)
+    c = count(gather, 1, 32, out=np.zeros(32, F32), a=np.ones(256, F32), idx=idx)
+    assert c.global_sectors == 4 + len({int(i) // 8 for i in idx}) + 4
+    assert c.global_requests == 3
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 255), min_size=32, max_size=32))
+def test_bank_conflicts_of_a_shared_gather_match_an_independent_count(idx):
+    # the busiest bank's number of distinct words, counted with a dict of sets
+    from collections import defaultdict
+    banks = defaultdict(set)
+    for w in idx:
+        banks[w % 32].add(w)
+    degree = max(len(v) for v in banks.values())
+    c = count(shared_gather, 1, 32, out=np.zeros(32, F32), a=np.ones(1, F32), idx=np.array(idx, dtype=np.int32))
+    assert (c.shared_requests, c.worst_conflict, c.bank_conflicts) == (2, degree, 2 * (degree - 1))
