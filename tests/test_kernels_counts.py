@@ -250,3 +250,18 @@ def test_bank_conflicts_of_a_shared_gather_match_an_independent_count(idx):
     degree = max(len(v) for v in banks.values())
     c = count(shared_gather, 1, 32, out=np.zeros(32, F32), a=np.ones(1, F32), idx=np.array(idx, dtype=np.int32))
     assert (c.shared_requests, c.worst_conflict, c.bank_conflicts) == (2, degree, 2 * (degree - 1))
+
+
+def test_counts_and_the_padding_table_refuse_bad_input_before_running():
+    from course.kernels import Trace, hardware_counts
+    from course.kernels.warps import scan_padding_rows
+    with pytest.raises(BadInputError, match="Trace"):
+        hardware_counts([], 32)
+    with pytest.raises(BadInputError, match="threads"):
+        count(copy_coalesced, 1, 0, out=np.zeros(1, F32), a=np.zeros(1, F32))
+    with pytest.raises(BadInputError, match="block shape"):
+        hardware_counts(Trace(), (32, 0))
+    with pytest.raises(BadInputError, match="power of two"):
+        scan_padding_rows(((100, 4),))
+    with pytest.raises(BadInputError, match="items"):
+        scan_padding_rows(((64, 0),))

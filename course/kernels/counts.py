@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BadInputError
 from .simulator import simulate
 from .trace import Trace
 
@@ -120,7 +121,12 @@ def _cost(space: str, flat: set, itemsize: int) -> tuple[int, int]:
 
 def hardware_counts(trace: Trace, threads: Any) -> Counts:
     """Count ``trace`` (one launch with blocks of shape ``threads``) as the module doc says."""
+    if not isinstance(trace, Trace):
+        raise BadInputError(f"trace must be the Trace that simulate() returned, got {type(trace).__name__}")
     shape = tuple(threads) if isinstance(threads, (tuple, list)) else (threads,)
+    if not 1 <= len(shape) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shape):
+        raise BadInputError(f"threads must be the launch's block shape: a positive int or 1-3 positive ints, "
+                            f"got {threads!r}")
     shape = tuple(int(v) for v in shape) + (1,) * (3 - len(shape))
     seen: dict = defaultdict(int)
     groups: dict = defaultdict(list)

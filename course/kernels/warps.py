@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..errors import whole_number
+from ..errors import BadInputError, whole_number
 from . import tuned
 from .counts import Counts, count, hardware_counts
 from .simulator import simulate
@@ -103,6 +103,11 @@ def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16))) -> list[d
     Per element of the tile: the shared-memory wavefronts of each layout, the global sectors (the same in
     both), and the blocks per SM each layout allows on an H100 (data-sheet limits, 32 registers assumed).
     """
+    for threads, items in shapes:
+        if not (isinstance(threads, int) and 32 <= threads <= 256 and threads & (threads - 1) == 0):
+            raise BadInputError(f"threads must be a power of two from 32 to 256 (the simulator runs one Python "
+                                f"thread each), got {threads!r}")
+        whole_number("items", items, 1, 32, hint="elements per thread")
     rows = []
     for threads, items in shapes:
         n = threads * items
