@@ -1,6 +1,8 @@
 """Kernel exercises: write small ``numba.cuda`` kernels, run them on the CUDA simulator inside the
 notebook (no environment variable, no restart) or on a GPU, see what each thread read and wrote,
-and have them checked.
+and have them checked; count what a GPU would pay for them (:mod:`~course.kernels.counts`: sectors, bank
+conflicts, divergent warps, barriers) and make three slow kernels fast against those counts
+(:mod:`~course.kernels.tuning`); :mod:`~course.kernels.warps` holds the counted warp-level demonstrations.
 
 >>> from course import kernels
 >>> sorted(kernels.EXERCISES)[:3]

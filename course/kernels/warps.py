@@ -123,6 +123,7 @@ def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16))) -> list[d
                      "padded_wavefronts_per_element": c[True].shared_wavefronts / n,
                      "worst_conflict_plain": c[False].worst_conflict,
                      "global_sectors_per_element": c[False].global_sectors / n,
+                     "same_global_sectors": c[False].global_sectors == c[True].global_sectors,
                      "shared_requests_per_element": c[True].shared_requests / n,
                      "blocks_per_sm_plain": occupancy(threads, 32, smem[0])["blocks_per_sm"],
                      "blocks_per_sm_padded": occupancy(threads, 32, smem[1])["blocks_per_sm"]})
@@ -158,12 +159,14 @@ def scan_padding_report(rows: list[dict] | None = None) -> str:
     large = max(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
     ds = small["plain_wavefronts_per_element"] - small["padded_wavefronts_per_element"]
     dl = large["plain_wavefronts_per_element"] - large["padded_wavefronts_per_element"]
+    unchanged = all(r["same_global_sectors"] and r["blocks_per_sm_plain"] == r["blocks_per_sm_padded"] for r in rows)
     lines += ["", f"Padding saves {ds:.2f} shared-memory wavefronts per element at "
               f"{small['threads']}x{small['items']} and "
               f"{dl:.2f} at {large['threads']}x{large['items']} (each thread's run of items "
               f"consecutive words is an items-way conflict without it).",
               "It costs an index computation (i + i // 32: a shift and an add) on every shared access of the padded "
-              "kernel, and it changes no global sector and no block count per SM (32 registers a thread assumed).",
+              "kernel; " + ("it changes no global sector and no block count per SM (32 registers a thread assumed)."
+                            if unchanged else "it also changes the global sectors or the blocks per SM above."),
               "So where the saving is small, padding has little to win and its extra instructions can lose; the "
               "counts do not say how much time either side is: that is what the H100 column measures."]
     ratios = {f"{t}x{i}": ref[(t, i, True)][0] / ref[(t, i, False)][0]
