@@ -60,7 +60,7 @@ def test_a_name_says_what_the_function_returns(name, f):
 
 
 #: numba.cuda kernels and device functions: their arguments are typed by numba at compile time
-KERNEL_MODULES = {"course.kernels.reference"}
+KERNEL_MODULES = {"course.kernels.reference", "course.kernels.tuned"}
 KERNEL_FUNCTIONS = {"relu_element", "sigmoid_element", "affine_relu_element"}
 
 

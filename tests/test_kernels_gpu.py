@@ -28,3 +28,13 @@ def test_the_check_runs_the_kernel_on_the_gpu_too(name):
         pytest.skip("numba.cuda has no GPU here")
     g = grade(name, EXERCISES[name].reference, on_gpu=True)
     assert g.ok and any("GPU" in n for n in g.notes)
+
+
+@pytest.mark.parametrize("name", ["transpose", "reduction", "scan"])
+def test_the_optimisation_exercises_are_timed_against_the_device_copy(name):
+    from course.kernels.tuning import TUNINGS, time_tuning
+    if not gpu_kernels_available():
+        pytest.skip("no GPU answers numba.cuda here")
+    r = time_tuning(name, TUNINGS[name].answer, repeat=3)
+    assert r["exercise"] == name and r["bytes_read"] > 2**20
+    assert all(r[k] > 0 for k in ("yours_s", "start_s", "copy_s"))

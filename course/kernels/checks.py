@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["check_kernel_map", "check_kernel_guard", "check_kernel_zip", "check_kernel_block_sum",
-           "check_kernel_matmul_tiled", "check_kernel_hillis_steele", "check_kernel_blelloch"]
+           "check_kernel_matmul_tiled", "check_kernel_hillis_steele", "check_kernel_blelloch",
+           "check_kernel_transpose_fast", "check_kernel_reduction_fast", "check_kernel_scan_fast"]
 
 
 def _check(name: str, kernel: Any) -> bool:
@@ -68,3 +69,21 @@ def check_kernel_hillis_steele(kernel: Any) -> bool:
 def check_kernel_blelloch(kernel: Any) -> bool:
     """Check the Blelloch exclusive block scan ``kernel(out, a)``."""
     return _check("blelloch", kernel)
+
+
+def check_kernel_transpose_fast(kernel: Any) -> bool:
+    """Check the transpose ``kernel(out, a)``: out = a.T, with global sectors and bank conflicts on target."""
+    from .tuning import report_tuning
+    return report_tuning("transpose", kernel)
+
+
+def check_kernel_reduction_fast(kernel: Any) -> bool:
+    """Check the block reduction ``kernel(out, a)``: divergent warps and bank conflicts on target."""
+    from .tuning import report_tuning
+    return report_tuning("reduction", kernel)
+
+
+def check_kernel_scan_fast(kernel: Any) -> bool:
+    """Check the tile scan ``kernel(out, a)``: exclusive scan of each tile, bank conflicts on target."""
+    from .tuning import report_tuning
+    return report_tuning("scan", kernel)

@@ -20,6 +20,7 @@ between the same two barriers), and barriers that not every thread of a block re
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -53,6 +54,8 @@ class Access:
     array: str
     index: tuple
     in_bounds: bool = True
+    site: tuple = ()        # (code, line) of the access in the kernel: with the array, kind and how many
+    #                         times the thread got there, which warp instruction made it
 
 
 def _current() -> tuple[tuple, tuple, int]:
@@ -72,13 +75,14 @@ class Trace:
     final_phase: dict = field(default_factory=dict)  # (block, thread) -> barriers passed
     phase_of: Callable[[], tuple] = _current
     ndim: int = 1                                    # dimensions of the launch (1-3), for labels
+    itemsizes: dict = field(default_factory=dict)    # array name -> bytes per element
 
-    def record(self, kind: str, space: str, array: str, index: tuple, in_bounds: bool) -> None:
+    def record(self, kind: str, space: str, array: str, index: tuple, in_bounds: bool, site: tuple = ()) -> None:
         block, thread, phase = self.phase_of()
         if len(self.accesses) >= MAX_ACCESSES:
             raise KernelRunawayError(f"more than {MAX_ACCESSES:,} memory accesses in one launch: does a loop "
                                      f"never end (a step that is never updated)?")
-        self.accesses.append(Access(block, thread, phase, kind, space, array, index, in_bounds))
+        self.accesses.append(Access(block, thread, phase, kind, space, array, index, in_bounds, site))
 
     # ---- questions --------------------------------------------------------------------------
     def counts(self) -> dict:
@@ -175,6 +179,7 @@ class TracedArray:
     def __init__(self, name: str, data: np.ndarray, space: str, trace: Trace):
         self.name, self.data, self.space, self.trace = name, data, space, trace
         trace.shapes[name] = (data.shape, space)
+        trace.itemsizes[name] = data.dtype.itemsize
 
     shape = property(lambda self: self.data.shape)
     size = property(lambda self: self.data.size)
@@ -191,7 +196,8 @@ class TracedArray:
                             f"got {key!r}")
         key = tuple(int(k) for k in key)
         ok = all(0 <= k < s for k, s in zip(key, self.data.shape))
-        self.trace.record(kind, self.space, self.name, key, ok)
+        caller = sys._getframe(2)           # the kernel's frame (under __getitem__ / __setitem__)
+        self.trace.record(kind, self.space, self.name, key, ok, (caller.f_code, caller.f_lineno))
         if not ok:
             verb = "read" if kind == "R" else "write"
             raise KernelIndexError(f"out of bounds: {verb} of {self.name}{_ix(key)}, but {self.name} has "

@@ -232,7 +232,7 @@ def lane_sweep_figure(rs: ResultSet) -> Figure:
     fig, (ax,) = new_figure(1, width=7.5, height=3.8)
     w = np.array([r["lanes"] for r in lanes], dtype=float)
     t = np.array([r["s_per_element"] for r in lanes]) * 1e9
-    ax.loglog(w, t, "o-", color=COLORS["cpu"], label="W lanes per Python step")
+    ax.loglog(w, t, "o-", color=COLORS["cpu"], label="W elements per numpy call")
     mark_noisy(ax, w, t, noisy_flags(lanes), COLORS["cpu"])
     ax.loglog(w, t[0] * w[0] / w, ":", color="0.4", label="1/W: each step costs the same")
     for rung, ls in (("loop", "--"), ("numpy", "-.")):

@@ -8,7 +8,7 @@ Flynn's taxonomy and checks that every rung gives numpy's answer:
 rung           what runs                                                   Flynn
 =============  ==========================================================  =========
 ``loop``       a pure-Python loop, one element per step                    SISD
-``lanes``      W elements per Python step (an explicit "vector register")  SIMD (W)
+``lanes``      one numpy call per W-element slice: call overhead / W       (none)
 ``numpy_new``  one numpy call that allocates a new output every time       SIMD
 ``numpy``      one numpy call writing into a preallocated ``out=``         SIMD
 ``threads``    chunks on several CPU cores, numpy ufuncs with ``out=``     MIMD
@@ -62,7 +62,7 @@ FLOAT_DTYPES = ("float16", "float32", "float64")
 #: For each rung: a label for plots, its class in Flynn's taxonomy, and the device it runs on.
 RUNG_INFO = {
     "loop": ("Python loop", "SISD", "cpu"),
-    "lanes": ("W lanes per step", "SIMD (W lanes)", "cpu"),
+    "lanes": ("W elements per numpy call", "call overhead / W", "cpu"),
     "numpy_new": ("numpy, new array", "SIMD", "cpu"),
     "numpy": ("numpy, out=", "SIMD", "cpu"),
     "threads": ("threads, out=", "MIMD (+SIMD)", "cpu"),
@@ -220,12 +220,14 @@ def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
 
 def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | None = None,
                       a: float = DEFAULT_A, b: float = DEFAULT_B) -> np.ndarray:
-    """SIMD made visible: one Python step handles ``lanes`` elements at once.
+    """One numpy call per slice of ``lanes`` elements: the picture of SIMD, not SIMD itself.
 
     Each step applies the rule to a slice of ``lanes`` elements, as one vector
-    instruction applies it to the lanes of a register.  The Python overhead is paid
-    once per step, so the steps -- and roughly the time -- fall by a factor of
-    ``lanes``.  The last step may be partly empty when ``lanes`` does not divide ``n``.
+    instruction applies it to the lanes of a register.  What the time measures is the
+    Python and numpy overhead of a call, paid once per step, so the steps -- and
+    roughly the time -- fall by a factor of ``lanes``; inside each call numpy runs
+    its own compiled (and vectorised) loop whatever ``lanes`` is.  The last step may
+    be partly empty when ``lanes`` does not divide ``n``.
 
     >>> lanes_elementwise("relu", np.array([-1.0, 2.0, -3.0]), lanes=2).tolist()
     [0.0, 2.0, 0.0]

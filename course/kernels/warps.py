@@ -1,0 +1,178 @@
+"""The warp-level ideas, counted: coalescing, divergence, bank conflicts (each a good and a bad kernel
+under :mod:`course.kernels.counts`), occupancy (a calculator against H100 data-sheet limits), and why
+lesson 04's bank-conflict padding did not pay on the H100 reference.
+
+>>> d = coalescing()
+>>> d["coalesced"].global_sectors, d["strided"].global_sectors
+(32, 144)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..errors import BadInputError, whole_number
+from . import tuned
+from .counts import Counts, count, hardware_counts
+from .simulator import simulate
+
+__all__ = ["H100_LIMITS", "coalescing", "divergence", "bank_conflicts", "occupancy", "scan_padding_rows",
+           "scan_padding_report"]
+
+#: Per-SM limits of compute capability 9.0 (H100), data-sheet figures: NVIDIA CUDA C++ Programming Guide,
+#: "Technical Specifications per Compute Capability", and its occupancy calculator's allocation units.
+H100_LIMITS = {"threads_per_sm": 2048, "warps_per_sm": 64, "blocks_per_sm": 32, "registers_per_sm": 65536,
+               "registers_per_thread": 255, "register_unit": 256, "shared_per_sm": 228 * 1024,
+               "shared_per_block": 227 * 1024, "shared_unit": 128, "shared_reserved_per_block": 1024,
+               "threads_per_block": 1024}
+
+
+def _copy_rows(out, a):                 # lane i reads a[row, i]: neighbours in memory
+    i = cuda.grid(1)
+    for r in range(a.shape[0]):
+        out[r, i] = a[r, i]
+
+
+def _copy_columns(out, a):              # lane i reads a[i, c]: 128 bytes apart
+    i = cuda.grid(1)
+    for c in range(out.shape[0]):
+        out[c, i] = a[i, c]
+
+
+def coalescing(n: int = 4) -> dict[str, Counts]:
+    """One warp copies ``n`` rows of 32 float32 (coalesced: lane i takes element i of a row), or ``n``
+    columns of a 32 x 32 float32 matrix into rows (strided: lane i reads row i, 128 bytes from its neighbour).
+
+    Each coalesced request touches 4 sectors; a column read touches one per lane, 32.
+    """
+    n = whole_number("n", n, 1, 32, hint="rows (or columns) copied")
+    a = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    return {"coalesced": count(_copy_rows, 1, 32, out=np.zeros((n, 32), np.float32), a=a[:n].copy()),
+            "strided": count(_copy_columns, 1, 32, out=np.zeros((n, 32), np.float32), a=a)}
+
+
+def divergence() -> dict[str, Counts]:
+    """The reduction exercise's interleaved kernel (active threads spread over every warp) and its
+    sequential-addressing answer (whole warps idle until fewer than 32 threads are left)."""
+    return {name: _exercise_counts("reduction", k) for name, k in
+            (("interleaved", tuned.reduce_interleaved), ("sequential", tuned.reduce_sequential))}
+
+
+def bank_conflicts() -> dict[str, Counts]:
+    """The transpose through a 32 x 32 shared tile (a column read is a 32-way conflict) and a 32 x 33 one."""
+    return {name: _exercise_counts("transpose", k) for name, k in
+            (("32 x 32 tile", tuned.transpose_tiled), ("32 x 33 tile", tuned.transpose_tiled_padded))}
+
+
+def _exercise_counts(name: str, kernel) -> Counts:
+    from .tuning import tuning
+    t = tuning(name)
+    _res, trace = simulate(kernel, t.blocks, t.threads, **t.inputs(0))
+    return hardware_counts(trace, t.threads)
+
+
+def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_bytes_per_block: int = 0,
+              limits: dict | None = None) -> dict:
+    """Resident blocks and warps per SM and what limits them, against :data:`H100_LIMITS` (data-sheet).
+
+    >>> occupancy(256, registers_per_thread=64)["limited_by"], occupancy(256, 64)["occupancy"]
+    ('registers', 0.5)
+    """
+    lim = H100_LIMITS if limits is None else limits
+    t = whole_number("threads_per_block", threads_per_block, 1, lim["threads_per_block"],
+                     hint="threads in one block")
+    r = whole_number("registers_per_thread", registers_per_thread, 1, lim["registers_per_thread"],
+                     hint="nvcc -Xptxas -v prints it")
+    s = whole_number("shared_bytes_per_block", shared_bytes_per_block, 0, lim["shared_per_block"],
+                     hint="static plus dynamic shared memory of one block")
+    warps = -(-t // 32)
+    per_warp = -(-r * 32 // lim["register_unit"]) * lim["register_unit"]
+    smem = -(-(s + lim["shared_reserved_per_block"]) // lim["shared_unit"]) * lim["shared_unit"]
+    by = {"warps": lim["warps_per_sm"] // warps, "registers": (lim["registers_per_sm"] // per_warp) // warps,
+          "shared memory": lim["shared_per_sm"] // smem, "blocks": lim["blocks_per_sm"]}
+    blocks = min(by.values())
+    return {"blocks_per_sm": blocks, "warps_per_sm": blocks * warps,
+            "occupancy": blocks * warps / lim["warps_per_sm"],
+            "limited_by": min(by, key=lambda k: (by[k], k != "warps")), "blocks_by_limit": by}
+
+
+def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16))) -> list[dict]:
+    """Lesson 04's tile scan, plain and padded, counted for one tile of each ``(threads, items)`` shape.
+
+    Per element of the tile: the shared-memory wavefronts of each layout, the global sectors (the same in
+    both), and the blocks per SM each layout allows on an H100 (data-sheet limits, 32 registers assumed).
+    """
+    for threads, items in shapes:
+        if not (isinstance(threads, int) and 32 <= threads <= 256 and threads & (threads - 1) == 0):
+            raise BadInputError(f"threads must be a power of two from 32 to 256 (the simulator runs one Python "
+                                f"thread each), got {threads!r}")
+        whole_number("items", items, 1, 32, hint="elements per thread")
+    rows = []
+    for threads, items in shapes:
+        n = threads * items
+        c = {}
+        for padded in (False, True):
+            a = np.ones(n, np.float32)
+            _res, trace = simulate(tuned.block_scan_kernel(threads, items, padded), 1, threads,
+                                   out=np.zeros(n, np.float32), a=a)
+            c[padded] = hardware_counts(trace, threads)
+        smem = {p: 4 * (n + p * (n // 32) + threads + p * (threads // 32)) for p in (0, 1)}
+        rows.append({"threads": threads, "items": items, "elements": n,
+                     "plain_wavefronts_per_element": c[False].shared_wavefronts / n,
+                     "padded_wavefronts_per_element": c[True].shared_wavefronts / n,
+                     "worst_conflict_plain": c[False].worst_conflict,
+                     "global_sectors_per_element": c[False].global_sectors / n,
+                     "same_global_sectors": c[False].global_sectors == c[True].global_sectors,
+                     "shared_requests_per_element": c[True].shared_requests / n,
+                     "blocks_per_sm_plain": occupancy(threads, 32, smem[0])["blocks_per_sm"],
+                     "blocks_per_sm_padded": occupancy(threads, 32, smem[1])["blocks_per_sm"]})
+    return rows
+
+
+def scan_padding_report(rows: list[dict] | None = None) -> str:
+    """:func:`scan_padding_rows` beside the H100 reference times of lesson 04's scan (scan-then-add, the whole
+    67M-element scan, medians): what the padding saves in counts, and what it did to the time.
+
+    The sentences are printed from the numbers; where no reference is stored, only the counts are shown.
+    """
+    from ..results import load_reference
+    rows = scan_padding_rows() if rows is None else rows
+    ref = {}
+    for rs in load_reference("scan_kernel_variants"):
+        for r in rs.select(strategy="scan-then-add"):
+            ref[(r["threads"], r["items"], bool(r["conflict_free"]))] = (r["median_s"],)
+    lines = [f"{'tile':>8} {'wavefronts/element':>19} {'saved':>6} {'sectors/elem':>12} {'blocks/SM':>10} "
+             f"{'H100 plain':>11} {'H100 padded':>12} {'padded/plain':>13}",
+             f"{'':>8} {'plain -> padded':>19}"]
+    for r in rows:
+        key = (r["threads"], r["items"])
+        plain, padded = ref.get(key + (False,)), ref.get(key + (True,))
+        timing = (f"{plain[0] * 1e3:>9.3f}ms {padded[0] * 1e3:>10.3f}ms {padded[0] / plain[0]:>13.2f}"
+                  if plain and padded else f"{'no reference':>38}")
+        saved = r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"]
+        lines.append(f"{r['threads']:>5}x{r['items']:<2} {r['plain_wavefronts_per_element']:>8.2f} -> "
+                     f"{r['padded_wavefronts_per_element']:<8.2f} {saved:>6.2f} "
+                     f"{r['global_sectors_per_element']:>12.2f} "
+                     f"{r['blocks_per_sm_plain']:>4} -> {r['blocks_per_sm_padded']:<3} {timing}")
+    small = min(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
+    large = max(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
+    ds = small["plain_wavefronts_per_element"] - small["padded_wavefronts_per_element"]
+    dl = large["plain_wavefronts_per_element"] - large["padded_wavefronts_per_element"]
+    unchanged = all(r["same_global_sectors"] and r["blocks_per_sm_plain"] == r["blocks_per_sm_padded"] for r in rows)
+    lines += ["", f"Padding saves {ds:.2f} shared-memory wavefronts per element at "
+              f"{small['threads']}x{small['items']} and "
+              f"{dl:.2f} at {large['threads']}x{large['items']} (each thread's run of items "
+              f"consecutive words is an items-way conflict without it).",
+              "It costs an index computation (i + i // 32: a shift and an add) on every shared access of the padded "
+              "kernel; " + ("it changes no global sector and no block count per SM (32 registers a thread assumed)."
+                            if unchanged else "it also changes the global sectors or the blocks per SM above."),
+              "So where the saving is small, padding has little to win and its extra instructions can lose; the "
+              "counts do not say how much time either side is: that is what the H100 column measures."]
+    ratios = {f"{t}x{i}": ref[(t, i, True)][0] / ref[(t, i, False)][0]
+              for t, i in ((r["threads"], r["items"]) for r in rows) if (t, i, True) in ref and (t, i, False) in ref}
+    if ratios and max(ratios.values()) > 1.2:
+        worst = max(ratios, key=ratios.get)
+        lines.append(f"At {worst} the padded kernel took {ratios[worst]:.2f}x the plain one's time, more than these "
+                     f"counts account for: an open question for a profiler (Nsight Compute), not a guess.")
+    return "\n".join(lines)
