@@ -140,3 +140,17 @@ def test_the_lesson_registers_its_report_experiments_and_explains_a_missing_mpi(
     fig = exps["pipeline_mpi"].plotter(_pipeline(), [])
     assert fig.axes[0].get_title().startswith("GPipe")
     assert exps["allreduce_mpi"].plotter(_timings(), []).axes
+
+
+def test_the_model_figure_draws_nvlink_only_as_far_as_an_nvlink_domain_reaches():
+    from course.parallel.model import INTERCONNECTS, fit_alpha_beta
+    from course.parallel.plots import model_figure
+
+    fig = model_figure(fit_alpha_beta(_timings()), 2**20, p_max=1024)
+    most = {ic.name: ic.max_workers for ic in INTERCONNECTS}
+    for line in fig.axes[0].get_lines():
+        for name, limit in most.items():
+            if name in line.get_label():
+                top = max(line.get_xdata())
+                assert (top <= limit) if limit else (top == 1024), (line.get_label(), top)
+    assert any("NVLink" in line.get_label() for line in fig.axes[0].get_lines())

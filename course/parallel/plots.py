@@ -147,12 +147,14 @@ def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measu
     and the same α with data-sheet bandwidths (labelled as a model)."""
     fig, (ax,) = new_figure(1, width=10, height=3.8)
     ps = np.unique(np.round(np.geomspace(2, p_max, 40)).astype(int))
-    links = [("this machine (fitted β)", fit.beta, "-")] + [(ic.name + " (data-sheet β)", 1 / ic.bytes_per_s, ls)
-                                                            for ic, ls in zip(INTERCONNECTS, ("--", "-."))]
-    for label, beta, ls in links:
+    links = [("this machine (fitted β)", fit.beta, "-", None)] + [
+        (ic.name + " (data-sheet β" + (f", to its {ic.max_workers} GPUs)" if ic.max_workers else ")"),
+         1 / ic.bytes_per_s, ls, ic.max_workers) for ic, ls in zip(INTERCONNECTS, ("--", "-."))]
+    for label, beta, ls, most in links:
+        reach = ps[ps <= most] if most else ps          # a link is drawn only as far as it reaches
         for alg in ("ring", "naive"):
-            ax.plot(ps, [model_time(alg, int(p), nbytes, fit.alpha, beta) for p in ps], ls=ls, color=_color(alg),
-                    label=f"{alg}, {label}")
+            ax.plot(reach, [model_time(alg, int(p), nbytes, fit.alpha, beta) for p in reach], ls=ls,
+                    color=_color(alg), label=f"{alg}, {label}")
     if measured is not None:
         for alg in ("ring (course)", "naive (course)"):
             pts = [(r["p"], r["median_s"]) for r in measured.select(algorithm=alg) if r["nbytes"] == nbytes]
