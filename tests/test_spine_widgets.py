@@ -51,6 +51,18 @@ def test_reference_overlay_is_dashed_and_labelled_recorded_on():
     assert speed and list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
 
 
+def test_a_reference_with_gpu_records_only_gives_its_speedup_over_this_cpu_unless_left_out():
+    ref = _sweep("reference", gpu=True)
+    ref.records = ref.select(device="gpu")                   # no CPU record: only the live CPU to compare with
+    fig = sweep_figure(_sweep(), [ref], x="n")
+    speed = [ln for ln in fig.axes[1].lines if "vs this CPU (live)" in ln.get_label()]
+    assert speed and "Test GPU (recorded 2026-01-02)" in speed[0].get_label()
+    assert list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
+    fig = sweep_figure(_sweep(), [ref], x="n", speedup_sources=[], speedup_note="recorded at batch 256 only")
+    assert not fig.axes[1].lines and "recorded at batch 256 only" in _texts(fig)
+    assert any("recorded on Test GPU" in lab for lab in _labels(fig))     # still drawn on the left
+
+
 def test_a_footer_names_only_the_devices_measured_even_where_a_gpu_answers(monkeypatch):
     import course.plots as plots
     from course.plots import add_footer, new_figure
