@@ -282,12 +282,14 @@ def bandwidth_figure(result: dict) -> Figure:
 def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """GFLOP/s of each matmul rung and dtype (log scale), value printed on each bar."""
     rows = list(rs.records)
-    if not rs.select(device="gpu"):
-        rows += [r | {"_ref": True} for ref in references for r in ref.select(device="gpu")
-                 if r.get("n") == rs.params.get("n")]
+    n = rs.params.get("n")
+    recorded = [r for ref in references for r in ref.select(device="gpu")]
+    if recorded and not rs.select(device="gpu"):      # the recorded size nearest this one, named on its bars
+        near = min({r["n"] for r in recorded}, key=lambda k: (abs(np.log2(k / n)) if n else 0, k))
+        rows += [r | {"_ref": True} for r in recorded if r.get("n") == near]
     fig, (ax,) = new_figure(1, width=8.5, height=1.0 + 0.38 * max(len(rows), 2))
     labels = [f"{_mm_label(r)} ({r['device'].upper()}), {r['dtype']}"
-              + (" (recorded)" if r.get("_ref") else "")
+              + ((" (recorded)" if r.get("n") == n else f" (recorded at n = {r['n']})") if r.get("_ref") else "")
               for r in rows]
     vals = [r["gflops"] for r in rows]
     bars = ax.barh(range(len(rows)), vals, color=[COLORS[r["device"]] for r in rows])
