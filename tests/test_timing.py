@@ -122,7 +122,7 @@ def test_noisy_note_counts_the_noisy_ones():
     from course.timing import noisy_note
 
     recs = [{"noisy": False, "load": 0.2}, {"noisy": True, "load": 2.0}, {"noisy": True, "load": 0.5}]
-    assert noisy_note(recs).startswith("2 of 3 measurements are noisy: 1 were taken while the machine was busy "
+    assert noisy_note(recs).startswith("2 of 3 measurements are noisy: 1 was taken while the machine was busy "
                                        "(load up to 2.0 per core")
     assert noisy_note(recs[:1]) == ""
 
