@@ -124,7 +124,8 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
         devs = [f"CPU: {prov.get('cpu', {}).get('model', '?')}"]
         if any(r.get("device") == "gpu" for r in live.records):
             devs += [f"GPU: {g.get('name')}" for g in prov.get("gpus", [])]
-        lines.append(f"Measured live on {' + '.join(devs)} ({live.date})")
+        verb = "Recorded (not measured in this run) on" if live.source == "reference" else "Measured live on"
+        lines.append(f"{verb} {' + '.join(devs)} ({live.date})")
     else:
         lines.append(f"Measured live on {live_device_text(devices)}")
     for ref in references:

@@ -315,3 +315,12 @@ def test_a_legend_too_wide_for_its_axes_goes_under_them_and_the_axes_keep_their_
     assert under.get_window_extent(renderer).y1 < right.get_window_extent(renderer).y0  # under the axes
     assert right.get_window_extent(renderer).width > 0.8 * left.get_window_extent(renderer).width
     assert place_legend(new_figure()[1][0]) is None                                     # nothing labelled
+
+
+def test_a_figure_drawn_from_a_reference_alone_never_says_measured_live():
+    from course.plots import add_footer, new_figure
+
+    fig, _ = new_figure(1)
+    add_footer(fig, _sweep("reference", gpu=True))
+    text = _texts(fig)
+    assert "Measured live" not in text and "Recorded (not measured in this run) on" in text
