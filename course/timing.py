@@ -196,11 +196,12 @@ def noisy_note(timings: Iterable[Any]) -> str:
     busy = [t["load"] for t in noisy if t.get("load") is not None and t["load"] > BUSY_LOAD]
     causes = []
     if busy:
-        causes.append(f"{len(busy)} {'was' if len(busy) == 1 else 'were'} taken while the machine was busy (load up to {max(busy):.1f} per core: "
-                      f"more processes wanted a core than it has)")
+        causes.append(f"{len(busy)} {'was' if len(busy) == 1 else 'were'} taken while the machine was busy "
+                      f"(load up to {max(busy):.1f} per core: more processes wanted a core than it has)")
     spread = [t for t in noisy if _disagree(t) or (_disagree(t) is None and not (t.get("load") or 0) > BUSY_LOAD)]
     if spread:
-        causes.append(f"{len(spread)} {'has' if len(spread) == 1 else 'have'} runs that disagree (spread over {100 * NOISY_SPREAD:.0f} % of the median)")
+        causes.append(f"{len(spread)} {'has' if len(spread) == 1 else 'have'} runs that disagree "
+                      f"(spread over {100 * NOISY_SPREAD:.0f} % of the median)")
     threads = max((t.get("threads") or 1 for t in noisy), default=1)
     return (f"{len(noisy)} of {len(items)} measurements are noisy: {'; '.join(causes)}. Small differences "
             f"between them mean nothing. {_advice(bool(busy), threads)}" + (f" {one_thread}" if one_thread else ""))
