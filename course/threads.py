@@ -21,7 +21,8 @@ from typing import Any
 from .cpu import runnable_processes, usable_cores
 from .errors import BadInputError, whole_number
 
-__all__ = ["get_threads", "set_threads", "thread_limit", "check_threads", "default_threads", "threads_note"]
+__all__ = ["get_threads", "set_threads", "thread_limit", "check_threads", "default_threads", "threads_note",
+           "core_threads"]
 
 _threads: int | None = None
 _default: tuple[int, str] | None = None     # (threads, why) decided at the first measurement
@@ -61,6 +62,19 @@ def default_threads(recheck: bool = False) -> tuple[int, str]:
         else:
             _default = (cores, "")
     return _default
+
+
+def core_threads() -> int:
+    """The threads a run that spreads its own work over the cores uses (the blocked scan, the STREAM
+    kernels): ``COURSE_THREADS`` or :func:`set_threads` when given, else every usable core, even on an
+    oversubscribed machine, where those runs are compared with one thread on purpose.
+
+    >>> core_threads() >= 1
+    True
+    """
+    if _threads is not None or os.environ.get("COURSE_THREADS", "").strip():
+        return get_threads()
+    return usable_cores()
 
 
 def threads_note() -> str:

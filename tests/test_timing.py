@@ -275,3 +275,19 @@ def test_interleaved_rounds_keep_min_rounds_take_per_round_samples_and_use_each_
     assert seen == [("b", 2)] * 3 and befores == ["a", "b"] * 3
     with pytest.raises(BadInputError, match="per_round"):
         interleaved_rounds({"a": lambda: None}, per_round=0)
+
+
+def test_runs_that_spread_over_the_cores_keep_every_core_on_a_busy_machine(monkeypatch):
+    import course.threads as threads
+
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(threads, "usable_cores", lambda: 2)
+            m.setattr(threads, "runnable_processes", lambda: 5.0)
+            threads.default_threads(recheck=True)
+            assert threads.get_threads() == 1 and threads.core_threads() == 2
+            m.setenv("COURSE_THREADS", "1")
+            assert threads.core_threads() == 1
+    finally:
+        threads.default_threads(recheck=True)
