@@ -275,13 +275,14 @@ def tensor_parallel_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figur
         for i, scheme in enumerate(("tensor", "data")):
             recs = [rs.select(p=p, scheme=scheme, part=part)[0] for p in ps]
             xs = np.arange(len(ps)) + (i - 0.5) * w
-            ax.bar(xs, [r["median_s"] * 1e3 for r in recs], w, color=TP_COLORS[scheme], label=f"{scheme} parallel")
+            ax.bar(xs, [r["median_s"] * 1e3 for r in recs], w, color=TP_COLORS[scheme], label=f"{scheme} parallel",
+                   log=part == "communicate")      # the all-reduces span decades: small bars would vanish
             if fit is not None and part == "communicate":
                 pred = [communication_model_s(scheme, sizes, batch, p, fit.alpha, fit.beta) for p in ps]
                 ax.plot(xs, np.array(pred) * 1e3, "D", mfc="none", color="k", ms=6,
                         label="α–β model" if i == 0 else None)
         ax.set_xticks(range(len(ps)), [f"p = {p}" for p in ps])
-        ax.set_ylabel("ms (median)")
+        ax.set_ylabel("ms (median)" + (", log scale" if part == "communicate" else ""))
         ax.legend(fontsize=7.5)
         ax.grid(alpha=0.25, axis="y")
     axes[0].set_title(f"One step of the block {'-'.join(map(str, sizes))}, batch {batch}", fontsize=9.5)
