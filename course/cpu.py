@@ -13,7 +13,7 @@ import functools
 import os
 import platform
 
-__all__ = ["cpu_info", "usable_cores", "machine_load", "memory_bytes"]
+__all__ = ["cpu_info", "usable_cores", "machine_load", "runnable_processes", "memory_bytes"]
 
 _SIMD_BITS = [  # widest vector register a numpy-dispatched extension uses
     ("AVX512F", 512), ("AVX2", 256), ("AVX", 256), ("SSE2", 128),
@@ -119,6 +119,28 @@ def machine_load() -> float | None:
         return os.getloadavg()[0] / usable_cores()
     except (AttributeError, OSError):
         return None
+
+
+def runnable_processes() -> float | None:
+    """Processes that want a core, this one included: the larger of the number runnable right now
+    (the fourth field of ``/proc/loadavg``) and the 1-minute load average; None where unknown.
+
+    More of them than :func:`usable_cores` means the machine is *oversubscribed*: someone waits
+    for a core, and a BLAS that starts one thread per core waits for its own threads.
+
+    >>> n = runnable_processes()
+    >>> n is None or n >= 0
+    True
+    """
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            fields = f.read().split()
+        return max(float(fields[0]), float(fields[3].split("/")[0]))
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0]
+        except (AttributeError, OSError):
+            return None
 
 
 @functools.lru_cache(maxsize=1)

@@ -124,7 +124,8 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
         devs = [f"CPU: {prov.get('cpu', {}).get('model', '?')}"]
         if any(r.get("device") == "gpu" for r in live.records):
             devs += [f"GPU: {g.get('name')}" for g in prov.get("gpus", [])]
-        lines.append(f"Measured live on {' + '.join(devs)} ({live.date})")
+        verb = "Recorded (not measured in this run) on" if live.source == "reference" else "Measured live on"
+        lines.append(f"{verb} {' + '.join(devs)} ({live.date})")
     else:
         lines.append(f"Measured live on {live_device_text(devices)}")
     for ref in references:
@@ -179,7 +180,8 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
                  y: str = "median_s", xlabel: str | None = None, ylabel: str | None = None,
                  title: str = "", highlight: float | None = None, speedup: bool = True,
                  where: dict | None = None, higher_is_better: bool = False,
-                 logy: bool = True) -> Figure:
+                 logy: bool = True, speedup_sources: Sequence[ResultSet] | None = None,
+                 speedup_note: str | None = None) -> Figure:
     """Log-log plot of ``y`` against ``x`` for each device, plus GPU-over-CPU speedup.
 
     Parameters
@@ -191,6 +193,10 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     speedup : add a right-hand panel with CPU time / GPU time (or GPU rate / CPU rate
         when ``higher_is_better``), from each source that has both devices.
     where : extra record filters (``{"dtype": "float32"}``).
+    speedup_sources : the sources the speed-up panel may use (default: all); leave out a reference
+        recorded at other settings than the live run, which the left panel still draws.
+    speedup_note : what the speed-up panel says when it has nothing to draw (default: that nothing
+        was recorded).
     """
     fig, axes = new_figure(2 if speedup else 1)
     ax = axes[0]
@@ -219,17 +225,36 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     ax.grid(True, which="both", alpha=0.25)
     ax.set_title(title, fontsize=10)
     if speedup:
-        speedup_axes(axes[1], sources, x=x, y=y, where=where, higher_is_better=higher_is_better,
-                     xlabel=xlabel, highlight=highlight)
+        speedup_axes(axes[1], sources if speedup_sources is None else [live] + list(speedup_sources),
+                     x=x, y=y, where=where, higher_is_better=higher_is_better, xlabel=xlabel, highlight=highlight,
+                     empty_note=speedup_note)
     add_footer(fig, live, [r for r in references])
     return fig
 
 
 def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
                  where: dict | None = None, higher_is_better: bool = False,
-                 xlabel: str | None = None, highlight: float | None = None) -> None:
-    """Draw GPU-over-CPU speedup (from sources that have both devices) on ``ax``."""
+                 xlabel: str | None = None, highlight: float | None = None, empty_note: str | None = None) -> None:
+    """Draw GPU-over-CPU speedup on ``ax``: from each source that has both devices, and each reference
+    with GPU records only against this machine's live CPU (the caller passes only references recorded
+    at the live run's settings)."""
     drawn = False
+    sources = [rs for rs in sources if rs is not None]
+    live_cpu = [rs for rs in sources if rs.source != "reference" and len(_series(rs, "cpu", x, y, where)[0])]
+    for ref in [rs for rs in sources if rs.source == "reference" and not len(_series(rs, "cpu", x, y, where)[0])]:
+        gx, gy, _, _, gn = _series(ref, "gpu", x, y, where)
+        for lv in live_cpu:
+            cx, cy, _, _, cn = _series(lv, "cpu", x, y, where)
+            common = np.intersect1d(cx, gx)
+            if not len(common):
+                continue
+            c = np.array([cy[cx == v][0] for v in common])
+            g = np.array([gy[gx == v][0] for v in common])
+            ratio = g / c if higher_is_better else c / g
+            ax.plot(common, ratio, ls="-.", marker="s", ms=3.5, color="k", alpha=0.8,
+                    label=f"{ref.gpu_name} (recorded {ref.date}) vs this CPU (live)")
+            mark_noisy(ax, common, ratio, np.array([cn[cx == v][0] or gn[gx == v][0] for v in common]), "k")
+            drawn = True
     for rs in sources:
         cx, cy, _, _, cn = _series(rs, "cpu", x, y, where)
         gx, gy, _, _, gn = _series(rs, "gpu", x, y, where)
@@ -258,9 +283,13 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
         place_legend(ax)
         ax.set_title("above 1: the GPU is faster", fontsize=9)
     else:
-        ax.text(0.5, 0.5, "No GPU here and no reference GPU results\nrecorded for this experiment yet:\n"
-                "no speedup to show. Run on Colab (GPU runtime)\nor a GPU machine to see it.",
-                ha="center", va="center", transform=ax.transAxes, fontsize=8.5, color="0.3")
+        recorded = any(rs.source == "reference" and rs.select(device="gpu") for rs in sources)
+        ax.text(0.5, 0.5, empty_note or ("Reference GPU results were recorded at other settings than\nthose "
+                                         "measured here: no ratio to show at these." if recorded else
+                                         "No GPU here and no reference GPU results\nrecorded for this experiment "
+                                         "yet:\nno speedup to show. Run on Colab (GPU runtime)\nor a GPU machine "
+                                         "to see it."),
+                ha="center", va="center", transform=ax.transAxes, fontsize=8.5, color="0.3", wrap=True)
         ax.set_xticks([])
         ax.set_yticks([])
 

@@ -135,10 +135,10 @@ def stream_threads(threads: int | None = None) -> int:
     >>> stream_threads(1)
     1
     """
-    from .threads import get_threads
+    from .threads import core_threads
 
     if threads is None:
-        want = get_threads()
+        want = core_threads()
     else:
         want = whole_number("threads", threads, hint="the cores to run on")
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))

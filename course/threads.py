@@ -2,10 +2,14 @@
 
 On a shared 2-core machine (Binder, Colab's free tier, a laptop with a browser open) other
 processes take turns on the cores, and a BLAS library that starts one thread per core then waits
-for its own threads.  So :func:`course.timing.benchmark` runs every measurement under
-:class:`thread_limit` with :func:`get_threads` threads: by default the cores this process may
-really use (:func:`course.cpu.usable_cores`), or ``COURSE_THREADS``, or what :func:`set_threads`
-chose.
+for its own threads (a 512 product ran 9x slower with two threads than with one on a 2-core
+machine with more runnable processes than cores).  So :func:`course.timing.benchmark` runs every
+measurement under :class:`thread_limit` with :func:`get_threads` threads: ``COURSE_THREADS`` or what
+:func:`set_threads` chose; else the cores this process may really use
+(:func:`course.cpu.usable_cores`), or **one** thread when the machine is oversubscribed (more
+runnable processes than those cores, :func:`course.cpu.runnable_processes`).  That default is
+decided once, at the first measurement, so that the points of one sweep never change threads midway;
+:func:`threads_note` says when it chose one thread and why.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import os
 import sys
 from typing import Any
 
-from .cpu import usable_cores
+from .cpu import runnable_processes, usable_cores
 from .errors import BadInputError, whole_number
 
-__all__ = ["get_threads", "set_threads", "thread_limit", "check_threads"]
+__all__ = ["get_threads", "set_threads", "thread_limit", "check_threads", "default_threads", "threads_note",
+           "core_threads"]
 
 _threads: int | None = None
+_default: tuple[int, str] | None = None     # (threads, why) decided at the first measurement
 
 
 def check_threads(n: Any, what: str = "threads") -> int:
@@ -34,15 +40,59 @@ def _default_threads() -> int:
             return check_threads(int(env), "COURSE_THREADS")
         except ValueError:
             raise BadInputError(f"COURSE_THREADS must be a whole number >= 1, got {env!r}") from None
+    return default_threads()[0]
+
+
+def default_threads(recheck: bool = False) -> tuple[int, str]:
+    """``(threads, why)``: the cores this process may use, or 1 when the machine is oversubscribed
+    (``why`` then says so; it is ``""`` otherwise).  Decided once per process, at the first call;
+    ``recheck=True`` looks at the machine again.
+
+    >>> n, why = default_threads()
+    >>> n >= 1 and (n == 1 or why == "")
+    True
+    """
+    global _default
+    if _default is None or recheck:
+        cores, runnable = usable_cores(), runnable_processes()
+        if cores > 1 and runnable is not None and runnable > cores:
+            _default = (1, f"this machine was oversubscribed ({runnable:.0f} runnable processes for its {cores} "
+                           f"cores), where a BLAS with one thread per core waits for its own threads. Set "
+                           f"COURSE_THREADS={cores} (or course.threads.set_threads({cores})) to use every core")
+        else:
+            _default = (cores, "")
+    return _default
+
+
+def core_threads() -> int:
+    """The threads a run that spreads its own work over the cores uses (the blocked scan, the STREAM
+    kernels): ``COURSE_THREADS`` or :func:`set_threads` when given, else every usable core, even on an
+    oversubscribed machine, where those runs are compared with one thread on purpose.
+
+    >>> core_threads() >= 1
+    True
+    """
+    if _threads is not None or os.environ.get("COURSE_THREADS", "").strip():
+        return get_threads()
     return usable_cores()
+
+
+def threads_note() -> str:
+    """One sentence when measurements use one BLAS thread because the machine was oversubscribed,
+    else ``""`` (also when ``COURSE_THREADS`` or :func:`set_threads` chose the count)."""
+    if _threads is not None or os.environ.get("COURSE_THREADS", "").strip():
+        return ""
+    n, why = default_threads()
+    return f"Measured with {n} BLAS thread by default: {why}." if why else ""
 
 
 def get_threads() -> int:
     """The BLAS/OpenMP threads every measurement uses unless told otherwise.
 
     The default is the number of cores this process may really use
-    (:func:`course.cpu.usable_cores`: affinity and a container's CPU quota), or the
-    environment variable ``COURSE_THREADS``; :func:`set_threads` changes it.
+    (:func:`course.cpu.usable_cores`: affinity and a container's CPU quota), or one when the
+    machine is oversubscribed (:func:`default_threads`), or the environment variable
+    ``COURSE_THREADS``; :func:`set_threads` changes it.
 
     >>> get_threads() >= 1
     True

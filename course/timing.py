@@ -24,7 +24,8 @@ which keeps interactive widgets responsive; the result says when that happened.
 with a browser open) other processes take turns on the cores, and a BLAS library
 that starts one thread per core then waits for its own threads.  So the number of
 BLAS/OpenMP threads is set explicitly for every measurement (:mod:`course.threads`;
-the default is the cores this process may really use, or ``COURSE_THREADS``), each
+the default is the cores this process may really use, one when the machine is
+oversubscribed, or ``COURSE_THREADS``), each
 :class:`Timing` records the threads and the machine's load, and its ``noisy`` flag
 says when the runs disagree too much or the cores were oversubscribed for the
 number to be trusted; :meth:`Timing.noise_note` says what to do about it.
@@ -49,7 +50,7 @@ import numpy as np
 from .cpu import machine_load
 from .devices import cupy_module, normalize_device, require_gpu, synchronize
 from .errors import BadInputError, whole_number
-from .threads import check_threads, get_threads, thread_limit
+from .threads import check_threads, get_threads, thread_limit, threads_note
 
 __all__ = ["Timing", "benchmark", "interleaved_rounds", "sweep_within_budget", "noisy_note", "NOISY_SPREAD",
            "BUSY_LOAD", "MAX_REPEAT"]
@@ -79,6 +80,7 @@ class Timing:
     budget_s : the budget that applied (None for none).
     threads : BLAS/OpenMP threads the calls ran with (CPU).
     load : the 1-minute load average per usable core when the measurement began (None: unknown).
+    threads_why : why the default gave ``threads`` (one thread on an oversubscribed machine), else ``""``.
     """
 
     samples: np.ndarray
@@ -90,6 +92,7 @@ class Timing:
     host_samples: np.ndarray | None = field(default=None, repr=False)
     threads: int | None = None
     load: float | None = None
+    threads_why: str = ""
 
     @property
     def median(self) -> float:
@@ -150,9 +153,9 @@ class Timing:
         if self.repeat >= 3 and self.rel_spread > NOISY_SPREAD:
             why.append(f"its runs spread {100 * self.rel_spread:.0f} % around the median")
         if self.busy:
-            why.append(f"the machine was busy (load {self.load:.1f} per core)")
-        return (f"Noisy: {' and '.join(why)}. Rerun when the machine is quieter"
-                + (", or try course.threads.set_threads(1)." if self.busy and (self.threads or 1) > 1 else "."))
+            why.append(f"the machine was busy (load {self.load:.1f} per core: more processes wanted a core "
+                       f"than it has)")
+        return f"Noisy: {' and '.join(why)}. {_advice(self.busy, self.threads)}"
 
     def as_record(self, **fields: Any) -> dict:
         """A JSON-ready dict: median, quartiles, min, count, device, early stop; then ``fields``
@@ -168,7 +171,7 @@ class Timing:
             "threads": self.threads,
             "load": None if self.load is None else round(float(self.load), 2),
             "noisy": bool(self.noisy),
-        } | fields
+        } | ({"threads_why": self.threads_why} if self.threads_why else {}) | fields
 
     def __repr__(self) -> str:
         early = ", stopped early by its budget" if self.stopped_early else ""
@@ -178,21 +181,47 @@ class Timing:
 
 
 def noisy_note(timings: Iterable[Any]) -> str:
-    """One sentence for a group of timings (or their records): how many are noisy and what to do,
-    or ``""`` when none is.  Use it under a table or a plot of several measurements.
+    """One sentence for a group of timings (or their records): how many are noisy, why (a busy machine,
+    or runs that disagree) and what to do; then whether they ran with one BLAS thread because the
+    machine was oversubscribed.  ``""`` when there is nothing to say.  Use it under a table or a plot.
 
     >>> noisy_note([{"median_s": 1.0, "noisy": False}])
     ''
     """
-    items = list(timings)
-    flags = [bool(t.get("noisy")) if isinstance(t, dict) else bool(t.noisy) for t in items]
-    if not any(flags):
-        return ""
-    loads = [t.get("load") if isinstance(t, dict) else t.load for t in items]
-    loads = [x for x in loads if x is not None]
-    busy = f" (the machine was busy: load up to {max(loads):.1f} per core)" if loads and max(loads) > BUSY_LOAD else ""
-    return (f"{sum(flags)} of {len(items)} measurements are noisy{busy}: their runs disagree, so small "
-            "differences between them mean nothing. Rerun when the machine is quieter.")
+    items = [t if isinstance(t, dict) else t.as_record() for t in timings]
+    one_thread = next((t["threads_why"] for t in items if t.get("threads_why")), "")
+    noisy = [t for t in items if t.get("noisy")]
+    if not noisy:
+        return one_thread
+    busy = [t["load"] for t in noisy if t.get("load") is not None and t["load"] > BUSY_LOAD]
+    causes = []
+    if busy:
+        causes.append(f"{len(busy)} {'was' if len(busy) == 1 else 'were'} taken while the machine was busy "
+                      f"(load up to {max(busy):.1f} per core: more processes wanted a core than it has)")
+    spread = [t for t in noisy if _disagree(t) or (_disagree(t) is None and not (t.get("load") or 0) > BUSY_LOAD)]
+    if spread:
+        causes.append(f"{len(spread)} {'has' if len(spread) == 1 else 'have'} runs that disagree "
+                      f"(spread over {100 * NOISY_SPREAD:.0f} % of the median)")
+    threads = max((t.get("threads") or 1 for t in noisy), default=1)
+    return (f"{len(noisy)} of {len(items)} measurements are noisy: {'; '.join(causes)}. Small differences "
+            f"between them mean nothing. {_advice(bool(busy), threads)}" + (f" {one_thread}" if one_thread else ""))
+
+
+def _disagree(rec: dict) -> bool | None:
+    """Whether a record's runs spread more than :data:`NOISY_SPREAD` (None: the record cannot say)."""
+    try:
+        med, spread = rec["median_s"], rec["q75_s"] - rec["q25_s"]
+    except (KeyError, TypeError):
+        return None
+    return (rec.get("repeat") or 0) >= 3 and med > 0 and spread / med > NOISY_SPREAD
+
+
+def _advice(busy: bool, threads: int | None) -> str:
+    """What to do about noisy timings."""
+    if busy and (threads or 1) > 1:
+        return ("Set COURSE_THREADS=1 (or call course.threads.set_threads(1)) so that BLAS does not wait for "
+                "its own threads on cores other processes hold, and rerun when the machine is quieter.")
+    return "Rerun when the machine is quieter."
 
 
 def _fmt(s: float) -> str:
@@ -262,7 +291,9 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     n_threads = get_threads() if blas_threads is None else check_threads(blas_threads, "blas_threads")
     with thread_limit(n_threads):
-        return _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads)
+        timing = _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads)
+    timing.threads_why = threads_note() if blas_threads is None and dev == "cpu" else ""
+    return timing
 
 
 def _measure(fn: Callable, args: tuple, kwargs: dict, dev: str, warmup: int, repeat: int,
@@ -425,6 +456,8 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     finally:
         if hasattr(it, "close"):  # take the progress bar away, however the rounds ended
             it.close()
+    why = threads_note() if blas_threads is None else ""
     return {k: Timing(samples=np.asarray(v, dtype=np.float64), device=devs[k], name=k, warmup=warmup,
-                      stopped_early=stopped, budget_s=budget_s, threads=n_threads, load=load)
+                      stopped_early=stopped, budget_s=budget_s, threads=n_threads, load=load,
+                      threads_why=why if devs[k] == "cpu" else "")
             for k, v in samples.items()}

@@ -138,6 +138,23 @@ def test_step_sweep_app_plots_and_names_the_missing_references():
 
 
 @pytest.mark.widgets
+def test_step_sweep_app_starts_at_the_references_settings_and_names_them_elsewhere():
+    from course.results import load_reference
+
+    ref = load_reference("backprop_train_step")
+    app = step_sweep_app(largest=128)
+    assert app.last_error is None
+    fig = app.last_result[0]
+    if ref:
+        assert app.controls["batch"].value == ref[0].params["batch"]
+        assert any("vs this CPU (live)" in ln.get_label() for ln in fig.axes[1].lines)
+        app.controls["batch"].value = 64
+        fig = app.last_result[0]
+        assert f"batch {ref[0].params['batch']}" in fig.axes[0].get_title()
+        assert not fig.axes[1].lines and "set those" in " ".join(t.get_text() for t in fig.axes[1].texts)
+
+
+@pytest.mark.widgets
 def test_checkpoint_app_moves_k_and_clamps_it():
     app = checkpoint_app(depth=4, every=2, width=64, batch=32)
     assert app.last_error is None and "k = 2" in app.html.value

@@ -42,6 +42,12 @@ def test_a_missing_guard_is_out_of_bounds_with_the_thread_named(capsys):
     assert check.check_kernel_guard(no_guard) is False
     out = capsys.readouterr().out
     assert "out of bounds" in out and "a[1" in out and "thread" in out and "i < n" in out
+    # one access, one thread: the element named is the one the named thread reads (4 threads a block)
+    import re
+
+    index = int(re.search(r"of a\[(\d+)\]", out).group(1))
+    block, thread = map(int, re.search(r"block (\d+) thread (\d+)", out).groups())
+    assert index == 4 * block + thread and "tid=" not in out
 
 
 def test_the_wrong_operand_order_is_named():

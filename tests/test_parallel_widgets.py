@@ -8,8 +8,14 @@ import pytest
 from course.parallel.collectives import ring_allreduce
 from course.parallel.model import model_time
 from course.parallel.pipeline import bubble_fraction, ideal_timeline, measured_bubble
-from course.parallel.plots import allreduce_timing_figure, bytes_figure, data_parallel_figure, ring_step_figure
-from course.parallel.widgets import model_app, pipeline_app, ring_app
+from course.parallel.plots import (
+    allreduce_timing_figure,
+    bytes_figure,
+    data_parallel_figure,
+    ring_step_figure,
+    tensor_parallel_figure,
+)
+from course.parallel.widgets import model_app, pipeline_app, ring_app, tensor_parallel_app
 from course.results import ResultSet
 
 PNG = b"\x89PNG"
@@ -67,6 +73,34 @@ def test_the_pipeline_app_switches_m_and_view():
     assert app.last_error is None
 
 
+@pytest.mark.widgets
+def test_the_tensor_parallel_app_follows_ranks_width_and_batch():
+    from course.parallel.model import fit_alpha_beta
+
+    app = tensor_parallel_app(fit_alpha_beta(_timings()))
+    assert app.last_error is None and app.image.value[:4] == PNG and "a model, not a measurement" in app.html.value
+    app.controls["hidden"].value = 64
+    assert app.last_error is None and "Block 256-64-256" in app.html.value
+    app.controls["p"].value = 64
+    app.controls["hidden"].value = 2**15
+    app.controls["batch"].value = 8
+    assert app.last_error is None and "p = 64" in app.html.value
+    assert tensor_parallel_app().last_error is None
+
+
+def test_the_tensor_parallel_figure_draws_both_schemes_and_the_model():
+    from course.parallel.model import AlphaBeta
+
+    rs = ResultSet("tensor_parallel_mpi", params={"cores": 2, "sizes": [4, 8, 4], "batch": 8})
+    for p in (1, 2, 3):
+        for scheme in ("tensor", "data"):
+            for part in ("step", "communicate"):
+                rs.add(device="cpu", p=p, scheme=scheme, part=part, median_s=1e-3, allreduced_bytes=64)
+    fig = tensor_parallel_figure(rs, AlphaBeta(1e-6, 1e-9, 4, 0.1))
+    assert len(fig.axes) == 2 and "Oversubscribed" in " ".join(t.get_text() for t in fig.texts)
+    assert "α–β model" in [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+
+
 @pytest.mark.parametrize("step", [0, 1, 6, 99])
 def test_ring_step_figures_name_the_step(step):
     fig = ring_step_figure(ring_allreduce(np.ones((4, 10))), step)
@@ -92,7 +126,7 @@ def test_the_lesson_registers_its_report_experiments_and_explains_a_missing_mpi(
     from course.report import discover
 
     exps = discover()
-    names = ("allreduce_mpi", "data_parallel_mpi", "pipeline_mpi")
+    names = ("allreduce_mpi", "data_parallel_mpi", "pipeline_mpi", "tensor_parallel_mpi")
     assert all(exps[n].lesson == "06" and exps[n].plotter is not None for n in names)
     monkeypatch.setattr(experiments, "mpi_unavailable_reason", lambda: "mpi4py is not installed (test)")
     for n in names:
@@ -106,3 +140,17 @@ def test_the_lesson_registers_its_report_experiments_and_explains_a_missing_mpi(
     fig = exps["pipeline_mpi"].plotter(_pipeline(), [])
     assert fig.axes[0].get_title().startswith("GPipe")
     assert exps["allreduce_mpi"].plotter(_timings(), []).axes
+
+
+def test_the_model_figure_draws_nvlink_only_as_far_as_an_nvlink_domain_reaches():
+    from course.parallel.model import INTERCONNECTS, fit_alpha_beta
+    from course.parallel.plots import model_figure
+
+    fig = model_figure(fit_alpha_beta(_timings()), 2**20, p_max=1024)
+    most = {ic.name: ic.max_workers for ic in INTERCONNECTS}
+    for line in fig.axes[0].get_lines():
+        for name, limit in most.items():
+            if name in line.get_label():
+                top = max(line.get_xdata())
+                assert (top <= limit) if limit else (top == 1024), (line.get_label(), top)
+    assert any("NVLink" in line.get_label() for line in fig.axes[0].get_lines())

@@ -80,7 +80,7 @@ def test_kernels_unavailable_reason_says_what_to_do(monkeypatch):
     reason = sk.kernels_unavailable_reason()
     if reason is None:
         pytest.skip("a CUDA GPU answers numba here")
-    assert "NUMBA_ENABLE_CUDASIM=1" in reason and "GPU" in reason
+    assert "NUMBA_ENABLE_CUDASIM=1" in reason and "GPU" in reason and "never from a running notebook" in reason
     with pytest.raises(GPUUnavailableError, match="block_scan cannot run"):
         sk.block_scan(np.arange(4, dtype=np.int32))
 

@@ -51,6 +51,18 @@ def test_reference_overlay_is_dashed_and_labelled_recorded_on():
     assert speed and list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
 
 
+def test_a_reference_with_gpu_records_only_gives_its_speedup_over_this_cpu_unless_left_out():
+    ref = _sweep("reference", gpu=True)
+    ref.records = ref.select(device="gpu")                   # no CPU record: only the live CPU to compare with
+    fig = sweep_figure(_sweep(), [ref], x="n")
+    speed = [ln for ln in fig.axes[1].lines if "vs this CPU (live)" in ln.get_label()]
+    assert speed and "Test GPU (recorded 2026-01-02)" in speed[0].get_label()
+    assert list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
+    fig = sweep_figure(_sweep(), [ref], x="n", speedup_sources=[], speedup_note="recorded at batch 256 only")
+    assert not fig.axes[1].lines and "recorded at batch 256 only" in _texts(fig)
+    assert any("recorded on Test GPU" in lab for lab in _labels(fig))     # still drawn on the left
+
+
 def test_a_footer_names_only_the_devices_measured_even_where_a_gpu_answers(monkeypatch):
     import course.plots as plots
     from course.plots import add_footer, new_figure
@@ -303,3 +315,12 @@ def test_a_legend_too_wide_for_its_axes_goes_under_them_and_the_axes_keep_their_
     assert under.get_window_extent(renderer).y1 < right.get_window_extent(renderer).y0  # under the axes
     assert right.get_window_extent(renderer).width > 0.8 * left.get_window_extent(renderer).width
     assert place_legend(new_figure()[1][0]) is None                                     # nothing labelled
+
+
+def test_a_figure_drawn_from_a_reference_alone_never_says_measured_live():
+    from course.plots import add_footer, new_figure
+
+    fig, _ = new_figure(1)
+    add_footer(fig, _sweep("reference", gpu=True))
+    text = _texts(fig)
+    assert "Measured live" not in text and "Recorded (not measured in this run) on" in text

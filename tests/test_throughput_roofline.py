@@ -224,3 +224,14 @@ def test_clock_is_read_with_its_source():
     hz, source = cpu_clock_hz()
     assert isinstance(source, str) and source
     assert hz is None or 1e8 < hz < 1e10
+
+
+def test_the_fusion_figure_shows_a_gpu_reference_recorded_at_another_size_with_its_size():
+    ref = ResultSet("fusion", params={"steps": 4, "n": 2**26}, source="reference")
+    ref.provenance["gpus"] = [{"name": "Test GPU"}]
+    for mode in ("unfused", "fused"):
+        ref.add(device="gpu", mode=mode, n=2**26, steps=4, median_s=1e-3, kernels=1, bytes=1e9, gb_per_s=1e3)
+    live = T.fusion_compare(n=256, steps=2, repeat=1, modes=("unfused",))
+    labels = [t.get_text() for t in P.fusion_figure(live, [ref]).axes[0].get_yticklabels()]
+    assert labels[-1] == "GPU: fused (recorded, n = 67,108,864, 4 steps)" and len(labels) == 3
+    assert len(P.fusion_figure(live).axes[0].get_yticklabels()) == 1

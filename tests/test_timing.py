@@ -112,8 +112,8 @@ def test_a_wide_spread_or_a_busy_machine_makes_a_timing_noisy():
     spread = _timing([1.0, 1.5, 2.0, 0.5, 1.0])
     assert spread.noisy and "spread" in spread.noise_note() and "busy" not in spread.noise_note()
     busy = _timing([1.0] * 5, load=3.0)
-    assert busy.noisy and busy.busy and "busy (load 3.0 per core)" in busy.noise_note()
-    assert "course.threads.set_threads(1)" in busy.noise_note()
+    assert busy.noisy and busy.busy and "busy (load 3.0 per core" in busy.noise_note()
+    assert "COURSE_THREADS=1" in busy.noise_note() and "course.threads.set_threads(1)" in busy.noise_note()
     assert _timing([1.0] * 5, load=None).noise_note() == ""
     assert "NOISY" in repr(busy)
 
@@ -122,8 +122,64 @@ def test_noisy_note_counts_the_noisy_ones():
     from course.timing import noisy_note
 
     recs = [{"noisy": False, "load": 0.2}, {"noisy": True, "load": 2.0}, {"noisy": True, "load": 0.5}]
-    assert noisy_note(recs).startswith("2 of 3 measurements are noisy (the machine was busy: load up to 2.0")
+    assert noisy_note(recs).startswith("2 of 3 measurements are noisy: 1 was taken while the machine was busy "
+                                       "(load up to 2.0 per core")
     assert noisy_note(recs[:1]) == ""
+
+
+def test_noisy_note_names_the_real_cause_and_what_to_do():
+    from course.timing import noisy_note
+
+    busy = [_timing([1.0] * 5, load=3.0)]
+    note = noisy_note(busy)
+    assert "busy (load up to 3.0 per core" in note and "disagree" not in note
+    assert "COURSE_THREADS=1" in note and "rerun" in note
+    spread = [_timing([1.0, 1.5, 2.0, 0.5, 1.0])]
+    note = noisy_note(spread)
+    assert "runs that disagree" in note and "busy" not in note and "COURSE_THREADS" not in note
+    assert "Rerun" in note
+    one = [course.timing.Timing(samples=np.ones(5), load=3.0, threads=1)]
+    assert "COURSE_THREADS=1" not in noisy_note(one)       # it already ran with one thread
+
+
+def test_an_oversubscribed_machine_measures_with_one_blas_thread_and_says_so(monkeypatch):
+    import course.threads as threads
+    from course.timing import noisy_note
+
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(threads, "usable_cores", lambda: 2)
+            m.setattr(threads, "runnable_processes", lambda: 5.0)      # a faked busy machine
+            n, why = threads.default_threads(recheck=True)
+            assert n == 1 and "oversubscribed (5 runnable processes for its 2 cores)" in why
+            assert threads.get_threads() == 1 and "COURSE_THREADS=2" in why
+            t = course.benchmark(np.add, 1, 2, repeat=3)
+            assert t.threads == 1 and "Measured with 1 BLAS thread by default" in t.threads_why
+            assert t.as_record()["threads_why"] == t.threads_why
+            assert "oversubscribed" in noisy_note([t])          # said even when no timing is noisy
+            m.setattr(threads, "runnable_processes", lambda: 1.5)      # quiet again, but the default stays
+            assert threads.get_threads() == 1
+            assert threads.default_threads(recheck=True) == (2, "")
+            assert "threads_why" not in course.benchmark(np.add, 1, 2, repeat=1).as_record()
+            m.setattr(threads, "runnable_processes", lambda: None)     # unknown load: every core
+            assert threads.default_threads(recheck=True) == (2, "")
+            m.setattr(threads, "runnable_processes", lambda: 9.0)
+            m.setattr(threads, "usable_cores", lambda: 1)              # one core: nothing to lower
+            assert threads.default_threads(recheck=True) == (1, "")
+            m.setattr(threads, "usable_cores", lambda: 2)
+            threads.default_threads(recheck=True)
+            m.setenv("COURSE_THREADS", "2")                            # the learner's choice wins
+            assert threads.get_threads() == 2 and threads.threads_note() == ""
+    finally:
+        threads.default_threads(recheck=True)
+
+
+def test_runnable_processes_reads_a_number_or_none():
+    from course.cpu import runnable_processes
+
+    n = runnable_processes()
+    assert n is None or n >= 1          # this process is running as it asks
 
 
 def test_threads_are_set_for_the_measurement_and_put_back():
@@ -219,3 +275,19 @@ def test_interleaved_rounds_keep_min_rounds_take_per_round_samples_and_use_each_
     assert seen == [("b", 2)] * 3 and befores == ["a", "b"] * 3
     with pytest.raises(BadInputError, match="per_round"):
         interleaved_rounds({"a": lambda: None}, per_round=0)
+
+
+def test_runs_that_spread_over_the_cores_keep_every_core_on_a_busy_machine(monkeypatch):
+    import course.threads as threads
+
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(threads, "usable_cores", lambda: 2)
+            m.setattr(threads, "runnable_processes", lambda: 5.0)
+            threads.default_threads(recheck=True)
+            assert threads.get_threads() == 1 and threads.core_threads() == 2
+            m.setenv("COURSE_THREADS", "1")
+            assert threads.core_threads() == 1
+    finally:
+        threads.default_threads(recheck=True)

@@ -99,3 +99,18 @@ def test_bandwidth_app_draws_and_matmul_app_skips_slow_rungs():
     assert mm.last_error is None and mm.image.value
     mm.controls["n"].value = 128
     assert mm.last_error is None and "loop (n > 96)" in mm.html.value
+
+
+def test_the_matmul_figure_shows_the_nearest_recorded_size_named_on_its_bars():
+    from course.results import ResultSet
+    from course.vectorize.plots import matmul_figure
+
+    ref = ResultSet("vectorize_matmul", params={"n": 384}, source="reference")
+    for n in (128, 384):
+        ref.add(device="gpu", rung="gpu", n=n, dtype="float32", gflops=1e3)
+    live = ResultSet("vectorize_matmul", params={"n": 48})
+    live.add(device="cpu", rung="blas", n=48, dtype="float32", gflops=10.0)
+    labels = [t.get_text() for t in matmul_figure(live, [ref]).axes[0].get_yticklabels()]
+    assert labels == ["numpy → BLAS (CPU), float32", "CuPy → cuBLAS (GPU), float32 (recorded at n = 128)"]
+    live.params["n"] = 384
+    assert matmul_figure(live, [ref]).axes[0].get_yticklabels()[-1].get_text().endswith("(recorded)")

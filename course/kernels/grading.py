@@ -99,9 +99,16 @@ def grade(name: str, kernel: Any, seed: int = 1, on_gpu: bool | None = None) -> 
             return Grade(False, [NOT_DONE], exc.trace)
         if isinstance(exc.cause, KernelIndexError):
             oob = exc.trace.out_of_bounds() if exc.trace else []
-            who = f" ({exc.trace.who(oob[0].block, oob[0].thread)})" if oob else ""
             tip = f" Hint: {ex.hint}." if ex.hint else ""
-            return Grade(False, [f"{exc.cause}{who}.{tip}".replace("..", ".")], exc.trace)
+            if oob:      # one access, one thread: the simulator's "tid=... ctaid=..." may name another
+                first = oob[0]
+                verb = "read" if first.kind == "R" else "write"
+                shape = exc.trace.shapes.get(first.array, ("?",))[0]
+                said = (f"out of bounds: {verb} of {first.array}[{', '.join(map(str, first.index))}], but "
+                        f"{first.array} has shape {shape} ({exc.trace.who(first.block, first.thread)})")
+            else:
+                said = str(exc.cause)
+            return Grade(False, [f"{said}.{tip}".replace("..", ".")], exc.trace)
         return Grade(False, [f"your kernel raised {exc}".replace("KernelRunawayError: ", "")], exc.trace)
     problems = trace.divergent_barriers() + trace.races()[:3] + _outputs(ex, res, want, args) + _budget(ex, trace)
     g = Grade(not problems, problems, trace, res)

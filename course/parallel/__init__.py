@@ -10,6 +10,8 @@ Read in this order:
   batch, gradients averaged by the ring; DDP-style buckets overlapped with backward;
 * :mod:`~course.parallel.pipeline`: the MLP's layers split over p ranks, GPipe's micro-batches,
   every stage's busy intervals and the bubble;
+* :mod:`~course.parallel.tensor_parallel`: one pair of layers split *inside* over p ranks (Megatron-LM's
+  column- then row-parallel weights), one all-reduce forward and one backward; simulated and on MPI;
 * :mod:`~course.parallel.mpi` starts ``mpiexec`` from Python (timeouts, clear errors) and
   :mod:`~course.parallel.runs` wraps each run with its oracle; :mod:`~course.parallel.model` fits
   and extrapolates the α–β model;
@@ -44,7 +46,16 @@ from .data_parallel import average_gradients, single_process_gradients, single_p
 from .model import INTERCONNECTS, AlphaBeta, fit_alpha_beta, model_time
 from .mpi import MPIError, cores, find_mpiexec, max_ranks, mpi_available, mpi_unavailable_reason, run_mpi
 from .pipeline import bubble_fraction, ideal_timeline, measured_bubble
-from .runs import allreduce_sweep, data_parallel_timing, pipeline_runs, ring_check, train_data_parallel
+from .runs import (
+    allreduce_sweep,
+    data_parallel_timing,
+    pipeline_runs,
+    ring_check,
+    tensor_parallel_check,
+    tensor_parallel_sweep,
+    train_data_parallel,
+)
+from .tensor_parallel import data_parallel_bytes, simulate_tensor_parallel, tensor_parallel_bytes
 
 __all__ = ["ALGORITHMS", "AllreduceRun", "allreduce", "naive_allreduce", "tree_allreduce", "ring_allreduce",
            "ring_chunks", "chunk_bounds", "bytes_per_worker", "message_counts",
@@ -52,4 +63,6 @@ __all__ = ["ALGORITHMS", "AllreduceRun", "allreduce", "naive_allreduce", "tree_a
            "INTERCONNECTS", "AlphaBeta", "fit_alpha_beta", "model_time",
            "MPIError", "cores", "find_mpiexec", "max_ranks", "mpi_available", "mpi_unavailable_reason", "run_mpi",
            "bubble_fraction", "ideal_timeline", "measured_bubble",
-           "ring_check", "allreduce_sweep", "train_data_parallel", "data_parallel_timing", "pipeline_runs"]
+           "ring_check", "allreduce_sweep", "train_data_parallel", "data_parallel_timing", "pipeline_runs",
+           "simulate_tensor_parallel", "tensor_parallel_bytes", "data_parallel_bytes", "tensor_parallel_check",
+           "tensor_parallel_sweep"]

@@ -1,6 +1,7 @@
 """Lesson 06's experiments for ``python -m course report``: MPI all-reduces against message size and
-p (with the α–β fit), data-parallel compute vs communication with and without DDP-style overlap, and
-GPipe's bubble against m.  They need MPI (``pip install mpich mpi4py``); without it each records why."""
+p (with the α–β fit), data-parallel compute vs communication with and without DDP-style overlap,
+GPipe's bubble against m, and tensor against data parallelism for one MLP block.  They need MPI
+(``pip install mpich mpi4py``); without it each records why."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ..plots import new_figure
 from ..report import experiment
 from ..results import ResultSet
 from .mpi import mpi_unavailable_reason
-from .plots import allreduce_timing_figure, data_parallel_figure, pipeline_figure
+from .plots import allreduce_timing_figure, data_parallel_figure, pipeline_figure, tensor_parallel_figure
 
 
 def _no_mpi(name: str, devices: Sequence[str]) -> ResultSet | None:
@@ -109,3 +110,23 @@ def _(rs, references):
     return pipeline_figure(rec["events"], rs.params["p"], rec["m"], measured=rs,
                            title=f"GPipe, p = {rs.params['p']}, m = {rec['m']}: measured bubble "
                                  f"{rec['bubble_measured']:.0%}, formula {rec['bubble_formula']:.0%}")
+
+
+@experiment("tensor_parallel_mpi", title="Tensor against data parallelism for one MLP block on MPI ranks",
+            lesson="06")
+def tensor_parallel_mpi(devices, quick, progress):
+    """The block 256-1024-256 (float64), batch 64, on p = 1, 2, 3 ranks: tensor parallel (W1 split by
+    columns, W2 by rows, two ring all-reduces of activations per step) against data parallel (the
+    batch split, one ring all-reduce of every gradient); a whole step and its all-reduces alone, the
+    slowest rank's time, and the bytes each rank sends."""
+    rs = _no_mpi("tensor_parallel_mpi", devices)
+    if rs is not None:
+        return rs
+    from .runs import tensor_parallel_sweep
+
+    return _cpu_ranks(tensor_parallel_sweep((1, 2, 3), repeat=3 if quick else 7, progress=None), devices)
+
+
+@tensor_parallel_mpi.plot
+def _(rs, references):
+    return tensor_parallel_figure(rs) if rs.records else _message(rs)

@@ -13,7 +13,8 @@ latencies (a tree would pay ``2 log2 p``): this is why libraries switch algorith
 
 :func:`fit_alpha_beta` fits α and β to measured times (least squares on *relative* errors, both
 non-negative).  :data:`INTERCONNECTS` holds bandwidths from public data sheets, labelled as such,
-for the extrapolation to 8 and 1,024 workers, which is a *model*, not a measurement.
+for the extrapolation to 8 and 1,024 workers, which is a *model*, not a measurement; each link only
+as far as it reaches (NVLink joins 8 GPUs in one HGX server, up to 256 through NVLink switches).
 
 >>> round(model_time("ring", 8, 1e9, alpha=0.0, beta=1e-9), 3)
 1.75
@@ -37,21 +38,26 @@ __all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "model_terms", "model_t
 
 @dataclass(frozen=True)
 class Interconnect:
-    """A link's bandwidth per direction, from a data sheet (not measured here)."""
+    """A link's bandwidth per direction, from a data sheet (not measured here), and the most workers
+    it joins (``max_workers``, None: a switched network of any size)."""
 
     name: str
     bytes_per_s: float
     source: str
+    max_workers: int | None = None
+    reach: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.name}: {self.bytes_per_s / 1e9:g} GB/s per direction (data sheet: {self.source})"
+        reach = f"; {self.reach}" if self.reach else ""
+        return f"{self.name}: {self.bytes_per_s / 1e9:g} GB/s per direction (data sheet: {self.source}{reach})"
 
 
 #: Bandwidths from public data sheets (per direction), for the model's extrapolation only.
 INTERCONNECTS = (
     Interconnect("NVLink 4 (H100 SXM)", 450e9,
-                 "NVIDIA H100 Tensor Core GPU datasheet, NVLink 900 GB/s total, i.e. 450 GB/s each way"),
+                 "NVIDIA H100 Tensor Core GPU datasheet, NVLink 900 GB/s total, i.e. 450 GB/s each way",
+                 max_workers=256, reach="8 GPUs per HGX server, up to 256 through the NVLink Switch System"),
     Interconnect("InfiniBand NDR", 50e9,
                  "NVIDIA ConnectX-7 / Quantum-2 datasheets, 400 Gb/s per port = 50 GB/s each way"),
 )

@@ -49,7 +49,8 @@ class MPIError(CourseError, RuntimeError):
     """MPI could not start, a rank failed, or a run did not finish in time."""
 
 #: The tasks a rank can run (:data:`course.parallel.worker.TASKS` maps each to its function).
-TASK_NAMES = ("ring_check", "allreduce_timing", "data_parallel", "dp_timing", "pipeline", "nccl_ring", "sleep")
+TASK_NAMES = ("ring_check", "allreduce_timing", "data_parallel", "dp_timing", "pipeline", "tensor_parallel",
+              "tp_timing", "nccl_ring", "sleep")
 
 
 def find_mpiexec() -> Path | None:

@@ -22,9 +22,10 @@ from ..plots import add_footer, footer_text, new_figure
 from ..results import ResultSet
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
+from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
 
 __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
-           "data_parallel_figure", "pipeline_figure"]
+           "data_parallel_figure", "pipeline_figure", "tensor_parallel_bytes_figure", "tensor_parallel_figure"]
 
 ALGO_COLORS = {"ring": "#1b9e77", "naive": "#d95f02", "tree": "#7570b3", "MPI": "#444444"}
 
@@ -146,12 +147,14 @@ def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measu
     and the same α with data-sheet bandwidths (labelled as a model)."""
     fig, (ax,) = new_figure(1, width=10, height=3.8)
     ps = np.unique(np.round(np.geomspace(2, p_max, 40)).astype(int))
-    links = [("this machine (fitted β)", fit.beta, "-")] + [(ic.name + " (data-sheet β)", 1 / ic.bytes_per_s, ls)
-                                                            for ic, ls in zip(INTERCONNECTS, ("--", "-."))]
-    for label, beta, ls in links:
+    links = [("this machine (fitted β)", fit.beta, "-", None)] + [
+        (ic.name + " (data-sheet β" + (f", to its {ic.max_workers} GPUs)" if ic.max_workers else ")"),
+         1 / ic.bytes_per_s, ls, ic.max_workers) for ic, ls in zip(INTERCONNECTS, ("--", "-."))]
+    for label, beta, ls, most in links:
+        reach = ps[ps <= most] if most else ps          # a link is drawn only as far as it reaches
         for alg in ("ring", "naive"):
-            ax.plot(ps, [model_time(alg, int(p), nbytes, fit.alpha, beta) for p in ps], ls=ls, color=_color(alg),
-                    label=f"{alg}, {label}")
+            ax.plot(reach, [model_time(alg, int(p), nbytes, fit.alpha, beta) for p in reach], ls=ls,
+                    color=_color(alg), label=f"{alg}, {label}")
     if measured is not None:
         for alg in ("ring (course)", "naive (course)"):
             pts = [(r["p"], r["median_s"]) for r in measured.select(algorithm=alg) if r["nbytes"] == nbytes]
@@ -221,4 +224,68 @@ def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet 
     else:
         footer_text(fig, "The ideal schedule (equal stages, backward = 2 forwards, free messages): "
                            "not a measurement.")
+    return fig
+
+
+TP_COLORS = {"tensor": "#e7298a", "data": "#1f77b4"}
+
+
+def tensor_parallel_bytes_figure(p: int, hidden: int, batch: int, d_in: int = 256, d_out: int | None = None,
+                                 fit: AlphaBeta | None = None) -> Figure:
+    """Bytes each rank sends per step, tensor against data parallelism, against the hidden width
+    (the block ``[d_in, hidden, d_out]``, float64, the ring); with ``fit``, the α–β model's time beside."""
+    d_out = d_in if d_out is None else d_out
+    widths = np.unique(np.round(np.geomspace(max(p, 16), 2**17, 40)).astype(int))
+    fig, axes = new_figure(2 if fit is not None else 1, width=10 if fit is not None else 7.5, height=3.4)
+    blocks = [[d_in, int(h), d_out] for h in widths]
+    curves = {"tensor": [tensor_parallel_bytes(b, batch, p) / 1e6 for b in blocks],
+              "data": [data_parallel_bytes(b, p) / 1e6 for b in blocks]}
+    panels = [(axes[0], curves, "MB sent per rank per step", "Bytes (the ring's count)")]
+    if fit is not None:
+        modelled = {k: [communication_model_s(k, b, batch, p, fit.alpha, fit.beta) * 1e3 for b in blocks]
+                    for k in curves}
+        panels.append((axes[1], modelled,
+                       "ms per step (α–β MODEL)", "Time of the all-reduces: α–β MODEL fitted here"))
+    for ax, ys, ylabel, title in panels:
+        for scheme, y in ys.items():
+            ax.plot(widths, y, color=TP_COLORS[scheme], label=f"{scheme} parallel")
+        ax.axvline(hidden, color="0.3", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("hidden width")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9.5)
+        ax.grid(alpha=0.25, which="both")
+        ax.legend(fontsize=7.5, loc="upper left")
+    fig.suptitle(f"Block {d_in}-hidden-{d_out}, batch {batch}, p = {p} ranks, float64", fontsize=10)
+    footer_text(fig, "Counted, not timed: tensor parallelism all-reduces activations (batch · (d_in + d_out) "
+                       "numbers per step), data parallelism every gradient (it grows with the width)."
+                + ("\nThe right panel is a MODEL (α and β fitted to this machine's MPI timings)." if fit else ""))
+    return fig
+
+
+def tensor_parallel_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figure:
+    """Measured per step on p ranks, tensor against data parallelism: the whole step and its all-reduces
+    alone; with ``fit``, the α–β model's prediction of the all-reduces (hollow diamonds)."""
+    ps = sorted({r["p"] for r in rs.records})
+    fig, axes = new_figure(2, height=3.3)
+    w = 0.38
+    sizes, batch = rs.params.get("sizes", [0, 0, 0]), rs.params.get("batch", 0)
+    for ax, part in zip(axes, ("step", "communicate")):
+        for i, scheme in enumerate(("tensor", "data")):
+            recs = [rs.select(p=p, scheme=scheme, part=part)[0] for p in ps]
+            xs = np.arange(len(ps)) + (i - 0.5) * w
+            ax.bar(xs, [r["median_s"] * 1e3 for r in recs], w, color=TP_COLORS[scheme], label=f"{scheme} parallel",
+                   log=part == "communicate")      # the all-reduces span decades: small bars would vanish
+            if fit is not None and part == "communicate":
+                pred = [communication_model_s(scheme, sizes, batch, p, fit.alpha, fit.beta) for p in ps]
+                ax.plot(xs, np.array(pred) * 1e3, "D", mfc="none", color="k", ms=6,
+                        label="α–β model" if i == 0 else None)
+        ax.set_xticks(range(len(ps)), [f"p = {p}" for p in ps])
+        ax.set_ylabel("ms (median)" + (", log scale" if part == "communicate" else ""))
+        ax.legend(fontsize=7.5)
+        ax.grid(alpha=0.25, axis="y")
+    axes[0].set_title(f"One step of the block {'-'.join(map(str, sizes))}, batch {batch}", fontsize=9.5)
+    axes[1].set_title("Its all-reduces alone (the course's ring)", fontsize=9.5)
+    add_footer(fig, rs, extra=_over_text(rs, ps))
     return fig

@@ -27,9 +27,17 @@ from .collectives import check_length, check_workers
 from .data_parallel import single_process_train
 from .mpi import cores, oversubscribed, run_mpi
 from .pipeline import bubble_fraction, measured_bubble, stage_bounds
+from .tensor_parallel import (
+    check_block,
+    column_bounds,
+    data_parallel_bytes,
+    single_process_block,
+    tensor_parallel_bytes,
+)
 
-__all__ = ["SIZES_BYTES", "DP_SIZES", "PIPE_SIZES", "ring_check", "allreduce_sweep",
-           "train_data_parallel", "data_parallel_timing", "pipeline_runs"]
+__all__ = ["SIZES_BYTES", "DP_SIZES", "PIPE_SIZES", "TP_SIZES", "ring_check", "allreduce_sweep",
+           "train_data_parallel", "data_parallel_timing", "pipeline_runs", "tensor_parallel_check",
+           "tensor_parallel_sweep"]
 
 #: Message sizes of the full sweep: 1 KB to 64 MB.
 SIZES_BYTES = [2**k for k in range(10, 27, 2)]
@@ -37,6 +45,8 @@ SIZES_BYTES = [2**k for k in range(10, 27, 2)]
 DP_SIZES = [256, 512, 512, 512, 10]
 #: The MLP the pipeline splits: six Linear layers, five of equal width, so 2 and 3 stages are nearly balanced.
 PIPE_SIZES = [256, 256, 256, 256, 256, 256, 10]
+#: The block tensor parallelism splits: one wide hidden layer (a transformer's MLP is 4x its width).
+TP_SIZES = [256, 1024, 256]
 
 Progress = Callable[[str], None] | None
 #: The most timed repeats an MPI run takes (each rank repeats the whole measurement).
@@ -190,4 +200,61 @@ def pipeline_runs(p: int = 2, ms: Sequence[int] = (1, 2, 4, 8), sizes: Sequence[
                bubble_formula=bubble_fraction(p, run["m"]), max_abs_diff=run["max_abs_diff"], span_s=span,
                events=run["events"], oversubscribed=oversubscribed(p))
     _note(rs, [p])
+    return rs
+
+
+def tensor_parallel_check(p: int, sizes: Sequence[int] = (16, 24, 10), batch: int = 12, seed: int = 0,
+                          activation: str = "relu", timeout_s: float = 60, progress: Progress = print) -> dict:
+    """One tensor-parallel step of the block on ``p`` MPI ranks against the unsplit block in this process.
+
+    Returns the largest absolute differences of the logits, the input's gradient ``dx`` and the
+    parameters' gradients (``max_abs_diff_*``), and whether every rank ended with the same logits
+    and ``dx`` (``ranks_agree``: each all-reduce leaves identical bits on every rank).
+    """
+    sizes = check_block(sizes)
+    p, batch = check_workers(p), whole_number("batch", batch, hint="samples per step (every rank takes them all)")
+    column_bounds(sizes[1], p)                           # a clear error before anything starts
+    check_fits(4 * p * 8 * batch * max(sizes) + 16 * p * sizes[1] * (sizes[0] + sizes[2]), "cpu",
+               what=f"{p} ranks' slices of a {sizes} block at batch {batch:,}")
+    out = run_mpi("tensor_parallel", p, {"sizes": sizes, "batch": batch, "seed": seed, "activation": activation},
+                  timeout_s, progress)
+    from .data_parallel import make_batches
+
+    xs, ys = make_batches(sizes, batch, 1, seed)
+    want = single_process_block(sizes, xs[0], ys[0], seed, activation)
+    logits, dx = [np.asarray(v) for v in out["logits"]], [np.asarray(v) for v in out["dx"]]
+    return {"p": p, "sizes": sizes, "batch": batch,
+            "max_abs_diff_logits": max(float(np.max(np.abs(v - want["logits"]))) for v in logits),
+            "max_abs_diff_dx": max(float(np.max(np.abs(v - want["dx"]))) for v in dx),
+            "max_abs_diff_gradients": max(float(np.max(np.abs(np.asarray(g) - w)))
+                                          for g, w in zip(out["gradients"], want["gradients"])),
+            "ranks_agree": all(np.array_equal(v, logits[0]) for v in logits) and all(
+                np.array_equal(v, dx[0]) for v in dx) and out["db2_equal_on_every_rank"],
+            "oversubscribed": oversubscribed(p)}
+
+
+def tensor_parallel_sweep(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = tuple(TP_SIZES), batch: int = 64,
+                          repeat: int = 5, timeout_s: float = 300, progress: Progress = print) -> ResultSet:
+    """Tensor against data parallelism for the same block and batch on p ranks, each p: a whole step
+    and its all-reduces alone (the course's ring), the slowest rank's time; the bytes each rank sends
+    per step (``bytes_sent``, from the ring's formula, which the simulation's count matches)."""
+    ps = _ranks_list(ps)
+    sizes = check_block(sizes)
+    batch = whole_number("batch", batch, hint="samples per step")
+    repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed steps on every rank")
+    for p in ps:
+        column_bounds(sizes[1], p)
+        if batch < p:
+            raise BadInputError(f"batch = {batch} cannot be split over p = {p} ranks for data parallelism: "
+                                f"use batch >= p.")
+    check_fits(4 * max(ps) * 8 * (batch * max(sizes) + sizes[1] * (sizes[0] + sizes[2])), "cpu",
+               what=f"{max(ps)} ranks' copies of a {sizes} block at batch {batch:,}")
+    rs = ResultSet("tensor_parallel_mpi", params={"ps": list(ps), "sizes": sizes, "batch": batch,
+                                                  "repeat": repeat, "cores": cores()})
+    for p in ps:
+        out = run_mpi("tp_timing", p, {"sizes": sizes, "batch": batch, "repeat": repeat}, timeout_s, progress)
+        sent = {"tensor": tensor_parallel_bytes(sizes, batch, p), "data": data_parallel_bytes(sizes, p)}
+        for rec in out["records"]:
+            rs.add(**rec, p=p, bytes_sent=sent[rec["scheme"]], oversubscribed=oversubscribed(p))
+    _note(rs, ps)
     return rs

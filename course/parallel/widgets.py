@@ -5,7 +5,9 @@
 * :func:`model_app`: the α–β model fitted to this machine's MPI timings, extrapolated to many workers
   for a message size you choose (a model, labelled as one; nothing is re-measured);
 * :func:`pipeline_app`: the measured GPipe timelines, one per micro-batch count m, against the ideal
-  schedule and the bubble formula (redrawn from the recorded runs, never re-measured).
+  schedule and the bubble formula (redrawn from the recorded runs, never re-measured);
+* :func:`tensor_parallel_app`: tensor against data parallelism over ranks, hidden width and batch: the
+  bytes each rank sends per step (counted), and with a fitted α–β model the time they would take.
 
 >>> app = ring_app()
 >>> app.last_error is None and app.image.value[:4] == b"\\x89PNG"
@@ -23,11 +25,12 @@ from ..errors import BadInputError
 from ..results import ResultSet
 from ..widgets import LiveApp, size_slider
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
-from .model import fit_alpha_beta
+from .model import AlphaBeta, fit_alpha_beta
 from .pipeline import bubble_fraction, ideal_timeline
-from .plots import model_figure, pipeline_figure, ring_step_figure
+from .plots import model_figure, pipeline_figure, ring_step_figure, tensor_parallel_bytes_figure
+from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
 
-__all__ = ["ring_app", "model_app", "pipeline_app"]
+__all__ = ["ring_app", "model_app", "pipeline_app", "tensor_parallel_app"]
 
 
 def _simulate_inputs(p: int, n: int) -> np.ndarray:
@@ -121,3 +124,35 @@ def pipeline_app(rs: ResultSet) -> LiveApp:
         return fig, text
 
     return LiveApp(update, {"m": m_slider, "view": view}, title="A GPipe pipeline, micro-batch by micro-batch")
+
+
+def tensor_parallel_app(fit: AlphaBeta | None = None, d_in: int = 256, p: int = 4, hidden: int = 1024,
+                        batch: int = 64) -> LiveApp:
+    """Tensor against data parallelism for the block ``[d_in, hidden, d_in]``: sliders over the ranks p,
+    the hidden width and the batch; bytes per rank per step (counted), and with ``fit`` (from
+    :func:`course.parallel.model.fit_alpha_beta`) the α–β model's time of those all-reduces."""
+    p_slider = widgets.SelectionSlider(options=[2, 3, 4, 8, 16, 32, 64], value=p, description="ranks p",
+                                       continuous_update=False)
+    width = size_slider([2**k for k in range(6, 18)], hidden, "hidden width")
+    batches = size_slider([2**k for k in range(3, 13)], batch, "batch")
+
+    def update(p: int, hidden: int, batch: int):
+        if hidden < p:
+            raise BadInputError(f"a hidden width of {hidden} cannot be split over p = {p} ranks: pick a wider "
+                                f"layer or fewer ranks.")
+        sizes = [d_in, hidden, d_in]
+        tp, dp = tensor_parallel_bytes(sizes, batch, p), data_parallel_bytes(sizes, p)
+        even = (2 * batch * d_in - d_in) / (2 * d_in + 1)      # the width where both send the same
+        fig = tensor_parallel_bytes_figure(p, hidden, batch, d_in, fit=fit)
+        text = (f"Block {d_in}-{hidden}-{d_in}, batch {batch}, p = {p}, float64: tensor parallel sends "
+                f"{tp / 1e6:.3g} MB per rank per step (two all-reduces of activations), data parallel "
+                f"{dp / 1e6:.3g} MB (one all-reduce of every gradient): data / tensor = {dp / tp:.3g}×. "
+                f"Below a hidden width of about {even:,.0f} data parallelism sends less.")
+        if fit is not None:
+            tp_s, dp_s = (communication_model_s(k, sizes, batch, p, fit.alpha, fit.beta) for k in ("tensor", "data"))
+            text += (f" The α–β model fitted here predicts {tp_s * 1e3:.3g} ms (tensor) and {dp_s * 1e3:.3g} ms "
+                     f"(data) of all-reduces per step: a model, not a measurement.")
+        return fig, text
+
+    return LiveApp(update, {"p": p_slider, "hidden": width, "batch": batches},
+                   title="Tensor or data parallelism: what each rank sends per step")

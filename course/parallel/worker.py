@@ -37,6 +37,7 @@ from .data_parallel import (
 from .mpi import TASK_NAMES
 from .pipeline import gpipe_step
 from .ring_mpi import ALLREDUCES, mpi_allreduce
+from .tensor_parallel import gather_gradients, rank_step, run_rank_step, split_block
 
 PROGRESS_PREFIX = "@@progress "
 
@@ -187,6 +188,76 @@ def task_pipeline(comm: Any, params: dict, say: Callable) -> dict:
     return {"runs": runs}
 
 
+def task_tensor_parallel(comm: Any, params: dict, say: Callable) -> dict:
+    """One tensor-parallel step of the block (W1 by columns, W2 by rows, the course's ring for each
+    all-reduce); rank 0 gathers every rank's gradient slices, logits and input gradient."""
+    sizes, batch, seed = params["sizes"], params["batch"], params.get("seed", 0)
+    p, r = comm.Get_size(), comm.Get_rank()
+    (shard,) = split_block(sizes, p, rank=r, seed=seed, activation=params.get("activation", "relu"))
+    xs, ys = make_batches(sizes, batch, 1, seed)
+    ring = ALLREDUCES["ring (course)"]
+    loss, logits, dx = run_rank_step(rank_step(shard, xs[0], ys[0]), lambda v: ring(comm, v))
+    every = comm.gather((shard, logits, dx, loss), root=0)
+    say("one step done on every rank")
+    if r:
+        return {}
+    grads = gather_gradients([s for s, *_ in every])
+    return {"gradients": [g.tolist() for g in grads], "logits": [e[1].tolist() for e in every],
+            "dx": [e[2].tolist() for e in every], "loss": [e[3] for e in every],
+            "db2_equal_on_every_rank": all(np.array_equal(s.db2, every[0][0].db2) for s, *_ in every)}
+
+
+def task_tp_timing(comm: Any, params: dict, say: Callable) -> dict:
+    """The same block trained one step at a time, two ways: tensor parallel (every rank the whole
+    batch, a slice of the weights, two all-reduces of activations) and data parallel (every rank the
+    whole weights, a slice of the batch, one all-reduce of every gradient); each step and its
+    communication alone timed.  Both compute the input's gradient (a block inside a deeper network)."""
+    from ..backprop.layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
+
+    p, r = comm.Get_size(), comm.Get_rank()
+    sizes, batch, repeat = params["sizes"], params["batch"], params["repeat"]
+    xs, ys = make_batches(sizes, batch, 1, 0)
+    x, y = xs[0], ys[0]
+    ring = ALLREDUCES["ring (course)"]
+    (piece,) = split_block(sizes, p, rank=r)
+    acts = [np.empty(batch * sizes[2]), np.empty(batch * sizes[0])]      # the two all-reduces' vectors
+    model = MLP(sizes, dtype="float64", seed=0)
+    rows = shard(batch, p, r)
+    flat = np.empty(model.n_parameters())
+    total = np.empty_like(flat)
+
+    def tp_step():
+        comm.Barrier()
+        run_rank_step(rank_step(piece, x, y), lambda v: ring(comm, v))
+
+    def tp_communicate():
+        comm.Barrier()
+        for v in acts:
+            ring(comm, v, np.empty_like(v))
+
+    def dp_step():
+        comm.Barrier()
+        loss, cache = softmax_cross_entropy(model.forward(x[rows]), y[rows])
+        model.backward(softmax_cross_entropy_backward(cache), need_input_grad=True)
+        np.concatenate([g.ravel() for g in model.gradients()], out=flat)
+        np.multiply(flat, (rows.stop - rows.start) / batch, out=flat)
+        ring(comm, flat, total)
+
+    def dp_communicate():
+        comm.Barrier()
+        ring(comm, flat, total)
+
+    records = []
+    for scheme, part, fn, nbytes in (("tensor", "step", tp_step, 8 * sum(v.size for v in acts)),
+                                     ("tensor", "communicate", tp_communicate, 8 * sum(v.size for v in acts)),
+                                     ("data", "step", dp_step, flat.nbytes),
+                                     ("data", "communicate", dp_communicate, flat.nbytes)):
+        t = benchmark(fn, warmup=1, repeat=repeat, name=f"{scheme} parallel: {part}", blas_threads=1)
+        records.append({"scheme": scheme, "part": part, "allreduced_bytes": int(nbytes), **_slowest(comm, t)})
+        say(f"{scheme} parallel: {part} timed")
+    return {"records": records}
+
+
 def task_sleep(comm: Any, params: dict, say: Callable) -> dict:
     """Sleep ``params["seconds"]`` on every rank, then meet at a barrier; rank ``params["die"]`` (if
     given) dies at once instead.  Lets the tests check that a hung run is killed and a dead rank reported."""
@@ -207,6 +278,7 @@ def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
 
 TASKS = {"ring_check": task_ring_check, "allreduce_timing": task_allreduce_timing,
          "data_parallel": task_data_parallel, "dp_timing": task_dp_timing, "pipeline": task_pipeline,
+         "tensor_parallel": task_tensor_parallel, "tp_timing": task_tp_timing,
          "nccl_ring": task_nccl_ring, "sleep": task_sleep}
 assert tuple(TASKS) == TASK_NAMES, "course.parallel.mpi.TASK_NAMES must list the tasks of TASKS"
 

@@ -272,15 +272,15 @@ def _check_x(x: Any) -> np.ndarray:
 def scan_threads(threads: int | None = None) -> int:
     """The threads numba's parallel loops will use: ``threads``, or the course's default.
 
-    The default is :func:`course.threads.get_threads` (the cores this process may use),
+    The default is :func:`course.threads.core_threads` (the cores this process may use),
     capped at the threads numba started with.
 
     >>> scan_threads(1)
     1
     """
-    from ..threads import get_threads
+    from ..threads import core_threads
 
-    want = get_threads() if threads is None else whole_number("threads", threads, hint="or None for the default")
+    want = core_threads() if threads is None else whole_number("threads", threads, hint="or None for the default")
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))
 
 

@@ -105,8 +105,9 @@ def kernels_unavailable_reason() -> str | None:
     except Exception as exc:  # a broken driver must not break the lesson
         return f"numba.cuda could not start: {exc}"
     return ("no CUDA GPU answers numba here. Run on a GPU machine (Colab: Runtime > Change "
-            "runtime type > GPU), or set NUMBA_ENABLE_CUDASIM=1 before importing numba to "
-            "run the kernels slowly on the CPU simulator (small n only).")
+            "runtime type > GPU) to run and check these kernels. The course's tests run them on numba's "
+            "CUDA simulator, which is switched on only as Python starts (NUMBA_ENABLE_CUDASIM=1), never "
+            "from a running notebook: nothing to set or restart here.")
 
 
 def kernels_available() -> bool:

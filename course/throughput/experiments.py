@@ -120,7 +120,7 @@ def fusion(devices, quick, progress):
 
 @fusion.plot
 def _(rs, references):
-    return P.fusion_figure(rs)
+    return P.fusion_figure(rs, references)
 
 
 @experiment("transfer_bandwidth", title="Host↔device copies: pageable vs pinned memory", lesson="03")

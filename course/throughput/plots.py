@@ -234,18 +234,26 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     return fig
 
 
-def fusion_figure(rs: ResultSet) -> Figure:
-    """Time per run of the chain, by mode and device, with kernels launched and bytes moved."""
-    recs = rs.records
+def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
+    """Time per run of the chain, by mode and device, with kernels launched and bytes moved; where no
+    GPU ran here, the references' GPU runs (hatched, labelled with their own size and where recorded)."""
+    refs = [] if rs.select(device="gpu") else [ref for ref in references if ref.select(device="gpu")]
+    recs = list(rs.records) + [r | {"_ref": ref} for ref in refs for r in ref.select(device="gpu")]
     fig, (ax,) = new_figure(1, height=0.9 + 0.5 * max(len(recs), 1))
     ms = [r["median_s"] * 1e3 for r in recs]
     # CPU and GPU side by side can differ a thousandfold: on a linear axis the GPU's bars vanish
     wide = bool(ms) and min(ms) > 0 and max(ms) / min(ms) > 20
-    ax.barh(range(len(recs)), ms, color=[COLORS.get(r["device"], "0.5") for r in recs], log=wide)
+    bars = ax.barh(range(len(recs)), ms, color=[COLORS.get(r["device"], "0.5") for r in recs], log=wide)
+    for b, r in zip(bars, recs):
+        if "_ref" in r:
+            b.set_hatch("//")
+            b.set_alpha(0.6)
     for i, r in enumerate(recs):
         ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms — {r['kernels']:,} kernel(s), "
                 f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=8)
-    ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" for r in recs], fontsize=8.5)
+    ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" + (
+        f" (recorded, n = {r['n']:,}" + ("" if r["steps"] == rs.params.get("steps") else f", {r['steps']} steps")
+        + ")" if "_ref" in r else "") for r in recs], fontsize=8.5)
     ax.invert_yaxis()
     ax.set_xlabel("ms per run of the whole chain" + (" (log scale)" if wide else ""))
     p = rs.params
@@ -255,7 +263,8 @@ def fusion_figure(rs: ResultSet) -> Figure:
         ax.set_xlim(min(ms) / 3, max(ms) * 40)       # room on the right for the labels
     else:
         ax.margins(x=0.9)
-    add_footer(fig, rs, [], extra=_no_gpu_note(rs, []))
+    add_footer(fig, rs, refs, extra=_no_gpu_note(rs, refs) + (
+        " Hatched: recorded elsewhere, at its own size; compare GB/s, not ms." if refs else ""))
     return fig
 
 

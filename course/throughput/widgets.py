@@ -285,7 +285,7 @@ def fusion_app() -> LiveApp:
                            + (" or fewer steps, or float32." if dtype == "float16" else " or fewer steps."))
         rs = cache.get((steps, n, dtype, tuple(devs)), lambda: fusion_compare(
             n=n, steps=steps, dtype=dtype, devices=devs, repeat=5, budget_s=0.3))
-        return fusion_figure(rs), note + _notes(rs)
+        return fusion_figure(rs, refs), note + _notes(rs)
 
     controls = {"steps": w.IntSlider(value=4, min=1, max=MAX_STEPS, description="steps", continuous_update=False),
                 "n": log2_slider(10, 26, 2 ** 20, "elements"), "dtype": dtype_dropdown(_DTYPES),

@@ -179,7 +179,9 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     refs = [r for r in _reference_gpu_rows(references, op, dtype) if r.get("rung") != "copy"]
     rows = live + ([] if rs.select(device="gpu") else refs)
     fig, (ax1, ax2) = new_figure(2, width=11, height=1.2 + 0.42 * max(len(rows), 3))
-    labels = [f"{r['label']} [{r['flynn']}]" + (" (recorded)" if "_ref" in r else "") for r in rows]
+    n = rs.params.get("n")
+    labels = [f"{r['label']} [{r['flynn']}]" + ((f" (recorded, n = {r['n']:,})" if r.get("n") not in (None, n)
+                                                 else " (recorded)") if "_ref" in r else "") for r in rows]
     ypos = np.arange(len(rows))
     for ax, key in ((ax1, "elements_per_s"), (ax2, "gb_per_s")):
         vals = np.array([r.get(key) or np.nan for r in rows], dtype=float)
@@ -211,8 +213,10 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         ax2.axvline(c["gb_per_s"], color=COLORS[c["device"]], ls="--", lw=1.2)
         ax2.text(c["gb_per_s"], len(rows) - 0.45, f"copy limit {c['device'].upper()} ",
                  fontsize=7, color=COLORS[c["device"]], ha="right", va="top")
-    n = rs.params.get("n")
-    ax1.set_title(f"{op} on {n:,} {dtype} values: every rung checked equal to numpy", fontsize=9.5)
+    other_n = sorted({r["n"] for r in rows if "_ref" in r and r.get("n") not in (None, n)})
+    ax1.set_title(f"{op} on {n:,} {dtype} values: every rung checked equal to numpy" + (
+        f"\n(hatched GPU bars: recorded at n = {', '.join(f'{k:,}' for k in other_n)})" if other_n else ""),
+        fontsize=9.5)
     ax2.set_title("how close each rung gets to the memory's limit", fontsize=9.5)
     extra = ""
     if not rs.select(device="gpu") and not refs:
@@ -278,12 +282,14 @@ def bandwidth_figure(result: dict) -> Figure:
 def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """GFLOP/s of each matmul rung and dtype (log scale), value printed on each bar."""
     rows = list(rs.records)
-    if not rs.select(device="gpu"):
-        rows += [r | {"_ref": True} for ref in references for r in ref.select(device="gpu")
-                 if r.get("n") == rs.params.get("n")]
+    n = rs.params.get("n")
+    recorded = [r for ref in references for r in ref.select(device="gpu")]
+    if recorded and not rs.select(device="gpu"):      # the recorded size nearest this one, named on its bars
+        near = min({r["n"] for r in recorded}, key=lambda k: (abs(np.log2(k / n)) if n else 0, k))
+        rows += [r | {"_ref": True} for r in recorded if r.get("n") == near]
     fig, (ax,) = new_figure(1, width=8.5, height=1.0 + 0.38 * max(len(rows), 2))
     labels = [f"{_mm_label(r)} ({r['device'].upper()}), {r['dtype']}"
-              + (" (recorded)" if r.get("_ref") else "")
+              + ((" (recorded)" if r.get("n") == n else f" (recorded at n = {r['n']})") if r.get("_ref") else "")
               for r in rows]
     vals = [r["gflops"] for r in rows]
     bars = ax.barh(range(len(rows)), vals, color=[COLORS[r["device"]] for r in rows])
