@@ -37,7 +37,18 @@ from .devices import gpu_available, gpu_info
 from .errors import ResultsError
 
 __all__ = ["ResultSet", "provenance", "load_reference", "save_reference", "REFERENCE_DIR",
-           "SCHEMA_VERSION"]
+           "SCHEMA_VERSION", "shared_file_mode"]
+
+
+def shared_file_mode() -> int:
+    """The mode a plain ``open()`` would give a new file here (``0o666`` less the umask).
+
+    ``tempfile.mkstemp`` makes its files ``0o600``; a file written through one and renamed into
+    place gets this mode instead, so the JSON and HTML are as readable as the PNGs beside them.
+    """
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 SCHEMA_VERSION = 1
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
@@ -252,6 +263,7 @@ class ResultSet:
         text = json.dumps(self.to_dict(), indent=1, sort_keys=False, allow_nan=False)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
         try:
+            os.fchmod(fd, shared_file_mode())
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
             os.replace(tmp, path)
