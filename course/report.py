@@ -351,6 +351,7 @@ def _html(sections, prov, quick, devices, interrupted: str = "") -> str:
             parts.append(f"<img src='{e(png)}' alt='{e(exp.title)}'>")
         for ref in refs:
             parts.append(f"<p><small>Dashed curves: reference results {e(ref.label)}.</small></p>")
+            parts += [f"<p><small><i>{e(note)}</i></small></p>" for note in ref.notes if "left out" in note]
         for note in rs.notes:
             parts.append(f"<p><i>{e(note)}</i></p>")
         parts.append(f"<p><small>{len(rs.records)} records, {secs:.1f} s.</small></p>")
