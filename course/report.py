@@ -174,7 +174,18 @@ def _put_in_place(work: Path, out: Path) -> None:
             if not report_file and not (work / p.name).exists():
                 os.rename(p, work / p.name)
         old = out.parent / f".{out.name}.previous-{os.getpid()}-{_stamp()}"
-        os.rename(out, old)
+        try:
+            os.rename(out, old)
+        except OSError:  # a mount point, the current folder on some systems: replace its contents instead
+            for p in out.iterdir():  # only the earlier report's files are left in it
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+            for p in work.iterdir():
+                os.rename(p, out / p.name)
+            work.rmdir()
+            return
     os.rename(work, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

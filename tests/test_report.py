@@ -223,3 +223,24 @@ def test_a_run_killed_outright_leaves_its_working_folder_to_the_next_run(tmp_pat
     assert (out / "results" / "fine.json").is_file() and not left.exists()
     kept = list(tmp_path.glob("report.interrupted-*"))
     assert len(kept) == 1 and (kept[0] / "results" / "done.json").read_text() == "{}"
+
+
+def test_a_folder_that_cannot_be_moved_gets_its_report_replaced_in_place(tmp_path, monkeypatch):
+    import course.report as report
+
+    _fake_experiments(monkeypatch, [("fine", _ok_run)])
+    out = tmp_path / "out"
+    run_report(out, quick=True, show_progress=False)
+    (out / "stale.png").write_bytes(b"old")
+    (out / "mine.txt").write_text("mine")
+    real_rename = os.rename
+
+    def rename(src, dst):           # as for a mount point: the folder itself cannot move
+        if str(src) == str(out):
+            raise OSError(16, "Device or resource busy")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(report.os, "rename", rename)
+    run_report(out, quick=True, show_progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "mine.txt", "results", "results.json"]
+    assert (out / "results" / "fine.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
