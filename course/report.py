@@ -23,6 +23,7 @@ result set with its provenance) and one PNG per experiment.  On a GPU machine
 
 from __future__ import annotations
 
+import glob
 import html
 import importlib
 import json
@@ -149,7 +150,7 @@ def _stamp() -> str:
 
 def _keep_unfinished(out: Path) -> None:
     """Working folders of runs killed outright (SIGKILL, a power cut) are renamed ``<out>.interrupted-...``."""
-    for work in out.parent.glob(f".{out.name}.running-*"):
+    for work in out.parent.glob(f".{glob.escape(out.name)}.running-*"):
         try:
             pid = int(work.name.rsplit("-", 2)[-2])
             os.kill(pid, 0)
