@@ -76,3 +76,15 @@ def test_a_kernel_that_ends_is_unaffected_by_the_budget():
     res, trace = simulate(doubles, 1, 4, out=np.zeros(4), a=np.arange(4.0))
     np.testing.assert_array_equal(res["out"], 2 * np.arange(4.0))
     assert len(trace.accesses) == 8
+
+
+def test_an_endless_loop_in_a_helper_from_another_file_stops_too(tmp_path, monkeypatch):
+    (tmp_path / "learner_helpers.py").write_text("def wait_forever():\n    while True:\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import learner_helpers
+
+    def calls_a_helper(out, a):
+        learner_helpers.wait_forever()
+
+    with pytest.raises(KernelFailed, match=NEVER_ENDS):
+        simulate(calls_a_helper, 1, 2, out=np.zeros(2), a=np.ones(2))

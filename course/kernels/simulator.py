@@ -32,6 +32,7 @@ arrays are copied over and back.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -125,11 +126,15 @@ class _ThreadFailed(Exception):
 
 
 class _Budget:
-    """Runs each simulated thread under a step budget and a deadline (a trace function on the kernel's
-    own lines, so ``while True: pass`` stops too), and keeps any exception a thread raised."""
+    """Runs each simulated thread under a step budget and a deadline (a trace function on the lines of the
+    kernel and of the helpers it calls, so ``while True: pass`` stops too; the lines of numba, numpy, the
+    standard library and the course's tracing are not counted), and keeps any exception a thread raised."""
 
     def __init__(self, fn: Callable) -> None:
+        import numba
         self.fn, self.file = fn, fn.__code__.co_filename
+        self.skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (numba, np, os, sys.modules[__package__]))
+        self.skip += ("<string>", "<frozen")   # code made by exec (a dataclass's __init__), frozen modules
         self.deadline = time.monotonic() + MAX_SECONDS
         self.failures: list[BaseException] = []
 
@@ -151,7 +156,8 @@ class _Budget:
             return lines
 
         def calls(frame: Any, event: str, arg: Any) -> Any:
-            return lines if frame.f_code.co_filename == self.file else None
+            file = frame.f_code.co_filename
+            return lines if file == self.file or not file.startswith(self.skip) else None
 
         sys.settrace(calls)
         try:
