@@ -48,8 +48,8 @@ __all__ = ["simulate", "run_on_gpu", "gpu_kernels_available", "python_function",
 
 #: The most threads one simulated launch may have (each one is an operating-system thread).
 MAX_SIMULATED_THREADS = 256
-#: The most lines of the kernel's own file one simulated thread may run, and the most seconds a launch
-#: may take: a kernel past either is stopped (the exercises need a few hundred lines per thread).
+#: The most lines of the kernel (and of the helpers it calls) one simulated thread may run, and the most
+#: seconds a launch may take: a kernel past either is stopped (the exercises need a few hundred lines per thread).
 MAX_STEPS_PER_THREAD = 200_000
 MAX_SECONDS = 20.0
 
