@@ -193,7 +193,8 @@ def _put_in_place(work: Path, out: Path) -> None:
 
 
 class _Signals:
-    """SIGINT and SIGTERM raise KeyboardInterrupt while measuring; inside ``hold()`` they only wait."""
+    """SIGINT and SIGTERM raise KeyboardInterrupt while measuring; while ``holding`` (making the working
+    folder, putting the finished report in place) they are only recorded."""
 
     def __init__(self):
         self.received: int | None = None
@@ -274,7 +275,13 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
             raise _interrupted(work, out, sections, sets, failures, quick, devices, signum) from None
         signals.holding = True
         _write_pages(work, sections, sets, failures, quick, devices)
-        _put_in_place(work, out)
+        try:
+            _put_in_place(work, out)
+        except OSError as exc:
+            kept = out.parent / f"{out.name}.new-{_stamp()}-{os.getpid()}"
+            os.rename(work, kept)
+            raise BadInputError(f"the new report could not replace {out} ({exc.strerror or exc}); it is complete "
+                                f"in {kept}") from None
     return out / "index.html"
 
 
@@ -318,6 +325,8 @@ def _interrupted(work, out, sections, sets, failures, quick, devices, signum) ->
         return ReportInterrupted(f"stopped by {name} before any experiment finished: {out} was not changed "
                                  f"({earlier})", signum, None)
     saved = out.parent / f"{out.name}.interrupted-{_stamp()}"
+    if saved.exists():
+        saved = saved.with_name(f"{saved.name}-{os.getpid()}")
     try:
         _write_pages(work, sections, sets, failures, quick, devices,
                      interrupted=f"stopped by {name} after {len(sections)} experiment(s)")
