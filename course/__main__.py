@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from .errors import CourseError
-    from .report import discover, run_report
+    from .report import ReportInterrupted, discover, run_report
 
     if args.list:
         for name, exp in discover().items():
@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ReportInterrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     print(f"wrote {index} and {index.parent / 'results.json'}")
     import json
 

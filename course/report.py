@@ -23,13 +23,17 @@ result set with its provenance) and one PNG per experiment.  On a GPU machine
 
 from __future__ import annotations
 
+import glob
 import html
 import importlib
 import json
 import os
 import pkgutil
+import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -40,9 +44,9 @@ from .cpu import cpu_info
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
 from .errors import BadInputError
 from .plots import figure_to_png
-from .results import ResultSet, load_reference, merge, provenance, save_reference
+from .results import ResultSet, load_reference, merge, provenance, save_reference, shared_file_mode
 
-__all__ = ["Experiment", "experiment", "registry", "discover", "run_report", "prepare_out"]
+__all__ = ["Experiment", "experiment", "registry", "discover", "run_report", "prepare_out", "ReportInterrupted"]
 
 
 @dataclass
@@ -94,6 +98,7 @@ def registry() -> dict[str, Experiment]:
 
 def _write_text_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    os.fchmod(fd, shared_file_mode())  # mkstemp makes 0600; the page is as readable as its PNGs
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
@@ -102,17 +107,27 @@ def _write_text_atomic(path: Path, text: str) -> None:
 _REPORT_FILES = ("index.html", "results.json")
 
 
-def prepare_out(out: str | os.PathLike) -> Path:
-    """Check the report folder before anything is measured, and empty it of an earlier report.
+class ReportInterrupted(KeyboardInterrupt):
+    """A report run stopped by SIGINT or SIGTERM.  The earlier report is untouched; the experiments
+    that finished are in :attr:`saved_to` (None when none had)."""
 
-    ``out`` may not exist yet, may be empty, or may hold an earlier report of this course (its
-    ``index.html``, ``results.json``, ``results/`` and PNGs are then removed, so two runs never mix).
-    Anything else (a file, a folder of other things, a folder that can't be written) is refused
-    with a :class:`BadInputError` saying why.
+    def __init__(self, message: str, signum: int, saved_to: Path | None):
+        super().__init__(message)
+        self.signum = signum
+        self.saved_to = saved_to
+
+
+def prepare_out(out: str | os.PathLike) -> Path:
+    """Check the report folder before anything is measured; return it as an absolute path.
+
+    ``out`` may not exist yet, may be empty, or may hold an earlier report of this course.  Nothing in
+    it is changed here: :func:`run_report` writes into a fresh working folder beside it and puts the new
+    report in its place only once complete.  Anything else (a file, a folder of other things, a
+    place whose folder can't be written) is refused with a :class:`BadInputError` saying why.
     """
     if out is None or str(out).strip() == "":
         raise BadInputError("--out must name a folder for the report (e.g. --out report)")
-    out = Path(out)
+    out = Path(out).absolute()
     if out.exists() and not out.is_dir():
         raise BadInputError(f"--out {out} is a file, not a folder: name a folder for the report")
     if out.is_dir() and any(out.iterdir()):
@@ -120,20 +135,87 @@ def prepare_out(out: str | os.PathLike) -> Path:
         if not earlier:
             raise BadInputError(f"--out {out} already holds files that are not a report of this course: "
                                 "name a new or empty folder, so nothing of yours is overwritten")
-        for p in out.iterdir():
-            if p.name in _REPORT_FILES or (p.suffix == ".png" and p.is_file()):
-                p.unlink()
-            elif p.name == "results" and p.is_dir():
-                for q in p.glob("*.json"):
-                    q.unlink()
-                p.rmdir()
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-", delete=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=out.parent, prefix=".write-test-", delete=True)
         probe.close()
     except OSError as exc:
         raise BadInputError(f"--out {out} cannot be written ({exc.strerror or exc}): choose another folder") from None
     return out
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def _keep_unfinished(out: Path) -> None:
+    """Working folders of runs killed outright (SIGKILL, a power cut) are renamed ``<out>.interrupted-...``."""
+    for work in out.parent.glob(f".{glob.escape(out.name)}.running-*"):
+        try:
+            pid = int(work.name.rsplit("-", 2)[-2])
+            os.kill(pid, 0)
+            continue  # that run is still going
+        except (ValueError, IndexError, ProcessLookupError):
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.rename(work, out.parent / f"{out.name}.interrupted-{_stamp()}-{work.name.rsplit('-', 1)[-1]}")
+        except OSError:
+            pass
+
+
+def _put_in_place(work: Path, out: Path) -> None:
+    """Replace ``out`` by the finished ``work`` folder.  Files of the user's own in an earlier report's
+    folder (not the page, its JSON, its PNGs or ``results/``) move into the new one."""
+    old = None
+    if out.is_dir():
+        for p in out.iterdir():
+            report_file = p.name in _REPORT_FILES or p.name == "results" or p.suffix == ".png"
+            if not report_file and not (work / p.name).exists():
+                os.rename(p, work / p.name)
+        old = out.parent / f".{out.name}.previous-{os.getpid()}-{_stamp()}"
+        try:
+            os.rename(out, old)
+        except OSError:  # a mount point, the current folder on some systems: replace its contents instead
+            for p in out.iterdir():  # only the earlier report's files are left in it
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+            for p in work.iterdir():
+                os.rename(p, out / p.name)
+            work.rmdir()
+            return
+    os.rename(work, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class _Signals:
+    """SIGINT and SIGTERM raise KeyboardInterrupt while measuring; while ``holding`` (making the working
+    folder, putting the finished report in place) they are only recorded."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self.holding = False
+        self.saved: dict[int, object] = {}
+
+    def _handler(self, signum, frame):
+        self.received = self.received or signum
+        if not self.holding:
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        return False
 
 
 def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | None = None,
@@ -142,9 +224,13 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
     """Run the registered experiments and write ``index.html`` + ``results.json`` + PNGs to ``out``.
 
     Returns the path of ``index.html``.  ``out`` is checked before anything is measured
-    (:func:`prepare_out`).  Each experiment's result set is saved to ``out/results/<name>.json``
-    as soon as it finishes; an experiment that fails is reported in the page with its error and
-    the others still run; ``results.json`` and ``index.html`` are written atomically at the end.
+    (:func:`prepare_out`).  The run writes into a fresh working folder beside ``out``
+    (``.<out>.running-<pid>-...``), saving each experiment's result set to ``results/<name>.json`` as soon
+    as it finishes; only when all have run does that folder replace ``out``, so an earlier report
+    stays whole until the new one is complete.  An experiment that fails is reported in the page with
+    its error and the others still run.  Stopped by SIGINT or SIGTERM, the run leaves ``out`` as it
+    was, moves what it finished to ``<out>.interrupted-<date>/`` (with its own page) and raises
+    :class:`ReportInterrupted` saying where.
     """
     from tqdm.auto import tqdm
 
@@ -163,45 +249,95 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
     if "gpu" in devices and not gpu_available():
         raise BadInputError(f"--gpu-only needs a GPU that answers; none does here ({gpu_unavailable_reason()})")
     out = prepare_out(out)
-    (out / "results").mkdir()
+    _keep_unfinished(out)
 
     def prog(iterable=None, total=None, desc=None):
         return tqdm(iterable, total=total, desc=desc, leave=False, disable=not show_progress,
                     file=sys.stderr)
 
     sections, sets, failures = [], [], []
-    bar = tqdm(list(exps.values()), desc="experiments", disable=not show_progress, file=sys.stderr)
-    for exp in bar:
-        bar.set_postfix_str(exp.name)
-        t0 = time.perf_counter()
+    with _Signals() as signals:
+        signals.holding = True
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.running-{os.getpid()}-", dir=out.parent))
+        os.chmod(work, shared_file_mode() | (shared_file_mode() & 0o444) >> 2)  # mkdtemp makes 0700
+        (work / "results").mkdir()
+        signals.holding = False
         try:
-            rs = exp.run(devices=devices, quick=quick, progress=prog)
-            rs.save(out / "results" / f"{exp.name}.json")  # kept, whatever happens to the rest
-            refs = load_reference(exp.name)
-            sets.append(rs)
-            sets.extend(refs)
-            png = None
-            if exp.plotter is not None:
-                png_bytes = figure_to_png(exp.plotter(rs, refs), dpi=100)
-                png = f"{exp.name}.png"
-                (out / png).write_bytes(png_bytes)
-            if record_reference and rs.select(device="gpu"):
-                save_reference(rs)
-            sections.append((exp, rs, refs, png, time.perf_counter() - t0, None))
-        except Exception as exc:
-            failures.append(exp.name)
-            sections.append((exp, None, [], None, time.perf_counter() - t0,
-                             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
-
-    prov = provenance()
-    doc = {"provenance": prov, "quick": quick, "devices": devices, "failures": failures,
-           "result_sets": merge(sets)}
-    _write_text_atomic(out / "results.json", json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    _write_text_atomic(out / "index.html", _html(sections, prov, quick, devices))
+            if signals.received:
+                raise KeyboardInterrupt
+            bar = tqdm(list(exps.values()), desc="experiments", disable=not show_progress, file=sys.stderr)
+            for exp in bar:
+                bar.set_postfix_str(exp.name)
+                sections.append(_run_one(exp, work, devices, quick, prog, record_reference, sets, failures))
+        except KeyboardInterrupt:
+            signals.holding = True
+            signum = signals.received or signal.SIGINT
+            raise _interrupted(work, out, sections, sets, failures, quick, devices, signum) from None
+        signals.holding = True
+        _write_pages(work, sections, sets, failures, quick, devices)
+        try:
+            _put_in_place(work, out)
+        except OSError as exc:
+            kept = out.parent / f"{out.name}.new-{_stamp()}-{os.getpid()}"
+            os.rename(work, kept)
+            raise BadInputError(f"the new report could not replace {out} ({exc.strerror or exc}); it is complete "
+                                f"in {kept}") from None
     return out / "index.html"
 
 
-def _html(sections, prov, quick, devices) -> str:
+def _run_one(exp, work, devices, quick, prog, record_reference, sets, failures):
+    t0 = time.perf_counter()
+    try:
+        rs = exp.run(devices=devices, quick=quick, progress=prog)
+        rs.save(work / "results" / f"{exp.name}.json")  # kept, whatever happens to the rest
+        refs = load_reference(exp.name)
+        sets.append(rs)
+        sets.extend(refs)
+        png = None
+        if exp.plotter is not None:
+            png_bytes = figure_to_png(exp.plotter(rs, refs), dpi=100)
+            png = f"{exp.name}.png"
+            (work / png).write_bytes(png_bytes)
+        if record_reference and rs.select(device="gpu"):
+            save_reference(rs)
+        return (exp, rs, refs, png, time.perf_counter() - t0, None)
+    except Exception as exc:
+        failures.append(exp.name)
+        return (exp, None, [], None, time.perf_counter() - t0,
+                "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+def _write_pages(work, sections, sets, failures, quick, devices, interrupted: str = "") -> None:
+    prov = provenance()
+    doc = {"provenance": prov, "quick": quick, "devices": devices, "failures": failures,
+           "result_sets": merge(sets)}
+    if interrupted:
+        doc["interrupted"] = interrupted
+    _write_text_atomic(work / "results.json", json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    _write_text_atomic(work / "index.html", _html(sections, prov, quick, devices, interrupted))
+
+
+def _interrupted(work, out, sections, sets, failures, quick, devices, signum) -> ReportInterrupted:
+    name = signal.Signals(signum).name
+    earlier = "the earlier report in it is untouched" if (out / "index.html").is_file() else "nothing was written there"
+    if not sections:
+        shutil.rmtree(work, ignore_errors=True)
+        return ReportInterrupted(f"stopped by {name} before any experiment finished: {out} was not changed "
+                                 f"({earlier})", signum, None)
+    saved = out.parent / f"{out.name}.interrupted-{_stamp()}"
+    if saved.exists():
+        saved = saved.with_name(f"{saved.name}-{os.getpid()}")
+    try:
+        _write_pages(work, sections, sets, failures, quick, devices,
+                     interrupted=f"stopped by {name} after {len(sections)} experiment(s)")
+        os.rename(work, saved)
+    except OSError:
+        saved = work
+    return ReportInterrupted(f"stopped by {name} after {len(sections)} experiment(s): {out} was not changed "
+                             f"({earlier}); the experiments that finished are in {saved}", signum, saved)
+
+
+def _html(sections, prov, quick, devices, interrupted: str = "") -> str:
     e = html.escape
     cpu = cpu_info()
     gpus = gpu_info()
@@ -223,6 +359,8 @@ def _html(sections, prov, quick, devices) -> str:
         f"<ul>{''.join(rows)}</ul><p><small>Python {e(prov['python'])}; {libs}</small></p>",
         "<p>All numbers are in <code>results.json</code> with their provenance.</p>",
     ]
+    if interrupted:
+        parts.append(f"<p><b>This run was {e(interrupted)}: the experiments below are those that finished.</b></p>")
     for exp, rs, refs, png, secs, err in sections:
         parts.append(f"<h2>Lesson {e(exp.lesson)}: {e(exp.title)}</h2>")
         if exp.description:
@@ -234,6 +372,7 @@ def _html(sections, prov, quick, devices) -> str:
             parts.append(f"<img src='{e(png)}' alt='{e(exp.title)}'>")
         for ref in refs:
             parts.append(f"<p><small>Dashed curves: reference results {e(ref.label)}.</small></p>")
+            parts += [f"<p><small><i>{e(note)}</i></small></p>" for note in ref.notes if "left out" in note]
         for note in rs.notes:
             parts.append(f"<p><i>{e(note)}</i></p>")
         parts.append(f"<p><small>{len(rs.records)} records, {secs:.1f} s.</small></p>")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import math
 import os
 import platform
 import shutil
@@ -41,7 +42,18 @@ from .devices import gpu_available, gpu_info
 from .errors import ResultsError
 
 __all__ = ["ResultSet", "provenance", "gpu_environment", "git_commit", "load_reference", "save_reference",
-           "REFERENCE_DIR", "SCHEMA_VERSION"]
+           "REFERENCE_DIR", "SCHEMA_VERSION", "shared_file_mode"]
+
+
+def shared_file_mode() -> int:
+    """The mode a plain ``open()`` would give a new file here (``0o666`` less the umask).
+
+    ``tempfile.mkstemp`` makes its files ``0o600``; a file written through one and renamed into
+    place gets this mode instead, so the JSON and HTML are as readable as the PNGs beside them.
+    """
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 SCHEMA_VERSION = 1
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
@@ -327,6 +339,49 @@ class ResultSet:
                     raise ResultsError(f"record {i} of {name!r}: {k} must be a number of seconds (or a list of "
                                        f"them), got {str(v)[:200]}")
 
+    def incomplete_records(self) -> list[tuple[int, str]]:
+        """``(index, what is wrong)`` for each record that lacks a field, or holds no number (None, NaN, text)
+        where a number belongs, judged by its *peers*: the other records with the same text fields
+        (device, method, op, ...), or else, lacking at most two fields, the records of its device with
+        text in the same fields.  A field most peers have (at least two) belongs; a field most of them
+        hold a finite number (or text) in needs one.  A figure reading such a record would fail, so
+        :func:`load_reference` leaves these records out, with a note.
+
+        >>> rs = ResultSet("demo")
+        >>> for n in (1, 2, 3):
+        ...     rs.add(device="gpu", n=n, median_s=0.1 * n)
+        >>> rs.records[1].pop("median_s")
+        0.2
+        >>> rs.records[2]["n"] = float("nan")
+        >>> rs.incomplete_records()
+        [(1, "lacks 'median_s'"), (2, "has nan in 'n'")]
+        """
+        bad = []
+        for i, r in enumerate(self.records):
+            text = {k: v for k, v in r.items() if isinstance(v, str)}
+            peers = [s for j, s in enumerate(self.records)
+                     if j != i and all(s.get(k) == v for k, v in text.items())]
+            few = 0                       # no limit on how many fields it may lack
+            if len(peers) < 2:            # no two alike: the records of its device with text in the same fields
+                peers = [s for j, s in enumerate(self.records) if j != i and s.get("device") == r.get("device")
+                         and {k for k, v in s.items() if isinstance(v, str)} == set(text)]
+                few = 2                   # a record of another kind lacks many fields, a damaged one a few
+            if len(peers) < 2:
+                continue
+            most = len(peers) // 2 + 1
+            fields = {k for s in peers for k in s}
+            missing = sorted(k for k in fields - set(r) if sum(k in s for s in peers) >= most)
+            if missing and (not few or len(missing) <= few):
+                bad.append((i, f"lacks {', '.join(map(repr, missing))}"))
+                continue
+            for k, v in r.items():
+                finite = _is_number(v) and math.isfinite(v)
+                if (not finite and sum(_is_number(s.get(k)) and math.isfinite(s[k]) for s in peers) >= most
+                        or not isinstance(v, str) and sum(isinstance(s.get(k), str) for s in peers) >= most):
+                    bad.append((i, f"has {v!r} in {k!r}"))
+                    break
+        return bad
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write JSON atomically (a temporary file, then a rename): never half-written."""
         self.validate()
@@ -335,6 +390,7 @@ class ResultSet:
         text = json.dumps(self.to_dict(), indent=1, sort_keys=False, allow_nan=False)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
         try:
+            os.fchmod(fd, shared_file_mode())
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
             os.replace(tmp, path)
@@ -371,7 +427,9 @@ def load_reference(experiment: str, directory: str | os.PathLike | None = None) 
     """Reference result sets recorded on real GPUs for ``experiment`` (maybe none).
 
     Files are ``<directory>/<experiment>__<gpu>.json``; a malformed file is
-    skipped with a warning rather than breaking a lesson.
+    skipped with a warning rather than breaking a lesson, and so are the records of a file that lack
+    a field or a number their peers have (:meth:`ResultSet.incomplete_records`): they are left out,
+    with a note in the set's ``notes`` saying which and why.
     """
     directory = Path(directory) if directory is not None else REFERENCE_DIR
     out = []
@@ -383,8 +441,16 @@ def load_reference(experiment: str, directory: str | os.PathLike | None = None) 
 
             warnings.warn(f"skipping a reference file: {exc}", stacklevel=2)
             continue
-        if rs.experiment == experiment:
-            out.append(rs)
+        if rs.experiment != experiment:
+            continue
+        bad = rs.incomplete_records()
+        if bad:
+            listed = "; ".join(f"record {i} {why}" for i, why in bad[:3]) + ("; ..." if len(bad) > 3 else "")
+            rs.notes.append(f"{len(bad)} record(s) of the reference {rs.label} left out of its figures "
+                            f"({p.name}: {listed})")
+            drop = {i for i, _ in bad}
+            rs.records = [r for i, r in enumerate(rs.records) if i not in drop]
+        out.append(rs)
     return out
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .exercises import Exercise, exercise
 from .simulator import KernelFailed, gpu_kernels_available, run_on_gpu, simulate
-from .trace import KernelIndexError, Trace
+from .trace import KernelIndexError, KernelRunawayError, Trace
 
 __all__ = ["Grade", "grade", "worst_counts"]
 
@@ -109,7 +109,9 @@ def grade(name: str, kernel: Any, seed: int = 1, on_gpu: bool | None = None) -> 
             else:
                 said = str(exc.cause)
             return Grade(False, [f"{said}.{tip}".replace("..", ".")], exc.trace)
-        return Grade(False, [f"your kernel raised {exc}".replace("KernelRunawayError: ", "")], exc.trace)
+        if isinstance(exc.cause, KernelRunawayError):
+            return Grade(False, [f"{exc.cause}."], exc.trace)
+        return Grade(False, [f"your kernel raised {exc}"], exc.trace)
     problems = trace.divergent_barriers() + trace.races()[:3] + _outputs(ex, res, want, args) + _budget(ex, trace)
     g = Grade(not problems, problems, trace, res)
     if g.ok and (on_gpu or (on_gpu is None and gpu_kernels_available())):

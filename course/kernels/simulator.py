@@ -32,20 +32,26 @@ arrays are copied over and back.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import BadInputError, GPUUnavailableError
-from .trace import Trace, TracedArray
+from .trace import KernelRunawayError, Trace, TracedArray
 
 __all__ = ["simulate", "run_on_gpu", "gpu_kernels_available", "python_function", "KernelFailed"]
 
 #: The most threads one simulated launch may have (each one is an operating-system thread).
 MAX_SIMULATED_THREADS = 256
+#: The most lines of the kernel (and of the helpers it calls) one simulated thread may run, and the most
+#: seconds a launch may take: a kernel past either is stopped (the exercises need a few hundred lines per thread).
+MAX_STEPS_PER_THREAD = 200_000
+MAX_SECONDS = 20.0
 
 
 class KernelFailed(RuntimeError):
@@ -114,6 +120,55 @@ class _TracingShared:
             return self.allocations[key]
 
 
+class _ThreadFailed(Exception):
+    """What a simulated thread raises to the simulator (it rebuilds the exception from its message alone,
+    which some exceptions cannot survive); the original is kept in ``_Budget.failures``."""
+
+
+class _Budget:
+    """Runs each simulated thread under a step budget and a deadline (a trace function on the lines of the
+    kernel and of the helpers it calls, so ``while True: pass`` stops too; the lines of numba, numpy, the
+    standard library and the course's tracing are not counted), and keeps any exception a thread raised."""
+
+    def __init__(self, fn: Callable) -> None:
+        import numba
+        self.fn, self.file = fn, fn.__code__.co_filename
+        self.skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (numba, np, os, sys.modules[__package__]))
+        self.skip += ("<string>", "<frozen")   # code made by exec (a dataclass's __init__), frozen modules
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.failures: list[BaseException] = []
+
+    def _stop(self, why: str) -> None:
+        raise KernelRunawayError(f"your kernel did not finish within {why}; look for a loop whose condition "
+                                 "never changes")
+
+    def run_thread(self, *args: Any) -> None:
+        steps = 0
+
+        def lines(frame: Any, event: str, arg: Any) -> Any:
+            nonlocal steps
+            if event == "line":
+                steps += 1
+                if steps > MAX_STEPS_PER_THREAD:
+                    self._stop(f"{MAX_STEPS_PER_THREAD:,} steps (lines run by one thread)")
+                if time.monotonic() > self.deadline or getattr(threading.current_thread(), "abort", False):
+                    self._stop(f"{MAX_SECONDS:g} s")
+            return lines
+
+        def calls(frame: Any, event: str, arg: Any) -> Any:
+            file = frame.f_code.co_filename
+            return lines if file == self.file or not file.startswith(self.skip) else None
+
+        sys.settrace(calls)
+        try:
+            self.fn(*args)
+        except BaseException as exc:
+            self.failures.append(exc)
+            raise _ThreadFailed(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            sys.settrace(None)
+
+
 def _tracing_module(base: type, trace: Trace) -> type:
     """A subclass of the simulator's fake ``cuda`` module (``base``) whose shared arrays are traced and
     whose ``syncthreads`` counts each thread's barriers (its *phase*)."""
@@ -158,7 +213,9 @@ def simulate(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> tuple[dic
     Raises
     ------
     KernelFailed
-        When a simulated thread raised (an out-of-bounds index, the stub's NotImplementedError, ...);
+        When a simulated thread raised (an out-of-bounds index, the stub's NotImplementedError, ...),
+        or ran past :data:`MAX_STEPS_PER_THREAD` lines or the launch past :data:`MAX_SECONDS` (a
+        :class:`~course.kernels.trace.KernelRunawayError`: "your kernel did not finish within ...");
         its ``trace`` holds the accesses made until then and ``cause`` the original exception.
 
     Examples
@@ -186,13 +243,17 @@ def simulate(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> tuple[dic
     args = [TracedArray(k, v, "global", trace) if isinstance(v, np.ndarray) else v for k, v in data.items()]
 
     module = _tracing_module(FakeCUDAModule, trace)(grid, block, 0)
+    budget = _Budget(fn)
     try:
         with swapped_cuda_module(fn, module):
             for grid_point in np.ndindex(*grid):
                 for tp in np.ndindex(*block):
                     trace.final_phase.setdefault((tuple(grid_point), tuple(tp)), 0)
-                BlockManager(fn, grid, block, False).run(grid_point, *args)
+                BlockManager(budget.run_thread, grid, block, False).run(grid_point, *args)
+                if budget.failures:
+                    raise budget.failures[0]
     except Exception as exc:
+        exc = budget.failures[0] if budget.failures else exc  # the thread's own exception, not its copy
         raise KernelFailed(f"{type(exc).__name__}: {exc}", exc, trace) from exc
     return data, trace
 

@@ -54,6 +54,15 @@ def _ring_with(fn: Callable, x: np.ndarray) -> np.ndarray:
     return buf
 
 
+def _chunk_pair(got: object, p: int) -> tuple[int, int] | None:
+    """``got`` as two chunk numbers in ``[0, p)``, or None when it is anything else (an int, a string, ...)."""
+    if isinstance(got, (str, bytes, dict)) or not isinstance(got, (tuple, list, np.ndarray)) or len(got) != 2:
+        return None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < p for v in got):
+        return None
+    return int(got[0]), int(got[1])
+
+
 def check_ring_chunks(fn: Callable) -> bool:
     """Check ``fn(rank, step, p) -> (send, add)`` for the reduce-scatter steps ``0 .. p-2``.
 
@@ -68,9 +77,11 @@ def check_ring_chunks(fn: Callable) -> bool:
                 if not done:
                     return False
                 want = ring_chunks(r, step, p)
-                if got is None or len(tuple(got)) != 2:
-                    return _say(f"rank={r}, step={step}, p={p}: return a pair (send, add), got {got!r}.", "")
-                send, add = (int(v) for v in got)
+                pair = _chunk_pair(got, p)
+                if pair is None:
+                    return _say(f"rank={r}, step={step}, p={p}: return a pair of chunk numbers (send, add), each "
+                                f"from 0 to {p - 1}; got {got!r}.", "")
+                send, add = pair
                 if (send, add) == want:
                     continue
                 hint = ""

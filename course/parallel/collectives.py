@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError, whole_number
+from ..limits import check_fits
 
 __all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "check_workers", "check_length",
            "chunk_bounds", "ring_chunks", "naive_allreduce", "tree_allreduce", "ring_allreduce",
@@ -40,6 +41,7 @@ __all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "check_workers", "ch
 
 ALGORITHMS = ("naive", "tree", "ring")
 MAX_SIMULATED_WORKERS = 2 ** 16  # workers a simulated all-reduce may have (it keeps one vector each)
+MAX_SIMULATED_MESSAGES = 500_000  # messages one simulated all-reduce may deliver (each a Python step)
 
 
 @dataclass
@@ -115,6 +117,21 @@ def _check_vectors(x: Any) -> np.ndarray:
         raise BadInputError(f"the vectors must hold floating-point numbers (float32 or float64), as "
                             f"gradients do; got dtype {x.dtype.name}. Convert with x.astype('float64').")
     return x
+
+
+def _check_simulation(x: np.ndarray, algorithm: str, trace: bool) -> None:
+    """Refuse, before anything is allocated, a run with too many messages or whose buffers (and, with
+    ``trace``, their copy after every step) would not fit in memory."""
+    p, n = x.shape
+    messages = {"naive": 2 * (p - 1), "tree": 2 * p, "ring": 2 * (p - 1) * p}[algorithm]
+    if messages > MAX_SIMULATED_MESSAGES:
+        raise BadInputError(f"a simulated {algorithm} all-reduce of p = {p:,} workers delivers {messages:,} "
+                            f"messages, one Python step each; at most {MAX_SIMULATED_MESSAGES:,} are simulated "
+                            "here: choose fewer workers")
+    copies = 1 + (message_counts(algorithm, p) if trace else 0)      # the buffers, and one per step
+    check_fits(copies * p * n * (x.dtype.itemsize + 8), "cpu",
+               what=f"the simulated {algorithm} all-reduce's buffers ({p:,} x {n:,}"
+                    f"{f', kept after each of {copies - 1:,} steps: trace=False keeps none' if trace else ''})")
 
 
 # ---------------------------------------------------------------------------- the chunk schedule
@@ -196,6 +213,8 @@ def naive_allreduce(x: Any, root: int = 0, trace: bool = True) -> AllreduceRun:
     """
     x = _check_vectors(x)
     p, n = x.shape
+    root = whole_number("root", root, 0, p - 1, hint=f"the root is one of the workers, numbered 0 .. {p - 1}")
+    _check_simulation(x, "naive", trace)
     sim = _Sim(x, "naive", trace)
     others = [w for w in range(p) if w != root]
     for w in others:                        # the root can receive one message at a time
@@ -215,6 +234,7 @@ def tree_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     """
     x = _check_vectors(x)
     p, n = x.shape
+    _check_simulation(x, "tree", trace)
     sim = _Sim(x, "tree", trace)
     rounds = math.ceil(math.log2(p)) if p > 1 else 0
     for k in range(rounds):
@@ -240,6 +260,7 @@ def ring_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     """
     x = _check_vectors(x)
     p, n = x.shape
+    _check_simulation(x, "ring", trace)
     bounds = chunk_bounds(n, p)
     sim = _Sim(x, "ring", trace)
     for step in range(2 * (p - 1)):

@@ -106,8 +106,20 @@ def average_gradients(grads: Sequence[Sequence[np.ndarray]], shard_sizes: Sequen
     >>> average_gradients([[np.array([1.0])], [np.array([4.0])]], [1, 2])[0].tolist()
     [3.0]
     """
-    total = float(sum(shard_sizes))
-    return [sum(n / total * g[i] for g, n in zip(grads, shard_sizes)) for i in range(len(grads[0]))]
+    grads, shard_sizes = list(grads), list(shard_sizes)
+    if not grads or len(grads) != len(shard_sizes):
+        raise BadInputError(f"average_gradients needs one list of gradients and one shard size per worker: got "
+                            f"{len(grads)} gradient list(s) and {len(shard_sizes)} shard size(s)")
+    sizes = [whole_number(f"shard_sizes[{r}]", n, lo=1) for r, n in enumerate(shard_sizes)]
+    if len({len(g) for g in grads}) != 1:
+        raise BadInputError(f"every worker must hold the same gradients: the lists have lengths "
+                            f"{[len(g) for g in grads]}")
+    for i in range(len(grads[0])):
+        shapes = {np.shape(g[i]) for g in grads}
+        if len(shapes) != 1:
+            raise BadInputError(f"gradient {i} has different shapes on different workers: {sorted(shapes)}")
+    total = float(sum(sizes))
+    return [sum(n / total * g[i] for g, n in zip(grads, sizes)) for i in range(len(grads[0]))]
 
 
 def single_process_gradients(sizes: Sequence[int], x: np.ndarray, y: np.ndarray, seed: int = 0) -> list[np.ndarray]:

@@ -82,7 +82,14 @@ def model_terms(algorithm: str, p: int, nbytes: float) -> tuple[float, float]:
 
 
 def model_time(algorithm: str, p: int, nbytes: float, alpha: float, beta: float) -> float:
-    """Seconds the α–β model predicts for one all-reduce of ``nbytes`` on ``p`` workers."""
+    """Seconds the α–β model predicts for one all-reduce of ``nbytes`` on ``p`` workers.
+
+    ``alpha`` (seconds per message) and ``beta`` (seconds per byte) must be finite and >= 0.
+    """
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < math.inf:
+            raise BadInputError(f"{name} must be a finite number of seconds >= 0 (a latency, or seconds per "
+                                f"byte = 1 / bandwidth), got {v!r}")
     lat, b = model_terms(algorithm, p, nbytes)
     return lat * alpha + b * beta
 

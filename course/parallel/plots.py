@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..errors import whole_number
 from ..plots import add_footer, footer_text, new_figure
 from ..results import ResultSet
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
@@ -84,9 +85,17 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
     return fig
 
 
+BYTES_FIGURE_MAX_P = 64  # the most workers bytes_figure simulates (a ring of p makes 2 p (p - 1) messages)
+
+
 def bytes_figure(n: int = 1_000_000, p_max: int = 8, itemsize: int = 8, p_mark: int | None = None) -> Figure:
     """Bytes the busiest worker sends per all-reduce against p: formulas (lines) and counts taken
-    from the simulated messages (dots)."""
+    from the simulated messages (dots).  ``p_max`` is at most :data:`BYTES_FIGURE_MAX_P`: every p up to
+    it is simulated."""
+    n = whole_number("n", n, hint="the vector length")
+    p_max = whole_number("p_max", p_max, hi=BYTES_FIGURE_MAX_P,
+                         hint=f"every p up to it is simulated; the curves' trend shows by p = {BYTES_FIGURE_MAX_P}")
+    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 8 for float64")
     fig, (ax,) = new_figure(1, height=3.2)
     ps = np.arange(1, p_max + 1)
     for alg in ALGORITHMS:

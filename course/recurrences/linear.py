@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp
+from ..devices import array_device, get_xp, to_numpy
 from ..errors import BadInputError
 from ..limits import check_fits
 from ..scan.algorithms import affine, blelloch_scan
@@ -51,8 +51,11 @@ def check_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any
     """Check ``a``, ``b`` (and ``h0``); return ``(a, b, h0, xp)`` as arrays of one float dtype.
 
     ``a`` and ``b`` have the same shape ``(T, *channels)`` with T >= 1 and live on one device;
-    ``h0`` (the state before step 0) has shape ``channels`` or is None (zeros).  Raises
-    :class:`~course.errors.BadInputError` naming the argument, before anything is allocated.
+    ``h0`` (the state before step 0) has shape ``channels``, or is a scalar (every channel starts
+    there), or is None (zeros); it is returned with shape ``channels``.  Raises
+    :class:`~course.errors.BadInputError` naming the argument, and
+    :class:`~course.errors.DeviceMemoryError` when the result would not fit (broadcast views
+    included), before anything is allocated.
 
     >>> a, b, h0, xp = check_recurrence([0.5, 0.5], [1.0, 2.0])
     >>> h0
@@ -82,6 +85,9 @@ def check_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any
             raise BadInputError(f"h0 is the state before step 0: shape {tuple(a.shape[1:])} (one "
                                 f"value per channel) or a scalar; got shape {tuple(h0.shape)}.")
         dtype = np.result_type(dtype, h0.dtype)
+        h0 = xp.broadcast_to(h0, a.shape[1:])
+    check_fits(2 * a.size * np.dtype(dtype).itemsize, array_device(a),
+               what=f"the recurrence's result and a temporary, {a.shape[0]:,} steps of shape {tuple(a.shape[1:])}")
     return a.astype(dtype, copy=False), b.astype(dtype, copy=False), h0.astype(dtype), xp
 
 
@@ -155,14 +161,27 @@ def recurrence_closed_form(a: Any, b: Any, h0: Any = None) -> Any:
     Exact in exact arithmetic; in floating point ``P_t`` leaves the representable range at long
     T (``0.5**1075 == 0.0`` in float64, ``0.5**150`` in float32) and the result becomes
     ``nan``/``inf`` from there on.  That failure is the point: see :func:`recurrence_log_space`.
+    An ``a_t`` that *is* zero resets the state (``h_t = b_t``); the products then restart after it,
+    as the loop does, instead of dividing by zero.
 
     >>> recurrence_closed_form([2.0, 2.0], [1.0, 1.0], h0=1.0)
     array([3., 7.])
     """
     a, b, h0, xp = check_recurrence(a, b, h0)
+    zero = a == 0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        P = xp.cumprod(a, axis=0)
-        return P * (h0 + xp.cumsum(b / P, axis=0))
+        if not bool(xp.any(zero)):
+            P = xp.cumprod(a, axis=0)
+            return P * (h0 + xp.cumsum(b / P, axis=0))
+        # a_r = 0: h_t = Q_t · Σ_{r≤s≤t} b_s / Q_s after the last zero r, Q the products with the zeros as 1
+        Q = xp.cumprod(xp.where(zero, 1, a), axis=0)
+        C = xp.cumsum(b / Q, axis=0)
+        steps = xp.arange(a.shape[0]).reshape((-1,) + (1,) * (a.ndim - 1))
+        last = np.maximum.accumulate(to_numpy(xp.where(zero, steps, -1)), axis=0)   # last zero up to t
+        last = xp.asarray(last)
+        before = xp.concatenate([xp.zeros_like(C[:1]), C[:-1]])                    # C_{r-1}, C_{-1} = 0
+        start = xp.where(last < 0, h0, 0) - xp.take_along_axis(before, xp.maximum(last, 0), axis=0)
+        return Q * (start + C)
 
 
 # ------------------------------------------------------------------ 4. the closed form in log space
@@ -190,7 +209,8 @@ def recurrence_log_space(a: Any, b: Any, h0: Any = None) -> Any:
     ``c_s = σ_s · b_s · exp(-α_s)`` (``h0`` enters as one more term, at s = -1).  The terms are
     split by sign, each group summed as ``log Σ exp(log|c_s|)`` (a running log-sum-exp), and
     ``α_t`` is added back *before* exponentiating, so that no intermediate leaves the range.
-    Every ``a_t`` must be nonzero (a zero resets the state: split the sequence there).
+    Every ``a_t`` must be nonzero (a zero resets the state: split the sequence there).  A NaN in
+    ``b`` or ``h0`` makes every later ``h_t`` NaN, as in the loop.
 
     >>> np.round(recurrence_log_space([2.0, 2.0], [1.0, 1.0], h0=1.0), 12)
     array([3., 7.])
@@ -210,7 +230,9 @@ def recurrence_log_space(a: Any, b: Any, h0: Any = None) -> Any:
         neg_inf = xp.asarray(-np.inf, dtype=a.dtype)
         pos = _log_cumsum_exp(xp.where(sign_c > 0, log_c, neg_inf), xp)[1:T + 1]
         neg = _log_cumsum_exp(xp.where(sign_c < 0, log_c, neg_inf), xp)[1:T + 1]
-        return sigma * (xp.exp(alpha + pos) - xp.exp(alpha + neg))
+        h = sigma * (xp.exp(alpha + pos) - xp.exp(alpha + neg))
+    nan_since = xp.cumsum(xp.isnan(b), axis=0) > 0                # sign(NaN) is neither > 0 nor < 0:
+    return xp.where(nan_since | xp.isnan(h0), xp.asarray(np.nan, dtype=h.dtype), h)   # put it back
 
 
 # ------------------------------------------------------------------ the backward pass

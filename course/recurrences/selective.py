@@ -163,6 +163,7 @@ def gradient_check(params: dict, x: Any, target: Any, method: str = "scan", eps:
     returns ``{name: relative error}`` (:func:`course.backprop.gradcheck.rel_error`).  Values
     near 1e-7 or below mean the gradient is right; a wrong formula gives 1e-2 or more.
     """
+    entries = whole_number("entries", entries, lo=1, hint="the number of entries of each array to check")
     arrays = dict(params) | {"x": x}
     if any(np.dtype(v.dtype) != np.float64 for v in arrays.values()):
         raise BadInputError("finite differences need float64 parameters and x: "

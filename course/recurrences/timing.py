@@ -154,6 +154,11 @@ def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequen
     Ts = [whole_number("Ts", T, hint="each is a number of steps") for T in Ts]
     ns = [whole_number("ns", n, hint="each is a number of channels") for n in ns]
     devs = resolve_devices(devices or None)
+    if isinstance(kinds, str) or not kinds or not all(isinstance(k, str) and k in KINDS for k in kinds):
+        raise BadInputError(f"kinds must be a list of recurrence kinds, each one of {list(KINDS)}; got {kinds!r}")
+    known = sorted({m for ms in METHODS.values() for m in ms})
+    if methods is not None and (isinstance(methods, str) or not all(m in known for m in methods)):
+        raise BadInputError(f"methods must be a list of methods, each one of {known}; got {methods!r}")
     dt = np.dtype(dtype)
     rs = ResultSet("recurrence_sweep", params={"Ts": Ts, "ns": ns,
                                                "kinds": list(kinds), "dtype": dt.name, "devices": devs,

@@ -164,17 +164,18 @@ def _torch() -> Any:
 
 
 def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
-              device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5) -> dict:
+              device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5, x: Any = None) -> dict:
     """Time one algorithm at one size: a record (:meth:`course.timing.Timing.as_record`) with the
     algorithm, n, op, dtype and ``gb_per_s`` (input read + output written, per second).  A clear
-    error for impossible combinations."""
+    error for impossible combinations.  ``x``: the input, when already made by :func:`make_input`
+    with these arguments (several algorithms timed on one input)."""
     dev = normalize_device(device)
     n = whole_number("n", n, 0, hint="the length of the scan")
     if algorithm == "sequential" and n > SEQUENTIAL_MAX_N:
         raise BadInputError(f"the Python loop is timed only up to n = {SEQUENTIAL_MAX_N:,} "
                             f"(about a microsecond per element); got n = {n:,}.")
     f = scan_function(algorithm, op, dev)
-    x = make_input(n, op, dtype, dev)
+    x = make_input(n, op, dtype, dev) if x is None else x
     if algorithm == "torch":              # timed on a torch tensor, as every PyTorch peer is
         from ..peers import benchmark_torch
 
