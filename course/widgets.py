@@ -24,11 +24,18 @@ Measurements are slow and redraws are cheap, so an app keeps what it measured in
 that only changes the view (a marker, a highlight, a log scale) is named in ``view_only``
 and redraws from the cache.  ``benchmarks/bench_widgets.py`` times every app's first
 draw, a rerun, and a move of each view-only control.
+
+A page read without a kernel (the executed book, ``tools/build_book.py``) cannot draw a
+widget, so where ``COURSE_STATIC=1`` an app displayed in a notebook also leaves its current
+figure as a plain PNG and its printed lines as HTML and text (:meth:`LiveApp.static_outputs`).
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import os
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -43,9 +50,12 @@ from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
-           "measured_rate", "estimate_s", "check_cost", "cost_error"]
+           "measured_rate", "estimate_s", "check_cost", "cost_error", "STATIC_ENV"]
 
 _T = TypeVar("_T")
+
+#: Set to 1 by the book build: a displayed app also leaves a static copy of what it shows.
+STATIC_ENV = "COURSE_STATIC"
 
 IPYWIDGETS_MAJOR = int(widgets.__version__.split(".")[0])
 
@@ -236,10 +246,30 @@ class LiveApp:
                                 *self.widget.children[1:])
         self.play = play
 
+    def static_outputs(self) -> list[dict[str, str]]:
+        """What the app shows now, as display bundles a page without a kernel can render.
+
+        Its error (text), its printed lines (HTML, with a plain-text copy) and its figure
+        (``image/png``, base64), in the order the app shows them.
+        """
+        bundles: list[dict[str, str]] = []
+        if self.last_error is not None:
+            bundles.append({"text/plain": error_message(self.last_error)})
+        if self.html.value:
+            text = html.unescape(re.sub(r"<[^>]+>", " ", self.html.value))
+            bundles.append({"text/html": self.html.value, "text/plain": re.sub(r"[ \t]+", " ", text).strip()})
+        if self.image.value and self.image.layout.display != "none":
+            bundles.append({"image/png": base64.b64encode(bytes(self.image.value)).decode("ascii"),
+                            "text/plain": "<the app's figure>"})
+        return bundles
+
     def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 
         display(self.widget)
+        if os.environ.get(STATIC_ENV, "") not in ("", "0"):
+            for bundle in self.static_outputs():
+                display(bundle, raw=True)
 
     def _repr_mimebundle_(self, **kwargs: Any):
         rep = getattr(self.widget, "_repr_mimebundle_", None)

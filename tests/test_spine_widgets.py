@@ -303,3 +303,37 @@ def test_a_legend_too_wide_for_its_axes_goes_under_them_and_the_axes_keep_their_
     assert under.get_window_extent(renderer).y1 < right.get_window_extent(renderer).y0  # under the axes
     assert right.get_window_extent(renderer).width > 0.8 * left.get_window_extent(renderer).width
     assert place_legend(new_figure()[1][0]) is None                                     # nothing labelled
+
+
+@pytest.mark.widgets
+def test_a_displayed_app_leaves_its_figure_and_lines_as_static_outputs_only_for_the_book(monkeypatch):
+    import base64
+
+    import IPython.display
+    import matplotlib.pyplot as plt
+
+    def update(n):
+        fig, ax = plt.subplots()
+        ax.plot(range(n))
+        return fig, f"<b>n = {n}</b> &amp; more"
+
+    app = LiveApp(update, {"n": w.IntSlider(value=3)})
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    monkeypatch.delenv("COURSE_STATIC", raising=False)
+    app._ipython_display_()
+    assert shown == [(app.widget, False)]                 # a live notebook: the widget alone
+
+    shown.clear()
+    monkeypatch.setenv("COURSE_STATIC", "1")
+    app._ipython_display_()
+    assert shown[0] == (app.widget, False)
+    bundles = [obj for obj, raw in shown[1:] if raw]
+    assert [sorted(b) for b in bundles] == [["text/html", "text/plain"], ["image/png", "text/plain"]]
+    assert bundles[0]["text/plain"] == "n = 3 & more"
+    png = base64.b64decode(bundles[1]["image/png"])
+    assert png.startswith(b"\x89PNG") and png == bytes(app.image.value)
+
+    app.update_fn = lambda n: (_ for _ in ()).throw(BadInputError("n must be >= 0"))
+    app.controls["n"].value = -1                            # an error: its message comes first
+    assert app.static_outputs()[0] == {"text/plain": "n must be >= 0"}
