@@ -27,7 +27,8 @@ draw, a rerun, and a move of each view-only control.
 
 A page read without a kernel (the executed book, ``tools/build_book.py``) cannot draw a
 widget, so where ``COURSE_STATIC=1`` an app displayed in a notebook also leaves its current
-figure as a plain PNG and its printed lines as HTML and text (:meth:`LiveApp.static_outputs`).
+figure as a plain PNG (described in words by :func:`figure_words`: titles, legend entries, notes)
+and its printed lines as HTML and text (:meth:`LiveApp.static_outputs`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
-           "measured_rate", "estimate_s", "check_cost", "cost_error", "STATIC_ENV"]
+           "measured_rate", "estimate_s", "check_cost", "cost_error", "STATIC_ENV",
+           "figure_words"]
 
 _T = TypeVar("_T")
 
@@ -125,6 +127,26 @@ def noise_html(timings: Iterable[Any]) -> str:
     return f"<p style='color:#a40'><i>{html.escape(note)}</i></p>" if note else ""
 
 
+def figure_words(fig: Any) -> str:
+    """The words a figure shows (titles, legend entries, notes), one line each: its text description.
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([1, 2], label="GPU (recorded on Test GPU)"); _ = ax.set_title("speed"); _ = ax.legend()
+    >>> figure_words(fig).splitlines()
+    ['speed', 'GPU (recorded on Test GPU)']
+    """
+    words: list[str] = []
+    legends = list(getattr(fig, "legends", []))
+    for ax in getattr(fig, "axes", []):
+        words.append(ax.get_title())
+        if ax.get_legend() is not None:
+            legends.append(ax.get_legend())
+    words += [t.get_text() for legend in legends for t in legend.get_texts()]
+    words += [t.get_text() for t in getattr(fig, "texts", [])]
+    return "\n".join(w.strip() for w in words if w and w.strip())
+
+
 class LiveApp:
     """Controls + a function of their values, redrawn whenever a value changes.
 
@@ -167,6 +189,7 @@ class LiveApp:
         self.errors = widgets.Output()
         self.last_error: BaseException | None = None
         self.last_result: Any = None
+        self.figure_words = ""
         self.calls = 0
         self.last_seconds = 0.0
         self.last_render_seconds = 0.0
@@ -234,6 +257,7 @@ class LiveApp:
             fig = result
         self.html.value = text or ""
         if fig is not None:
+            self.figure_words = figure_words(fig)
             self.image.value = figure_to_png(fig)
             self.image.layout.display = None
         else:
@@ -260,7 +284,7 @@ class LiveApp:
             bundles.append({"text/html": self.html.value, "text/plain": re.sub(r"[ \t]+", " ", text).strip()})
         if self.image.value and self.image.layout.display != "none":
             bundles.append({"image/png": base64.b64encode(bytes(self.image.value)).decode("ascii"),
-                            "text/plain": "<the app's figure>"})
+                            "text/plain": self.figure_words or "the app's figure"})
         return bundles
 
     def _ipython_display_(self, **kwargs: Any) -> None:

@@ -314,7 +314,8 @@ def test_a_displayed_app_leaves_its_figure_and_lines_as_static_outputs_only_for_
 
     def update(n):
         fig, ax = plt.subplots()
-        ax.plot(range(n))
+        ax.plot(range(n), label="GPU (recorded on Test GPU)")
+        ax.legend()
         return fig, f"<b>n = {n}</b> &amp; more"
 
     app = LiveApp(update, {"n": w.IntSlider(value=3)})
@@ -333,6 +334,7 @@ def test_a_displayed_app_leaves_its_figure_and_lines_as_static_outputs_only_for_
     assert bundles[0]["text/plain"] == "n = 3 & more"
     png = base64.b64decode(bundles[1]["image/png"])
     assert png.startswith(b"\x89PNG") and png == bytes(app.image.value)
+    assert bundles[1]["text/plain"] == "GPU (recorded on Test GPU)"   # the figure in words: the page's alt text
 
     app.update_fn = lambda n: (_ for _ in ()).throw(BadInputError("n must be >= 0"))
     app.controls["n"].value = -1                            # an error: its message comes first
