@@ -52,7 +52,7 @@ from .timing import benchmark, noisy_note
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
            "measured_rate", "estimate_s", "check_cost", "cost_error", "STATIC_ENV",
-           "figure_words"]
+           "figure_words", "describe_figures"]
 
 _T = TypeVar("_T")
 
@@ -145,6 +145,31 @@ def figure_words(fig: Any) -> str:
     words += [t.get_text() for legend in legends for t in legend.get_texts()]
     words += [t.get_text() for t in getattr(fig, "texts", [])]
     return "\n".join(w.strip() for w in words if w and w.strip())
+
+
+def describe_figures() -> None:
+    """Give every matplotlib figure shown in this IPython its words (:func:`figure_words`) as its text copy.
+
+    The book build runs it in each kernel it starts: a figure's text copy becomes the page's alt
+    text, naming the devices its curves come from.  ``%matplotlib inline`` drops every printer of
+    figures, so it is registered again before and after each cell.  Outside IPython it does nothing.
+    """
+    try:
+        from IPython import get_ipython
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def register() -> None:
+        shell.display_formatter.formatters["text/plain"].for_type(
+            Figure, lambda fig, printer, cycle: printer.text(figure_words(fig) or repr(fig)))
+
+    register()
+    shell.events.register("pre_execute", register)
+    shell.events.register("post_execute", register)
 
 
 class LiveApp:

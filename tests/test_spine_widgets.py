@@ -339,3 +339,30 @@ def test_a_displayed_app_leaves_its_figure_and_lines_as_static_outputs_only_for_
     app.update_fn = lambda n: (_ for _ in ()).throw(BadInputError("n must be >= 0"))
     app.controls["n"].value = -1                            # an error: its message comes first
     assert app.static_outputs()[0] == {"text/plain": "n must be >= 0"}
+
+
+def test_describe_figures_makes_a_figures_words_its_text_copy_in_ipython(monkeypatch):
+    import types
+
+    import IPython
+    import matplotlib.pyplot as plt
+    from IPython.core.formatters import PlainTextFormatter
+
+    from course.widgets import describe_figures
+
+    fig, ax = plt.subplots()
+    ax.set_title("bandwidth")
+    formatter = PlainTextFormatter()
+    assert formatter(fig).startswith("<Figure size")
+    hooks = []
+    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(formatters={"text/plain": formatter}),
+                                  events=types.SimpleNamespace(register=lambda event, fn: hooks.append((event, fn))))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    describe_figures()
+    assert formatter(fig) == "bandwidth"
+    formatter.pop(type(fig))                               # what %matplotlib inline does
+    assert formatter(fig).startswith("<Figure size")
+    assert sorted(event for event, _ in hooks) == ["post_execute", "pre_execute"]
+    hooks[0][1]()                                          # the next cell
+    assert formatter(fig) == "bandwidth"
+    plt.close(fig)

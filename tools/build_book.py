@@ -7,8 +7,10 @@
 Each lesson notebook (``notebooks/NN_*.ipynb``, exercises as a learner meets them) is executed top
 to bottom by nbclient in a fresh kernel, with ``COURSE_STATIC=1``: every widget app then also leaves
 its default figure as a PNG and its printed lines as text (``course.widgets.LiveApp``), so a page
-shows every figure without a kernel.  Where no GPU answers, the shipped reference results
-(``course/reference/``) are overlaid, dashed and labelled, exactly as in a live notebook.
+shows every figure without a kernel; each figure's text copy (its alt text) is the words on it
+(``course.widgets.describe_figures``): titles, legend entries naming each device, notes.  Where no
+GPU answers, the shipped reference results (``course/reference/``) are overlaid, dashed and
+labelled, exactly as in a live notebook.
 nbconvert's HTML exporter writes each page with the template in ``tools/book_template/`` (the lab
 template without the scripts it would fetch from the network).  The front page, ``index.html``, is
 made from README.md (what the course is, the lessons and what each measures) and from the
@@ -154,8 +156,9 @@ def _exporter() -> HTMLExporter:
 def execute(path: Path, timeout_s: float) -> nbformat.NotebookNode:
     """``path`` run top to bottom in a fresh kernel, from its own folder, apps leaving static copies."""
     nb = nbformat.read(path, as_version=4)
-    ExecutePreprocessor(timeout=timeout_s, kernel_name="python3").preprocess(
-        nb, {"metadata": {"path": str(path.parent)}})
+    ExecutePreprocessor(timeout=timeout_s, kernel_name="python3", extra_arguments=[
+        "--IPKernelApp.exec_lines=from course.widgets import describe_figures; describe_figures()"],
+    ).preprocess(nb, {"metadata": {"path": str(path.parent)}})
     return nb
 
 
