@@ -9,13 +9,14 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 # JupyterLab refuses to start as root (e.g. in a container) unless told it may
 ROOT_OK = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
-# No news pop-up over the first notebook and no update check: the course needs no network once installed
-LAB_QUIET = --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+# JupyterLab's announcements plugin (its news question over the first notebook, its update check) is
+# switched off in the venv: the course needs no network once installed
+LAB_ANNOUNCEMENTS = @jupyterlab/apputils-extension:announcements
 
 .PHONY: course test book report lint notebooks gpu-check clean
 
 course: $(VENV)/.installed
-	$(BIN)/jupyter lab $(ROOT_OK) $(LAB_QUIET) notebooks/00_your_hardware.ipynb
+	$(BIN)/jupyter lab $(ROOT_OK) notebooks/00_your_hardware.ipynb
 
 test: $(VENV)/.installed-test .venv-ipyw7/.installed
 	$(BIN)/python -m pytest
@@ -42,6 +43,8 @@ $(VENV)/.installed: pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/jupyter labextension disable --level=sys_prefix $(LAB_ANNOUNCEMENTS) >/dev/null 2>&1 \
+	  || echo "JupyterLab's announcements could not be switched off: it may ask about news" >&2
 	touch $@
 
 # The same venv with the test extra added (pytest, hypothesis, nbval, Playwright, ruff, NVRTC, ...)

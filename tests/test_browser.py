@@ -68,26 +68,32 @@ def _launch(p):
               "--disable-component-update", "--disable-sync", "--no-first-run"])
 
 
+def _announcements_plugin() -> str:
+    """The JupyterLab plugin `make course` switches off (its news question, its update check)."""
+    line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if x.startswith("LAB_ANNOUNCEMENTS"))
+    return line.split("=", 1)[1].strip()
+
+
 @pytest.fixture
 def jupyterlab(tmp_path):
     _need_browser()
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / "00_your_hardware.ipynb", work)  # never touch the stored notebook
-    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (tmp_path / "settings").mkdir()   # a learner's fresh settings
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                COURSE_DISABLE_GPU=os.environ.get("COURSE_DISABLE_GPU", ""))
+    # what `make course` does in the venv, here in this test's own configuration folder
+    subprocess.run([sys.executable, "-m", "jupyter", "labextension", "disable", "--level=user",
+                    _announcements_plugin()], env=env, check=True, capture_output=True, timeout=120)
     port = _free_port()
     log = open(tmp_path / "jupyterlab.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
-         "--ServerApp.open_browser=False", "--LabApp.news_url=", "--ContentsManager.allow_hidden=True"]
+         "--ServerApp.open_browser=False", "--ContentsManager.allow_hidden=True"]
         + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
         cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -154,6 +160,7 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
             image = page.locator("img.widget-image").first
             image.wait_for(state="visible", timeout=120_000)
             _wait_kernel_idle(base)
+            assert "Jupyter news" not in page.inner_text("body"), "JupyterLab's news pop-up came up"
             # JupyterLab renders a traceback as application/vnd.jupyter.error and text on stderr as
             # application/vnd.jupyter.stderr, each on a .jp-RenderedText node.
             tracebacks = page.locator("[data-mime-type='application/vnd.jupyter.error']")
