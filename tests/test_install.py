@@ -41,7 +41,7 @@ def _installs(requirements: Path) -> set[str]:
 def test_a_learners_install_holds_the_notebooks_needs_and_no_test_tooling():
     for requirements in (ROOT / "requirements.txt", ROOT / "binder" / "requirements.txt"):
         names = _installs(requirements)
-        assert {"jupyterlab", "ipywidgets", "numpy", "matplotlib"} <= names, requirements
+        assert {"jupyterlab", "ipywidgets", "numpy", "matplotlib", "numba-cuda"} <= names, requirements
         assert not names & set(TEST_TOOLING), f"{requirements.relative_to(ROOT)} installs {names & set(TEST_TOOLING)}"
 
 
