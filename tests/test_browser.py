@@ -197,7 +197,12 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
 
 @pytest.fixture(scope="session")
 def book(tmp_path_factory):
-    """The whole book, built once, CPU only (so every reference curve is an overlay), in a fresh folder."""
+    """The whole book, built once, CPU only (so every reference curve is an overlay), in a fresh folder.
+
+    Built anew rather than taken from nbval's run of the same notebooks: nbval keeps no outputs, and
+    runs without ``COURSE_STATIC`` (the static copies of the apps) or the figures' alt text.  All
+    eight lessons take a few minutes on a busy 2-core machine, once per session.
+    """
     _need_browser()
     out = tmp_path_factory.mktemp("book")
     env = dict(os.environ, COURSE_DISABLE_GPU="1")
