@@ -231,7 +231,8 @@ def test_the_executed_book_shows_every_lesson_with_its_figures_and_the_reference
     with sync_playwright() as p:
         browser = _launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "data:"))
+        page.route("**/*", lambda route: route.continue_()
+                   if route.request.url.startswith(("file:", "data:", "about:"))
                    else (fetched.append(route.request.url), route.abort()))
         try:
             page.goto((book / "index.html").as_uri())
@@ -257,6 +258,9 @@ def test_the_executed_book_shows_every_lesson_with_its_figures_and_the_reference
                 on_figures = " ".join(img["alt"] for img in images)
                 if not name.startswith("06_"):          # lesson 06's MPI runs have no GPU side (README)
                     assert any(d in on_figures for d in devices), f"{name}: no figure shows {sorted(devices)}"
+                if (book / "mathjax").is_dir() and "$" in (ROOT / "notebooks" / name).read_text(encoding="utf-8"):
+                    page.wait_for_selector(".MathJax", timeout=30_000)   # formulas typeset from the local copy
+                    assert page.locator(".MathJax_Error, .merror").count() == 0, f"{name}: a formula failed"
         finally:
             browser.close()
     assert not fetched, f"the book fetched from the network: {fetched[:5]}"

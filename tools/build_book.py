@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -147,8 +148,23 @@ def _nav(rows: list[dict], built: list[dict], current: str) -> list[dict]:
     return links
 
 
-def _exporter() -> HTMLExporter:
-    exporter = HTMLExporter(template_name="book_template", extra_template_basedirs=[str(TEMPLATE.parent)])
+def local_mathjax(out: Path) -> str:
+    """MathJax copied next to the pages (jupyter-server-mathjax's copy, where installed): its URL, or "".
+
+    Without it a page shows its formulas as TeX source: a page never loads MathJax from the network.
+    """
+    try:
+        import jupyter_server_mathjax
+    except ImportError:
+        return ""
+    static = Path(jupyter_server_mathjax.__file__).parent / "static"
+    shutil.copytree(static, out / "mathjax", dirs_exist_ok=True, ignore=shutil.ignore_patterns("localization"))
+    return "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+
+
+def _exporter(mathjax_url: str) -> HTMLExporter:
+    exporter = HTMLExporter(template_name="book_template", extra_template_basedirs=[str(TEMPLATE.parent)],
+                            mathjax_url=mathjax_url)
     exporter.register_preprocessor(StaticPage(), enabled=True)
     return exporter
 
@@ -186,9 +202,13 @@ def build(out: Path, wanted: list[str] | None = None, timeout_s: float = 600) ->
         executed.append((row, nb))
         built.append({"file": row["file"], "seconds": seconds})
     pages = []
-    exporter = _exporter()
+    mathjax_url = local_mathjax(out)
+    if not mathjax_url:
+        print("jupyter-server-mathjax is not installed: formulas stay as TeX source", flush=True)
+    exporter = _exporter(mathjax_url)
     for row, nb in executed:
-        html, _ = exporter.from_notebook_node(nb, resources={"book_nav": _nav(rows, built, row["page"])})
+        html, _ = exporter.from_notebook_node(nb, resources={"book_nav": _nav(rows, built, row["page"]),
+                                                             "book_mathjax": bool(mathjax_url)})
         pages.append(out / row["page"])
         pages[-1].write_text(html, encoding="utf-8")
     html, _ = exporter.from_notebook_node(front_page(rows, built),
