@@ -24,11 +24,19 @@ Measurements are slow and redraws are cheap, so an app keeps what it measured in
 that only changes the view (a marker, a highlight, a log scale) is named in ``view_only``
 and redraws from the cache.  ``benchmarks/bench_widgets.py`` times every app's first
 draw, a rerun, and a move of each view-only control.
+
+A page read without a kernel (the executed book, ``tools/build_book.py``) cannot draw a
+widget, so where ``COURSE_STATIC=1`` an app displayed in a notebook also leaves its current
+figure as a plain PNG (described in words by :func:`figure_words`: titles, legend entries, notes)
+and its printed lines as HTML and text (:meth:`LiveApp.static_outputs`).
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import os
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -43,9 +51,13 @@ from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
-           "measured_rate", "estimate_s", "check_cost", "cost_error"]
+           "measured_rate", "estimate_s", "check_cost", "cost_error", "STATIC_ENV",
+           "figure_words", "describe_figures"]
 
 _T = TypeVar("_T")
+
+#: Set to 1 by the book build: a displayed app also leaves a static copy of what it shows.
+STATIC_ENV = "COURSE_STATIC"
 
 IPYWIDGETS_MAJOR = int(widgets.__version__.split(".")[0])
 
@@ -115,6 +127,51 @@ def noise_html(timings: Iterable[Any]) -> str:
     return f"<p style='color:#a40'><i>{html.escape(note)}</i></p>" if note else ""
 
 
+def figure_words(fig: Any) -> str:
+    """The words a figure shows (titles, legend entries, notes), one line each: its text description.
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([1, 2], label="GPU (recorded on Test GPU)"); _ = ax.set_title("speed"); _ = ax.legend()
+    >>> figure_words(fig).splitlines()
+    ['speed', 'GPU (recorded on Test GPU)']
+    """
+    words: list[str] = []
+    legends = list(getattr(fig, "legends", []))
+    for ax in getattr(fig, "axes", []):
+        words.append(ax.get_title())
+        if ax.get_legend() is not None:
+            legends.append(ax.get_legend())
+    words += [t.get_text() for legend in legends for t in legend.get_texts()]
+    words += [t.get_text() for t in getattr(fig, "texts", [])]
+    return "\n".join(w.strip() for w in words if w and w.strip())
+
+
+def describe_figures() -> None:
+    """Give every matplotlib figure shown in this IPython its words (:func:`figure_words`) as its text copy.
+
+    The book build runs it in each kernel it starts: a figure's text copy becomes the page's alt
+    text, naming the devices its curves come from.  ``%matplotlib inline`` drops every printer of
+    figures, so it is registered again before and after each cell.  Outside IPython it does nothing.
+    """
+    try:
+        from IPython import get_ipython
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def register() -> None:
+        shell.display_formatter.formatters["text/plain"].for_type(
+            Figure, lambda fig, printer, cycle: printer.text(figure_words(fig) or repr(fig)))
+
+    register()
+    shell.events.register("pre_execute", register)
+    shell.events.register("post_execute", register)
+
+
 class LiveApp:
     """Controls + a function of their values, redrawn whenever a value changes.
 
@@ -157,6 +214,7 @@ class LiveApp:
         self.errors = widgets.Output()
         self.last_error: BaseException | None = None
         self.last_result: Any = None
+        self.figure_words = ""
         self.calls = 0
         self.last_seconds = 0.0
         self.last_render_seconds = 0.0
@@ -224,6 +282,7 @@ class LiveApp:
             fig = result
         self.html.value = text or ""
         if fig is not None:
+            self.figure_words = figure_words(fig)
             self.image.value = figure_to_png(fig)
             self.image.layout.display = None
         else:
@@ -236,10 +295,30 @@ class LiveApp:
                                 *self.widget.children[1:])
         self.play = play
 
+    def static_outputs(self) -> list[dict[str, str]]:
+        """What the app shows now, as display bundles a page without a kernel can render.
+
+        Its error (text), its printed lines (HTML, with a plain-text copy) and its figure
+        (``image/png``, base64), in the order the app shows them.
+        """
+        bundles: list[dict[str, str]] = []
+        if self.last_error is not None:
+            bundles.append({"text/plain": error_message(self.last_error)})
+        if self.html.value:
+            text = html.unescape(re.sub(r"<[^>]+>", " ", self.html.value))
+            bundles.append({"text/html": self.html.value, "text/plain": re.sub(r"[ \t]+", " ", text).strip()})
+        if self.image.value and self.image.layout.display != "none":
+            bundles.append({"image/png": base64.b64encode(bytes(self.image.value)).decode("ascii"),
+                            "text/plain": self.figure_words or "the app's figure"})
+        return bundles
+
     def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 
         display(self.widget)
+        if os.environ.get(STATIC_ENV, "") not in ("", "0"):
+            for bundle in self.static_outputs():
+                display(bundle, raw=True)
 
     def _repr_mimebundle_(self, **kwargs: Any):
         rep = getattr(self.widget, "_repr_mimebundle_", None)

@@ -1,4 +1,7 @@
 """A real browser drives JupyterLab: open notebook 00, run every cell, move the size slider, see the plot change.
+And it reads the executed book (``tools/build_book.py``, built once here with the GPU switched off):
+every lesson page is there, every figure loads, no cell failed, nothing is fetched from the network,
+and the shipped reference GPU curves are on the pages.
 
 Needs Debian's chromium (``/usr/bin/chromium``) and Playwright for Python (never ``playwright
 install``).  On a learner's machine without them it skips with the reason; under CI (``CI=true``)
@@ -49,30 +52,48 @@ def _get(url: str):
         return json.loads(r.read().decode())
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
+def _need_browser() -> None:
     why = _missing()
     if why:
         if IN_CI:
             pytest.fail(f"the browser test must run under CI, but {why}")
         pytest.skip(why)
+
+
+def _launch(p):
+    return p.chromium.launch(
+        executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+        headless=True,
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-first-run"])
+
+
+def _announcements_plugin() -> str:
+    """The JupyterLab plugin `make course` switches off (its news question, its update check)."""
+    line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if x.startswith("LAB_ANNOUNCEMENTS"))
+    return line.split("=", 1)[1].strip()
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    _need_browser()
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / "00_your_hardware.ipynb", work)  # never touch the stored notebook
-    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (tmp_path / "settings").mkdir()   # a learner's fresh settings
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                COURSE_DISABLE_GPU=os.environ.get("COURSE_DISABLE_GPU", ""))
+    # what `make course` does in the venv, here in this test's own configuration folder
+    subprocess.run([sys.executable, "-m", "jupyter", "labextension", "disable", "--level=user",
+                    _announcements_plugin()], env=env, check=True, capture_output=True, timeout=120)
     port = _free_port()
     log = open(tmp_path / "jupyterlab.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
-         "--ServerApp.open_browser=False", "--LabApp.news_url=", "--ContentsManager.allow_hidden=True"]
+         "--ServerApp.open_browser=False", "--ContentsManager.allow_hidden=True"]
         + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
         cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -126,11 +147,7 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
     base, tmp = jupyterlab
     shots = Path(os.environ.get("COURSE_BROWSER_SHOTS", tmp))
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = _launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             page.goto(f"{base}/lab/tree/00_your_hardware.ipynb?token={TOKEN}", wait_until="domcontentloaded")
@@ -143,6 +160,7 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
             image = page.locator("img.widget-image").first
             image.wait_for(state="visible", timeout=120_000)
             _wait_kernel_idle(base)
+            assert "Jupyter news" not in page.inner_text("body"), "JupyterLab's news pop-up came up"
             # JupyterLab renders a traceback as application/vnd.jupyter.error and text on stderr as
             # application/vnd.jupyter.stderr, each on a .jp-RenderedText node.
             tracebacks = page.locator("[data-mime-type='application/vnd.jupyter.error']")
@@ -173,3 +191,76 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
             assert readout.inner_text().replace(",", "") in html_out.replace(",", "")
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------- the executed book
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory):
+    """The whole book, built once, CPU only (so every reference curve is an overlay), in a fresh folder.
+
+    Built anew rather than taken from nbval's run of the same notebooks: nbval keeps no outputs, and
+    runs without ``COURSE_STATIC`` (the static copies of the apps) or the figures' alt text.  All
+    eight lessons take a few minutes on a busy 2-core machine, once per session.
+    """
+    _need_browser()
+    out = tmp_path_factory.mktemp("book")
+    env = dict(os.environ, COURSE_DISABLE_GPU="1")
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=3000)
+    assert run.returncode == 0, f"the book did not build:\n{run.stdout[-3000:]}\n{run.stderr[-6000:]}"
+    return out
+
+
+def _reference_devices() -> set[str]:
+    names = set()
+    for path in (ROOT / "course" / "reference").glob("*.json"):
+        for gpu in json.loads(path.read_text(encoding="utf-8"))["provenance"].get("gpus", []):
+            names.add(gpu["name"])
+    return names
+
+
+@pytest.mark.slow
+def test_the_executed_book_shows_every_lesson_with_its_figures_and_the_reference_curves(book):
+    from playwright.sync_api import sync_playwright
+
+    lessons = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    devices = _reference_devices()
+    assert devices, "no reference results ship in course/reference/"
+    fetched: list[str] = []
+    with sync_playwright() as p:
+        browser = _launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.route("**/*", lambda route: route.continue_()
+                   if route.request.url.startswith(("file:", "data:", "about:"))
+                   else (fetched.append(route.request.url), route.abort()))
+        try:
+            page.goto((book / "index.html").as_uri())
+            links = page.locator("a[href$='.html']").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+            for name in lessons:
+                assert name.replace(".ipynb", ".html") in links, f"the front page does not link lesson {name}"
+            front = page.inner_text("body")
+            assert all(d in front for d in devices), "the front page should name the reference devices"
+            for name in lessons:
+                page.goto((book / name.replace(".ipynb", ".html")).as_uri())
+                page.wait_for_load_state("load")
+                images = page.locator("img").evaluate_all(
+                    "els => els.map(e => ({ok: e.complete && e.naturalWidth > 0, alt: e.alt}))")
+                assert images, f"{name}: no figure on the page"
+                broken = [i for i, img in enumerate(images) if not img["ok"]]
+                assert not broken, f"{name}: figures {broken} of {len(images)} did not load"
+                failed = page.locator("[data-mime-type='application/vnd.jupyter.error']")
+                assert failed.count() == 0, f"{name}: {failed.first.inner_text()[:2000]}"
+                stderr = page.locator("[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+                assert not [t for t in stderr if "Error" in t or "Traceback" in t], f"{name}: {stderr}"
+                # a figure's alt text is the words on it (course.widgets.figure_words): its legend names
+                # the device each curve was recorded on
+                on_figures = " ".join(img["alt"] for img in images)
+                if not name.startswith("06_"):          # lesson 06's MPI runs have no GPU side (README)
+                    assert any(d in on_figures for d in devices), f"{name}: no figure shows {sorted(devices)}"
+                if (book / "mathjax").is_dir() and "$" in (ROOT / "notebooks" / name).read_text(encoding="utf-8"):
+                    page.wait_for_selector(".MathJax", timeout=30_000)   # formulas typeset from the local copy
+                    assert page.locator(".MathJax_Error, .merror").count() == 0, f"{name}: a formula failed"
+        finally:
+            browser.close()
+    assert not fetched, f"the book fetched from the network: {fetched[:5]}"

@@ -14,6 +14,8 @@ import pytest
 PEERS = {
     "torch": "PyTorch: the autograd oracle of lesson 01 and the timed peer of lessons 01-05",
     "mpi4py": "MPI for Python with MPICH: lesson 06's real distributed engine",
+    "nbgrader": "nbgrader (the instructor extra): the release and autograde test of the exercises",
+    "jupyter_server_mathjax": "the book's local MathJax copy (the notebooks extra), so no page needs the network",
 }
 
 

@@ -324,3 +324,66 @@ def test_a_figure_drawn_from_a_reference_alone_never_says_measured_live():
     add_footer(fig, _sweep("reference", gpu=True))
     text = _texts(fig)
     assert "Measured live" not in text and "Recorded (not measured in this run) on" in text
+
+
+@pytest.mark.widgets
+def test_a_displayed_app_leaves_its_figure_and_lines_as_static_outputs_only_for_the_book(monkeypatch):
+    import base64
+
+    import IPython.display
+    import matplotlib.pyplot as plt
+
+    def update(n):
+        fig, ax = plt.subplots()
+        ax.plot(range(n), label="GPU (recorded on Test GPU)")
+        ax.legend()
+        return fig, f"<b>n = {n}</b> &amp; more"
+
+    app = LiveApp(update, {"n": w.IntSlider(value=3)})
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    monkeypatch.delenv("COURSE_STATIC", raising=False)
+    app._ipython_display_()
+    assert shown == [(app.widget, False)]                 # a live notebook: the widget alone
+
+    shown.clear()
+    monkeypatch.setenv("COURSE_STATIC", "1")
+    app._ipython_display_()
+    assert shown[0] == (app.widget, False)
+    bundles = [obj for obj, raw in shown[1:] if raw]
+    assert [sorted(b) for b in bundles] == [["text/html", "text/plain"], ["image/png", "text/plain"]]
+    assert bundles[0]["text/plain"] == "n = 3 & more"
+    png = base64.b64decode(bundles[1]["image/png"])
+    assert png.startswith(b"\x89PNG") and png == bytes(app.image.value)
+    assert bundles[1]["text/plain"] == "GPU (recorded on Test GPU)"   # the figure in words: the page's alt text
+
+    app.update_fn = lambda n: (_ for _ in ()).throw(BadInputError("n must be >= 0"))
+    app.controls["n"].value = -1                            # an error: its message comes first
+    assert app.static_outputs()[0] == {"text/plain": "n must be >= 0"}
+
+
+def test_describe_figures_makes_a_figures_words_its_text_copy_in_ipython(monkeypatch):
+    import types
+
+    import IPython
+    import matplotlib.pyplot as plt
+    from IPython.core.formatters import PlainTextFormatter
+
+    from course.widgets import describe_figures
+
+    fig, ax = plt.subplots()
+    ax.set_title("bandwidth")
+    formatter = PlainTextFormatter()
+    assert formatter(fig).startswith("<Figure size")
+    hooks = []
+    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(formatters={"text/plain": formatter}),
+                                  events=types.SimpleNamespace(register=lambda event, fn: hooks.append((event, fn))))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    describe_figures()
+    assert formatter(fig) == "bandwidth"
+    formatter.pop(type(fig))                               # what %matplotlib inline does
+    assert formatter(fig).startswith("<Figure size")
+    assert sorted(event for event, _ in hooks) == ["post_execute", "pre_execute"]
+    hooks[0][1]()                                          # the next cell
+    assert formatter(fig) == "bandwidth"
+    plt.close(fig)
