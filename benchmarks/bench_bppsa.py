@@ -8,7 +8,7 @@ for ``method="sequential"`` (the classic loop) and ``method="scan"`` (``course.b
 on the same device in the same run; PyTorch's ``nn.RNN`` (cuDNN on a GPU) is timed the same way when
 installed.  Ratios printed next to the issue's target:
 
-* GPU: scan speedup over sequential at T = 30,000, target >= 108× (the paper's best, on RTX 2070 / 2080 Ti);
+* GPU: scan speedup over sequential at T = 30,000, target >= 108× (the paper's best backward speed-up, arXiv version);
 * PyTorch backward / scan backward at T = 1,000, 10,000, 30,000 on a GPU (reported, no target);
 * CPU: the same ratios at T = 1,000 and 3,000, reported honestly (the scan does ~40× more arithmetic:
   expect < 1);
