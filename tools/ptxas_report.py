@@ -9,45 +9,15 @@ The exit status is 1 when a kernel spills registers to local memory, 2 when nvcc
 from __future__ import annotations
 
 import argparse
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 #: (name, module, attribute) of every CUDA C source compiled by CuPy's RawModule in the course.
 SOURCES = [("single-pass scan", "course.scan.singlepass", "SINGLE_PASS_SOURCE"),
+           ("training step", "course.backprop.step_kernels", "KERNEL_SOURCE"),
            ("vector ReLU", "course.vectorize.gpu", "VECTOR_RELU_SOURCE")]
-
-
-def ptxas_report(source: str, arch: str = "sm_90") -> list[dict]:
-    """One dict per kernel: ``kernel``, ``registers``, ``spill_stores``, ``spill_loads``, ``smem_bytes``, ``stack``."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise FileNotFoundError("nvcc is not on PATH: install the CUDA toolkit to compile CUDA C here")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "kernel.cu"
-        src.write_text(source, encoding="utf-8")
-        res = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(Path(tmp) / "k.cubin"),
-                              str(src)], capture_output=True, text=True, timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(f"nvcc failed:\n{res.stderr}")
-    out: list[dict] = []
-    for line in res.stderr.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
-        if m:
-            out.append({"kernel": m.group(1)})
-        elif out and "bytes stack frame" in line:
-            nums = [int(v) for v in re.findall(r"(\d+) bytes", line)]
-            out[-1].update(stack=nums[0], spill_stores=nums[1], spill_loads=nums[2])
-        elif out and "Used" in line and "registers" in line:
-            out[-1]["registers"] = int(re.search(r"Used (\d+) registers", line).group(1))
-            smem = re.search(r"(\d+) bytes smem", line)
-            out[-1]["smem_bytes"] = int(smem.group(1)) if smem else 0
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import importlib
 
+    from course.cuda_c import ptxas_rows
+
     spills = False
     for name, module, attr in SOURCES:
         try:
-            rows = ptxas_report(getattr(importlib.import_module(module), attr), args.arch)
+            rows = ptxas_rows(getattr(importlib.import_module(module), attr), args.arch)
         except FileNotFoundError as exc:
             print(exc)
             return 2

@@ -25,13 +25,11 @@ and what the fast step runs on a CPU).  :func:`ptxas_report` prints the register
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 from typing import Any
 
 import numpy as np
+
+from ..cuda_c import ptxas_text
 
 __all__ = ["KERNEL_SOURCE", "KERNEL_NAMES", "REFERENCE", "bias_relu_reference", "mask_bias_grad_reference",
            "softmax_xent_reference", "sgd_flat_reference", "cupy_kernels", "ptxas_report"]
@@ -194,25 +192,6 @@ def cupy_kernels() -> dict[str, Any]:
 
 
 def ptxas_report(arch: str = "sm_90", source: str = KERNEL_SOURCE) -> str:
-    """``ptxas -v``'s registers, shared memory and spills for each kernel of ``source`` on ``arch``.
-
-    Compiles with ``nvcc -arch=ARCH -cubin -Xptxas -v`` (no GPU needed).  Without ``nvcc`` on the
-    PATH the answer says so instead of a report.
-    """
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return "no ptxas report: nvcc is not on the PATH (install the CUDA toolkit to see registers and spills)"
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "step_kernels.cu")
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(source)
-        try:
-            run = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o",
-                                  os.path.join(tmp, "k.cubin"), src], capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"no ptxas report: nvcc failed to run ({exc})"
-    keep = ("Compiling entry", "Used", "spill", "error")
-    lines = [ln.replace(src, "step_kernels.cu").strip() for ln in (run.stdout + run.stderr).splitlines()
-             if any(k in ln for k in keep)]
-    head = f"ptxas -v for {arch} (nvcc {'ok' if run.returncode == 0 else f'exit {run.returncode}'}):"
-    return "\n".join([head] + ["  " + ln for ln in lines])
+    """``ptxas -v``'s registers, shared memory and spills for each kernel of ``source`` on ``arch``
+    (:func:`course.cuda_c.ptxas_text`: no GPU needed; without ``nvcc`` the answer says so)."""
+    return ptxas_text(source, arch)
