@@ -21,8 +21,10 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from cycler import cycler
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
@@ -34,11 +36,70 @@ from .cpu import cpu_info
 from .devices import gpu_info
 from .results import ResultSet
 
-__all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
+__all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MARKERS", "SERIES_COLORS",
+           "MIN_FONT_PT", "series_style", "tint", "device_style", "sweep_figure", "speedup_axes", "bar_figure",
+           "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
-           "power_text", "plain_tick_labels", "footer_text", "place_legend"]
+           "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend"]
 
-COLORS = {"cpu": "#1f77b4", "gpu": "#d95f02"}
+#: The Okabe–Ito palette: eight colours told apart with every common colour-vision deficiency.  Every
+#: figure of the course draws with these (and greys); a colour never carries meaning alone: each
+#: device or series also has its own marker, and line style says where a number comes from
+#: (:data:`LIVE_LS` measured in this run, :data:`REFERENCE_LS` recorded elsewhere; hollow markers: noisy).
+PALETTE = {"blue": "#0072B2", "vermillion": "#D55E00", "green": "#009E73", "orange": "#E69F00",
+           "purple": "#CC79A7", "sky blue": "#56B4E9", "black": "#000000", "yellow": "#F0E442"}
+COLORS = {"cpu": PALETTE["blue"], "gpu": PALETTE["vermillion"]}
+MARKERS = {"cpu": "o", "gpu": "s"}
+LIVE_LS, REFERENCE_LS = "-", "--"
+#: Markers for series beyond the two devices, in order (with :data:`SERIES_COLORS`, see :func:`series_style`).
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*")
+SERIES_COLORS = tuple(PALETTE[k] for k in ("blue", "vermillion", "green", "orange", "purple", "sky blue", "black"))
+#: The smallest text a figure may carry, in points, at the size it is drawn in the notebook.
+MIN_FONT_PT = 9.0
+
+# A curve drawn without a colour takes the palette's, in order; legends and ticks never go under 9 pt.
+matplotlib.rcParams["axes.prop_cycle"] = cycler(color=SERIES_COLORS)
+matplotlib.rcParams["legend.fontsize"] = MIN_FONT_PT
+
+
+def tint(name: str, amount: float = 0.25) -> str:
+    """A light shade of a :data:`PALETTE` colour (``amount`` of it on white), for the fill of a diagram's box.
+
+    >>> tint("black", 0.5)
+    '#808080'
+    """
+    if name not in PALETTE:
+        raise ValueError(f"tint takes a palette colour's name, one of {sorted(PALETTE)}; got {name!r}")
+    if not 0 < amount <= 1:
+        raise ValueError(f"amount must be in (0, 1], got {amount!r}")
+    rgb = [int(PALETTE[name][i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(255 - amount * (255 - c)):02x}" for c in rgb)
+
+
+def series_style(i: int, recorded: bool = False) -> dict:
+    """Colour, marker and line style of the ``i``-th series of a figure: no two of the first 77 look alike.
+
+    Colours cycle through :data:`SERIES_COLORS` and markers through :data:`SERIES_MARKERS` at different
+    periods, so a series is told apart by its marker even where colours cannot be.  ``recorded`` makes it
+    dashed (a reference result) instead of solid (measured live).
+
+    >>> series_style(0)["marker"], series_style(7)["marker"], series_style(7)["color"] == series_style(0)["color"]
+    ('o', '<', True)
+    """
+    return {"color": SERIES_COLORS[i % len(SERIES_COLORS)], "marker": SERIES_MARKERS[i % len(SERIES_MARKERS)],
+            "ls": REFERENCE_LS if recorded else LIVE_LS}
+
+
+def device_style(device: str, recorded: bool = False) -> dict:
+    """Colour, marker and line style of a device's curve: blue circles for the CPU, vermillion squares for
+    the GPU; solid when measured live, dashed when recorded elsewhere.
+
+    >>> device_style("gpu", recorded=True)["ls"]
+    '--'
+    """
+    dev = str(device).lower()
+    return {"color": COLORS.get(dev, "0.4"), "marker": MARKERS.get(dev, "^"),
+            "ls": REFERENCE_LS if recorded else LIVE_LS}
 
 #: The legend entry of the hollow markers :func:`mark_noisy` draws.
 NOISY_LABEL = "hollow: noisy (runs disagree or machine busy)"
@@ -69,29 +130,110 @@ def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequenc
     return True
 
 
-def place_legend(ax: Any, fontsize: float = 7.5, loc: str = "best") -> Any:
-    """The axes' legend inside them (at ``loc``) where it fits, else under them with its labels wrapped.
+def _data_in_axes_fraction(ax: Any) -> tuple[np.ndarray, list]:
+    """The plotted data of ``ax`` in axes fractions (0..1), without drawing: points (line vertices, with
+    points every 1/50 along each segment, and scatter offsets) and bar rectangles ``(x0, y0, x1, y1)``."""
+    ax.autoscale_view()
+    to_frac = ax.transScale + ax.transLimits
+    pts, rects = [np.empty((0, 2))], []
+    for line in ax.lines:
+        if not line.get_visible() or not line.get_transform().contains_branch(ax.transData):
+            continue
+        xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
+        keep = np.all(np.isfinite(xy), axis=1)
+        for k, scale in enumerate((ax.get_xscale(), ax.get_yscale())):
+            keep &= (xy[:, k] > 0) if scale == "log" else True
+        xy = xy[keep]
+        if not len(xy):
+            continue
+        f = to_frac.transform(xy)
+        if len(f) > 1 and line.get_linestyle() not in ("None", "none", "", " "):
+            t = np.linspace(0, 1, 50)[:, None, None]
+            f = (f[:-1][None] * (1 - t) + f[1:][None] * t).reshape(-1, 2)
+        pts.append(f)
+    for coll in ax.collections:
+        offsets = np.asarray(coll.get_offsets(), dtype=float) if hasattr(coll, "get_offsets") else np.empty((0, 2))
+        if len(offsets) and coll.get_offset_transform().contains_branch(ax.transData):
+            pts.append(to_frac.transform(offsets))
+    from matplotlib.patches import Rectangle
+    for patch in ax.patches:
+        if isinstance(patch, Rectangle) and patch.get_transform().contains_branch(ax.transData):
+            (x0, y0), (x1, y1) = to_frac.transform(np.array(patch.get_bbox().get_points()))
+            rects.append((min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
+    return np.concatenate(pts), rects
+
+
+_CORNERS = {"upper right": (1, 1), "upper left": (0, 1), "lower right": (1, 0), "lower left": (0, 0)}
+
+
+def place_legend(ax: Any, fontsize: float = MIN_FONT_PT, loc: str = "best") -> Any:
+    """The axes' legend in a corner of them that no plotted data passes through, else under them with its
+    labels wrapped to the axes' width.
 
     Long labels ("CPU: <model> (recorded on <GPU>, <date>)") made legends wider than their axes, and the
-    constrained layout then squeezed the axes to a sliver to make room.  The fit is estimated from the
-    labels' lengths, so no drawing is needed.  Returns the legend, or None when nothing is labelled.
+    constrained layout then squeezed the axes to a sliver to make room; a legend left to matplotlib's "best"
+    spot still covered curves when none was free.  The legend's size is estimated from its labels and the
+    data are placed in axes fractions from the axes' limits, so no drawing is needed.  ``loc`` names the
+    corner to try first.  Returns the legend, or None when nothing is labelled.
     """
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return None
     fig, box = ax.figure, ax.get_position()
-    width_in, height_in = fig.get_figwidth() * box.width, fig.get_figheight() * box.height
-    char_in = 0.55 * fontsize / 72
-    rows_in = len(labels) * 1.5 * fontsize / 72
-    if max(map(len, labels)) * char_in + 0.45 <= 0.8 * width_in and rows_in <= 0.6 * height_in:
-        return ax.legend(handles, labels, fontsize=fontsize, loc=loc)
-    fits = max(int((1.15 * width_in - 0.45) / char_in), 30)
-    under = offset_copy(ax.transAxes, fig=fig, y=-0.5, units="inches")   # clear of tick labels and x label
+    # the layout still takes the tick labels off the axes: count on 85 % of the width and 80 % of the height
+    width_in, height_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
+    char_in = 0.6 * fontsize / 72          # DejaVu Sans' mean advance, digits and capitals included
+    handle_in = 0.7                         # the line sample, its padding and the frame
+    rows_in = sum(lab.count("\n") + 1 for lab in labels) * 1.45 * fontsize / 72 + 0.15
+    legend_w, legend_h = (max(len(x) for lab in labels for x in lab.split("\n")) * char_in + handle_in) / width_in, \
+        rows_in / height_in
+    if legend_w <= 0.9 and legend_h <= 0.8:
+        order = [loc] + [c for c in _CORNERS if c != loc] if loc in _CORNERS else list(_CORNERS)
+        corner = next((c for c in order if _empty_corner_at(ax, c, legend_w, legend_h)), None)
+        if corner is not None:
+            return ax.legend(handles, labels, fontsize=fontsize, loc=corner)
+    fits = max(int((width_in / 0.85 - handle_in) / char_in), 24)
+    lines = (ax.xaxis.label.get_text().count("\n") + 1) if ax.xaxis.label.get_text() else 0
+    drop_in = (1.4 * 10 * (1 + lines) + 8) / 72     # the tick labels and the x label above it, with their pads
+    under = offset_copy(ax.transAxes, fig=fig, y=-drop_in, units="inches")
     return ax.legend(handles, [textwrap.fill(label, fits) for label in labels], fontsize=fontsize,
                      loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
 
 
-def new_figure(ncols: int = 1, width: float = 9.0, height: float = 3.6) -> tuple[Figure, list]:
+def _empty_corner_at(ax: Any, corner: str, width: float, height: float) -> bool:
+    pts, rects = _data_in_axes_fraction(ax)
+    pad = 0.02
+    cx, cy = _CORNERS[corner]
+    x0 = 1 - pad - width if cx else pad
+    y0 = 1 - pad - height if cy else pad
+    x1, y1 = x0 + width, y0 + height
+    inside = (pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)
+    return not inside.any() and not any(r[0] < x1 and r[2] > x0 and r[1] < y1 and r[3] > y0 for r in rects)
+
+
+def figure_legend(fig: Figure, axes: Sequence, heading: str = "", fontsize: float = MIN_FONT_PT) -> bool:
+    """One legend for all ``axes``, above them (headed by ``heading``), with labels wrapped to fit the figure's
+    width, so no panel is squeezed and no curve hidden.  Each axes' own legend is removed.  False when
+    nothing is labelled.
+    """
+    handles, labels = [], []
+    for a in axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+        if a.get_legend() is not None:
+            a.get_legend().remove()
+    if not handles:
+        return False
+    ncol = 2 if len(labels) > 1 else 1
+    fits = max(int((fig.get_figwidth() / ncol - 0.7) / (0.6 * fontsize / 72)), 24)
+    fig.legend(handles, [textwrap.fill(lab, fits) for lab in labels], loc="outside upper center", ncol=ncol,
+               fontsize=fontsize, frameon=False, title=heading or None, title_fontsize=fontsize)
+    return True
+
+
+def new_figure(ncols: int = 1, width: float = 9.0, height: float = 4.0) -> tuple[Figure, list]:
     """A figure with ``ncols`` axes side by side (not registered with pyplot)."""
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
@@ -134,7 +276,7 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
     footer_text(fig, "\n".join(lines))
 
 
-_FOOTER_PT = 7.5
+_FOOTER_PT = 9.0
 
 
 def footer_text(fig: Figure, text: str, color: str = "0.35") -> None:
@@ -203,8 +345,7 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
                 continue
             who = _device_name(rs, dev)
             label = f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)")
-            ax.plot(xs, ys, ls="--" if ref else "-", marker="o", ms=3.5, color=COLORS[dev],
-                    alpha=0.75 if ref else 1.0, label=label)
+            ax.plot(xs, ys, ms=4, **device_style(dev, recorded=ref), alpha=0.75 if ref else 1.0, label=label)
             mark_noisy(ax, xs, ys, noisy, COLORS[dev])
             if lo is not None and not ref:
                 ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
@@ -241,13 +382,13 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
         noisy = np.array([cn[cx == v][0] or gn[gx == v][0] for v in common])
         ratio = g / c if higher_is_better else c / g
         ref = rs.source == "reference"
-        ax.plot(common, ratio, ls="--" if ref else "-", marker="o", ms=3.5, color="k",
+        ax.plot(common, ratio, ls=REFERENCE_LS if ref else LIVE_LS, marker="D", ms=4, color="k",
                 alpha=0.7 if ref else 1.0,
                 label=f"{rs.gpu_name} vs its host CPU" + (f" ({rs.label})" if ref else " (live)"))
         mark_noisy(ax, common, ratio, noisy, "k")
         drawn = True
     ax.set_xlabel(xlabel or x)
-    ax.set_ylabel("GPU speedup over CPU (×)")
+    ax.set_ylabel("GPU speedup (×)")
     if drawn:
         ax.axhline(1.0, color="0.5", lw=1)
         log2_x(ax)
@@ -260,7 +401,7 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
     else:
         ax.text(0.5, 0.5, "No GPU here and no reference GPU results\nrecorded for this experiment yet:\n"
                 "no speedup to show. Run on Colab (GPU runtime)\nor a GPU machine to see it.",
-                ha="center", va="center", transform=ax.transAxes, fontsize=8.5, color="0.3")
+                ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.3")
         ax.set_xticks([])
         ax.set_yticks([])
 
@@ -332,10 +473,10 @@ def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: s
     vals = np.array([i[1] for i in items], dtype=float)
     colors = [COLORS.get(i[2], "0.5") for i in items]
     ax.barh(range(len(items)), vals, color=colors)
-    ax.set_yticks(range(len(items)), labels, fontsize=8.5)
+    ax.set_yticks(range(len(items)), labels, fontsize=9)
     ax.invert_yaxis()
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:.3g} {unit}", va="center", fontsize=8)
+        ax.text(v, i, f" {v:.3g} {unit}", va="center", fontsize=9)
     ax.set_xlabel(unit)
     ax.set_title(title, fontsize=10)
     ax.margins(x=0.2)

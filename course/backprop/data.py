@@ -139,5 +139,5 @@ def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure
         wrong = preds is not None and preds[i] != labels[i]
         if preds is not None:
             title += f"\nsaid {preds[i]}"
-        ax.set_title(title, fontsize=8, color="red" if wrong else "black")
+        ax.set_title(title, fontsize=9, color="red" if wrong else "black")
     return fig

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import BadInputError, whole_number
-from ..plots import add_footer, new_figure, power_text
+from ..plots import PALETTE, add_footer, new_figure, place_legend, power_text
 from ..results import ResultSet
 from .kernels import chunk_plan
 from .linear import recurrence_closed_form, recurrence_log_space, recurrence_loop
@@ -32,11 +32,12 @@ MAX_DRAWN_T = 10 ** 6  # steps closed_form_figure draws
 
 #: A colour for each (kind, method), so that reference curves (all dashed) stay told apart; the line
 #: style of a live curve; and, for the loop/scan ratio, one colour per kind.
-_STYLE = {("diagonal", "loop"): ("#1b9e77", "-"), ("diagonal", "scan"): ("#66a61e", "--"),
-          ("dense", "loop"): ("#7570b3", "-"), ("dense", "scan"): ("#e6ab02", "--"),
-          ("diagonal", "torch loop"): ("#e7298a", "-."),
-          ("diagonal", "numba chunked"): ("#d95f02", ":"), ("diagonal", "numba per-channel"): ("#a6761d", ":")}
-_KIND_COLOR = {"diagonal": "#1b9e77", "dense": "#7570b3"}
+_STYLE = {("diagonal", "loop"): (PALETTE["green"], "-"), ("diagonal", "scan"): (PALETTE["sky blue"], "--"),
+          ("dense", "loop"): (PALETTE["purple"], "-"), ("dense", "scan"): (PALETTE["orange"], "--"),
+          ("diagonal", "torch loop"): (PALETTE["blue"], "-."),
+          ("diagonal", "numba chunked"): (PALETTE["vermillion"], ":"),
+          ("diagonal", "numba per-channel"): (PALETTE["black"], ":")}
+_KIND_COLOR = {"diagonal": PALETTE["green"], "dense": PALETTE["purple"]}
 
 
 def _log_axes(ax) -> None:
@@ -96,12 +97,12 @@ def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", se
         right.plot(t, np.sign(y) * np.log10(1 + np.abs(y)) if huge else y, style, lw=2.5 if style == "-" else 1.4,
                    label=label + note)
         if bad is not None:
-            right.axvline(bad, color="C3", lw=1, ls="--")
+            right.axvline(bad, color="0.25", lw=1, ls="--")
     right.set_ylabel("sign(h_t) · log10(1 + |h_t|)" if huge else "h_t")
     right.set_title("h_t = a·h_(t-1) + b_t, random b", fontsize=9.5)
     for ax in (left, right):
         ax.set_xlabel("step t")
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
         ax.grid(True, alpha=0.25)
     add_footer(fig, measured=False, devices=["cpu"])
     return fig
@@ -111,7 +112,7 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
     """Left: scan flops over loop flops against T, diagonal and dense.  Right: steps (the span)."""
     Ts = [2**k for k in range(1, int(np.log2(max(T_max, 2))) + 1)]
     fig, (left, right) = new_figure(2, height=3.3)
-    for kind, color in zip(KINDS, ("#1b9e77", "#7570b3")):
+    for kind, color in zip(KINDS, (PALETTE["green"], PALETTE["purple"])):
         rows = [work_counts(T, n, kind) for T in Ts]
         left.plot(Ts, [r["work_ratio"] for r in rows], "o-", ms=3, color=color, label=f"{kind}")
         right.plot(Ts, [r["steps_scan"] for r in rows], "o--", ms=3, color=color, label=f"{kind} scan: levels")
@@ -123,7 +124,7 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
     for ax in (left, right):
         _log_axes(ax)
         ax.set_xlabel("T (steps of the recurrence)")
-        ax.legend(fontsize=8)
+        place_legend(ax)
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
     add_footer(fig, extra="Counted from the scan's own level loop (course.scan.operation_counts).", measured=False,
@@ -175,7 +176,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
         handles = ax.get_legend_handles_labels()[0]
         if handles:   # below the axes: inside, a dozen entries hid the curves
-            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+            ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2),
                       ncols=2 if len(handles) > 6 else 1)
     add_footer(fig, live, [r for r in references if r.records])
     return fig
@@ -185,7 +186,7 @@ def loss_figure(run: TrainingRun) -> Figure:
     """The training loss after every step, against the loss of always answering the mean."""
     fig, (ax,) = new_figure(1, height=3.2)
     ax.plot(np.arange(1, len(run.losses) + 1), run.losses, lw=1.2, label="training loss (fresh batch each step)")
-    ax.axhline(BASELINE_MSE, color="C3", ls="--", lw=1, label="always answer 1.0 (≈ 1/6)")
+    ax.axhline(BASELINE_MSE, color="0.25", ls="--", lw=1, label="always answer 1.0 (≈ 1/6)")
     ax.axhline(run.test_loss, color="k", ls=":", lw=1, label=f"test loss after training: {run.test_loss:.2g}")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
@@ -193,7 +194,7 @@ def loss_figure(run: TrainingRun) -> Figure:
     ax.set_xlabel("training step")
     ax.set_ylabel("mean squared error")
     ax.set_title(f"Selective layer (n = {run.n}) on the adding problem, T = {run.T}", fontsize=9.5)
-    ax.legend(fontsize=8)
+    place_legend(ax)
     ax.grid(True, alpha=0.25)
     add_footer(fig, measured=False, devices=["cpu"])
     return fig

@@ -79,7 +79,7 @@ def _(rs, references):
         return fig
     items = [(r["variant"] + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu")
              for r in src.select(device="gpu")]
-    return bar_figure(items, title=f"Block scan variants at n = {src.records[0]['n']:,} "
+    return bar_figure(items, title=f"Block scan variants at n = {src.records[0]['n']:,}\n"
                       f"({src.label})", unit="GB/s", live=rs if src is rs else None,
                       references=[] if src is rs else [src])
 

@@ -15,7 +15,18 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, sweep_figure
+from ..plots import (
+    COLORS,
+    PALETTE,
+    add_footer,
+    figure_legend,
+    mark_noisy,
+    new_figure,
+    noisy_flags,
+    place_legend,
+    power_text,
+    sweep_figure,
+)
 from ..results import ResultSet
 from .ops import find_crossover, get_op
 from .roofline import peaks_of, ridge_point
@@ -55,7 +66,7 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
         for a in fig.axes[:2]:
             a.axvline(cx.n, color="k", lw=1.3, ls="-.", alpha=0.8)
         ax.annotate(f"crossover ≈ {cx.n:,.0f}", (cx.n, 0.04), xycoords=("data", "axes fraction"),
-                    fontsize=8, rotation=90, ha="right", va="bottom")
+                    fontsize=9, rotation=90, ha="right", va="bottom")
     if y == "gb_per_s":
         for dev, bw in (bandwidth or {}).items():
             ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
@@ -67,26 +78,23 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
     ax.set_title("")
     heading = textwrap.fill(title, 100) + "\n" + textwrap.fill(msg, 110)
     if not _legend_above(fig, fig.axes[:2], heading):
-        fig.suptitle(heading, fontsize=8.5)
+        fig.suptitle(heading, fontsize=9)
     return fig
 
 
+def _short_name(name: str) -> str:
+    """A point's name with a large power-of-two size written as one (``add n=2²²``), so neighbours' labels fit."""
+    op, _, n = name.rpartition(" n=")
+    try:
+        k = int(n.replace(",", "")).bit_length() - 1
+    except ValueError:
+        return name
+    return f"{op} n={power_text(2, k)}" if op and k >= 12 and int(n.replace(",", "")) == 2 ** k else name
+
+
 def _legend_above(fig: Figure, axes: Sequence, heading: str) -> bool:
-    """One legend for all panels, above them and headed by ``heading``, with long labels wrapped
-    (so the panels keep their width).  False when there is nothing to put in a legend."""
-    handles, labels = [], []
-    for a in axes:
-        for h, lab in zip(*a.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-        if a.get_legend() is not None:
-            a.get_legend().remove()
-    if not handles:
-        return False
-    fig.legend(handles, [textwrap.fill(lab, 70) for lab in labels], loc="outside upper center",
-               ncol=2 if len(labels) > 1 else 1, fontsize=7, frameon=False, title=heading, title_fontsize=8.5)
-    return True
+    """One legend for all panels, above them and headed by ``heading`` (:func:`course.plots.figure_legend`)."""
+    return figure_legend(fig, axes, heading)
 
 
 def _size_label(v: float, _pos: object = None) -> str:
@@ -128,7 +136,7 @@ def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet
     ax.grid(True, which="both", alpha=0.25)
     if ax.lines:
         _pow2_axis(ax)
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -150,9 +158,9 @@ def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ())
         q25, med, q75 = np.percentile(s, [25, 50, 75])
         ax.add_patch(_box(q25, q75, i, color))
         ax.plot([med, med], [i - 0.3, i + 0.3], color="k", lw=2)
-        ax.text(1.01, i, f"median {med:.2f} µs", va="center", fontsize=7.5,
+        ax.text(1.01, i, f"median {med:.2f} µs", va="center", fontsize=9,
                 transform=ax.get_yaxis_transform())
-    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=9)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("time per call (µs, log scale): each dot one call; box = middle half; bar = median")
@@ -182,8 +190,8 @@ def async_figure(sets: Sequence[ResultSet]) -> Figure:
             colors.append(COLORS.get(r["device"], "0.5"))
     ax.barh(range(len(vals)), vals, color=colors)
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:,.0f} µs", va="center", fontsize=8)
-    ax.set_yticks(range(len(vals)), labels, fontsize=8)
+        ax.text(v, i, f" {v:,.0f} µs", va="center", fontsize=9)
+    ax.set_yticks(range(len(vals)), labels, fontsize=9)
     ax.invert_yaxis()
     p = sets[0].params if sets else {}
     ax.set_xlabel("host time for the whole chain (µs)")
@@ -229,7 +237,7 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
         ax.grid(True, which="both", alpha=0.25)
         if highlight is not None:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-        place_legend(ax, fontsize=7)
+        place_legend(ax, fontsize=9)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -244,8 +252,8 @@ def fusion_figure(rs: ResultSet) -> Figure:
     ax.barh(range(len(recs)), ms, color=[COLORS.get(r["device"], "0.5") for r in recs], log=wide)
     for i, r in enumerate(recs):
         ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms — {r['kernels']:,} kernel(s), "
-                f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=8)
-    ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" for r in recs], fontsize=8.5)
+                f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=9)
+    ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" for r in recs], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("ms per run of the whole chain" + (" (log scale)" if wide else ""))
     p = rs.params
@@ -287,7 +295,7 @@ def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = (
         ax.set_yscale("log")
         ax.set_xlabel("matrix side n")
         ax.grid(True, which="both", alpha=0.25)
-        place_legend(ax, fontsize=7)
+        place_legend(ax, fontsize=9)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -298,7 +306,7 @@ def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         for mem, marker in (("pageable", "o"), ("pinned", "s")):
-            for direction, color in (("host→device", "#7570b3"), ("device→host", "#1b9e77")):
+            for direction, color in (("host→device", PALETTE["purple"]), ("device→host", PALETTE["green"])):
                 recs = sorted(rs.select(memory=mem, direction=direction), key=lambda r: r["nbytes"])
                 if recs:
                     ax.plot([r["nbytes"] for r in recs], [r["gb_per_s"] for r in recs], marker=marker,
@@ -310,7 +318,7 @@ def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     ax.set_ylabel("GB/s")
     ax.grid(True, which="both", alpha=0.25)
     if ax.lines:
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
         ax.set_title("host↔device copies: pageable vs pinned host memory", fontsize=10)
     else:
         ax.text(0.5, 0.5, "Host↔device copies need a GPU. None answers here and no reference\n"
@@ -355,7 +363,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
                 ax.scatter(r["intensity"], r["flops_per_s"], marker=markers.get(r.get("op"), "o"), s=40,
                            color=COLORS[dev], alpha=0.5 if ref else 0.95, edgecolor="k", lw=0.5, zorder=3)
                 # neighbours (same op at two sizes share an intensity) alternate above and below
-                ax.annotate(r["name"], (r["intensity"], r["flops_per_s"]), fontsize=7,
+                ax.annotate(_short_name(r["name"]), (r["intensity"], r["flops_per_s"]), fontsize=9,
                             xytext=(5, 3) if i % 2 == 0 else (5, -10), textcoords="offset points")
     if highlight:
         dev = highlight.get("device", "cpu")
@@ -369,8 +377,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     ax.set_title(("Roofline measured on this machine" if not references else
                   "Roofline: solid measured here, dashed recorded elsewhere")
                  + ": slanted = memory-bound, flat = compute-bound\n"
-                 + "; ".join(lines), fontsize=8.5)
-    if ax.lines or highlight:
-        ax.legend(fontsize=7, loc="upper left")
+                 + "; ".join(lines), fontsize=9)
+    figure_legend(fig, [ax])   # above the axes: inside, it covered the float16 and bfloat16 roofs
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig

@@ -1,0 +1,127 @@
+"""Every figure the course draws is readable: no legend over data, no text off the canvas or on other text,
+no text under 9 pt, no colour outside the palette (``tests/_figure_checks.py`` says exactly what is checked).
+
+The figures are found without a list: every registered experiment's plot, drawn from the reference results
+shipped in ``course/reference`` (so the recorded curves are there, beside a live CPU-only set made from them),
+and the figure every app (each public ``*_app`` of the widget modules, as the widget fuzz finds them) draws
+at its defaults.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from _figure_checks import figure_problems, live_like
+from matplotlib.figure import Figure
+
+from course.plots import PALETTE, add_footer, new_figure, place_legend
+from course.report import discover
+from course.results import ResultSet, load_reference
+
+EXPERIMENTS = [(name, exp) for name, exp in discover().items() if exp.plotter is not None]
+
+
+def _experiment_figures(exp) -> list[Figure]:
+    refs = load_reference(exp.name)
+    if not refs:
+        return []
+    live = live_like(refs[0])
+    figs = []
+    try:
+        figs.append(exp.plotter(live, refs))
+    except (AttributeError, IndexError, KeyError, ValueError):  # a plot of one set that needs its GPU records
+        figs.append(exp.plotter(ResultSet.from_dict(refs[0].to_dict(), source="live"), refs))
+    # as the report draws it on the GPU machine: every device live, nothing recorded beside it
+    figs.append(exp.plotter(ResultSet.from_dict(refs[0].to_dict(), source="live"), []))
+    return figs
+
+
+@pytest.mark.parametrize("name,exp", EXPERIMENTS, ids=[n for n, _ in EXPERIMENTS])
+def test_experiment_figures_are_readable(name, exp):
+    figs = _experiment_figures(exp)
+    if not figs:
+        pytest.skip(f"no reference results ship for {name}")
+    for fig in figs:
+        assert figure_problems(fig) == [], name
+
+
+def test_most_experiments_have_a_reference_to_draw():
+    drawn = [n for n, e in EXPERIMENTS if load_reference(n)]
+    assert len(drawn) >= 20, drawn
+
+
+# ----------------------------------------------------------------- the apps, at their defaults
+
+def _apps():
+    from test_widget_fuzz import APPS
+
+    return APPS
+
+
+APPS = _apps()
+
+
+@pytest.mark.widgets
+@pytest.mark.parametrize("name,builder", APPS, ids=[n for n, _ in APPS])
+def test_app_figure_is_readable(name, builder, monkeypatch):
+    import course.widgets as cw
+
+    drawn: list[list[str]] = []
+    real = cw.figure_to_png
+
+    def checked(fig, *args, **kwargs):
+        drawn.append(figure_problems(fig))
+        return real(fig, *args, **kwargs)
+
+    monkeypatch.setattr(cw, "figure_to_png", checked)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = builder()
+    if not drawn:
+        pytest.skip(f"{name} draws no figure at its defaults ({app.last_error or 'text only'})")
+    assert drawn[-1] == [], name
+
+
+# ----------------------------------------------------------------- the checks themselves can fail
+
+def _curve_figure(**legend) -> Figure:
+    fig, (ax,) = new_figure()
+    x = np.linspace(0, 1, 50)
+    ax.plot(x, x, color=PALETTE["blue"], label="rising")
+    ax.plot(x, 1 - x, color=PALETTE["vermillion"], label="falling")
+    if legend:
+        ax.legend(**legend)
+    add_footer(fig, devices=["cpu"])
+    return fig
+
+
+def test_a_legend_over_crossing_lines_is_caught():
+    problems = figure_problems(_curve_figure(loc="center", fontsize=9))
+    assert any("legend covers data" in p for p in problems), problems
+
+
+def test_place_legend_finds_the_empty_corner_or_goes_under():
+    fig = _curve_figure()
+    place_legend(fig.axes[0])
+    assert figure_problems(fig) == []
+
+
+def test_small_text_off_palette_colour_and_collisions_are_caught():
+    fig, (ax,) = new_figure()
+    ax.plot([1, 2], [1, 2], color="#1f77b4")
+    ax.text(1.5, 1.5, "small", fontsize=7)
+    ax.text(1.5, 1.5, "on top", fontsize=9)
+    ax.set_title("a title far too long for its axes " * 6, fontsize=10)
+    problems = " | ".join(figure_problems(fig))
+    for expected in ("at 7.0 pt", "colour", "collides with", "leaves the canvas"):
+        assert expected in problems, (expected, problems)
+
+
+def test_greys_and_tints_of_the_palette_pass():
+    from course.plots import tint
+
+    fig, (ax,) = new_figure()
+    ax.bar([0, 1], [1, 2], color=[tint("green"), "0.6"])
+    assert figure_problems(fig) == []
