@@ -31,6 +31,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
 from matplotlib.transforms import offset_copy
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from .cpu import cpu_info
 from .devices import gpu_info
@@ -40,7 +41,8 @@ __all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MA
            "MIN_FONT_PT", "series_style", "tint", "device_style", "sweep_figure", "speedup_axes", "bar_figure",
            "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
-           "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend"]
+           "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend", "label_points",
+           "set_takeaway", "figure_takeaway", "value_text"]
 
 #: The Okabe–Ito palette: eight colours told apart with every common colour-vision deficiency.  Every
 #: figure of the course draws with these (and greys); a colour never carries meaning alone: each
@@ -233,6 +235,32 @@ def figure_legend(fig: Figure, axes: Sequence, heading: str = "", fontsize: floa
     return True
 
 
+def label_points(ax: Any, points: Sequence[tuple[float, float, str]], fontsize: float = MIN_FONT_PT,
+                 color: str = "k") -> None:
+    """Name each ``(x, y, text)`` point of ``ax`` beside it, on the side where its label overlaps no label
+    placed before (right above, right below, left above, left below, then further out), so that neighbours'
+    names stay readable.  Sizes are estimated from the text and the axes' limits: nothing is drawn.
+    Call it once the axes' data and scales are set.
+    """
+    ax.autoscale_view()
+    to_frac = ax.transScale + ax.transLimits
+    fig, box = ax.figure, ax.get_position()
+    w_in, h_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
+    placed: list[tuple[float, float, float, float]] = []
+    offsets = [(5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13)]
+    for x, y, text in points:
+        fx, fy = to_frac.transform((x, y))
+        tw, th = len(text) * 0.6 * fontsize / 72 / w_in, 1.3 * fontsize / 72 / h_in
+        for dx, dy in offsets:
+            x0 = fx + dx / 72 / w_in - (tw if dx < 0 else 0)
+            y0 = fy + dy / 72 / h_in - (th if dy < 0 else 0)
+            if not any(x0 < b[2] and x0 + tw > b[0] and y0 < b[3] and y0 + th > b[1] for b in placed):
+                break
+        placed.append((x0, y0, x0 + tw, y0 + th))
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color,
+                    ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top")
+
+
 def new_figure(ncols: int = 1, width: float = 9.0, height: float = 4.0) -> tuple[Figure, list]:
     """A figure with ``ncols`` axes side by side (not registered with pyplot)."""
     fig = Figure(figsize=(width, height), layout="constrained")
@@ -269,8 +297,11 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
         lines.append(f"Measured live on {' + '.join(devs)} ({live.date})")
     else:
         lines.append(f"Measured live on {live_device_text(devices)}")
+    # "Dashed" only where a dashed curve is drawn: bars and dots from a reference are labelled as such instead
+    dashed = any(line.get_linestyle() == REFERENCE_LS for ax in fig.axes for line in ax.lines)
     for ref in references:
-        lines.append(f"Dashed: reference results {ref.label} (not measured in this run)")
+        lines.append(f"{'Dashed' if dashed else 'Labelled as reference'}: results {ref.label} "
+                     "(not measured in this run)")
     if extra:
         lines.append(extra)
     footer_text(fig, "\n".join(lines))
@@ -284,16 +315,21 @@ def footer_text(fig: Figure, text: str, color: str = "0.35") -> None:
 
     A constrained-layout figure grows by the footer's height and its layout keeps that band free, so
     the footer lies inside the canvas and :func:`figure_to_png` needs no second, "tight" layout pass
-    (which made a widget's redraw a third slower).  Any other figure gets it just below its canvas.
+    (which made a widget's redraw a third slower).  Any other figure grows the same way, its axes moved
+    up over the band.  Long lines are wrapped to the figure's width.
     """
-    if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
-        fig.text(0.01, 0.0, text, fontsize=_FOOTER_PT, color=color, ha="left", va="top", transform=fig.transFigure)
-        return
+    fits = max(int((fig.get_figwidth() - 0.25) / (0.56 * _FOOTER_PT / 72)), 40)
+    text = "\n".join(textwrap.fill(line, fits) for line in text.split("\n"))
     band_in = (1.25 * _FOOTER_PT * (text.count("\n") + 1) + 6) / 72
     height = fig.get_figheight()
     fig.set_figheight(height + band_in)
     band = band_in / (height + band_in)
-    fig.get_layout_engine().set(rect=(0, band, 1, 1 - band))
+    if isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        fig.get_layout_engine().set(rect=(0, band, 1, 1 - band))
+    else:   # axes placed by hand keep their size in inches, moved up over the band
+        for ax in fig.axes:
+            x0, y0, w, h = ax.get_position().bounds
+            ax.set_position((x0, band + y0 * (1 - band), w, h * (1 - band)))
     fig.text(0.01, band - 2 / 72 / (height + band_in), text, fontsize=_FOOTER_PT, color=color, ha="left",
              va="top", transform=fig.transFigure)
 
@@ -337,6 +373,7 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     fig, axes = new_figure(2 if speedup else 1)
     ax = axes[0]
     sources = ([live] if live is not None else []) + list(references)
+    said = []
     for rs in sources:
         ref = rs.source == "reference"
         for dev in ("cpu", "gpu"):
@@ -347,13 +384,15 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
             label = f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)")
             ax.plot(xs, ys, ms=4, **device_style(dev, recorded=ref), alpha=0.75 if ref else 1.0, label=label)
             mark_noisy(ax, xs, ys, noisy, COLORS[dev])
+            said.append(_curve_sentence(f"{dev.upper()} {who}" + (f" ({rs.label})" if ref else " (live)"),
+                                        xs, ys, xlabel or x, y, higher_is_better, ylabel))
             if lo is not None and not ref:
                 ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
     log2_x(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(ylabel or ("time per call (s)" if y == "median_s" else y))
+    ax.set_ylabel(textwrap.fill(ylabel or ("time per call (s)" if y == "median_s" else y), 24))
     if highlight is not None:
         ax.axvline(highlight, color="0.3", lw=1, ls=":")
     place_legend(ax)
@@ -363,7 +402,22 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
         speedup_axes(axes[1], sources, x=x, y=y, where=where, higher_is_better=higher_is_better,
                      xlabel=xlabel, highlight=highlight)
     add_footer(fig, live, [r for r in references])
+    if said:
+        set_takeaway(fig, "; ".join(said) + ".")
     return fig
+
+
+def _curve_sentence(who: str, xs: np.ndarray, ys: np.ndarray, xlabel: str, y: str, higher_is_better: bool,
+                    ylabel: str | None) -> str:
+    """One clause of a sweep's takeaway: a time curve read at its largest size, a rate curve at its peak."""
+    name = xlabel.split("(")[0].strip() or "n"
+    if y == "median_s":
+        i = int(np.argmax(xs))
+        return f"{who} takes {value_text(ys[i], 's')} per call at {name} = {value_text(xs[i])}"
+    i = int(np.argmax(ys) if higher_is_better else np.argmin(ys))
+    unit = ylabel.split("(")[0].strip() if ylabel else y
+    return f"{who} {'peaks' if higher_is_better else 'is lowest'} at {value_text(ys[i], unit)} at {name} = " \
+           f"{value_text(xs[i])}"
 
 
 def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
@@ -484,13 +538,86 @@ def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: s
     return fig
 
 
+def set_takeaway(fig: Figure, text: str) -> Figure:
+    """Attach the figure's one-sentence takeaway (``fig.takeaway``), written from the numbers it plots.
+
+    :class:`course.widgets.LiveApp` prints it under the figure, and :func:`figure_to_png` stores it as the
+    PNG's description (its alt text)."""
+    fig.takeaway = " ".join(str(text).split())
+    return fig
+
+
+def figure_takeaway(fig: Figure) -> str:
+    """The figure's takeaway: the one its builder attached, else one read off its plotted data (the values
+    at the end of each labelled curve of its first panel, or its largest and smallest bars); "" if neither."""
+    text = getattr(fig, "takeaway", None)
+    return text if text is not None else _read_off(fig)
+
+
+def value_text(v: float, unit: str = "") -> str:
+    """A number with three significant digits and thousands separators (a whole number as it is; powers of
+    ten beyond a million), times in s/ms/µs/ns.
+
+    >>> value_text(0.00123, "s"), value_text(48213.5, "GFLOP/s"), value_text(4096), value_text(9.17e14, "FLOP/s")
+    ('1.23 ms', '48,200 GFLOP/s', '4,096', '9.17×10¹⁴ FLOP/s')
+    """
+    v = float(v)
+    if unit != "s" and v.is_integer() and abs(v) < 1e9:
+        return f"{int(v):,} {unit}".strip()
+    if unit != "s" and v != 0 and not 1e-3 <= abs(v) < 1e6:
+        k = int(np.floor(np.log10(abs(v))))
+        return f"{power_text(10, k, f'{v / 10 ** k:.3g}')} {unit}".strip()
+    if unit == "s":
+        for scale, name in ((1, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+            if abs(v) >= scale or scale == 1e-9:
+                return f"{float(f'{v / scale:.3g}'):,.4g} {name}"
+    rounded = float(f"{v:.3g}")
+    text = f"{rounded:,.0f}" if abs(rounded) >= 1000 else f"{rounded:.3g}"
+    return f"{text} {unit}".strip()
+
+
+def _read_off(fig: Figure) -> str:
+    for ax in fig.axes:
+        curves = [ln for ln in ax.lines if not ln.get_label().startswith("_") and ln.get_label() != NOISY_LABEL
+                  and len(ln.get_xdata()) > 1 and ln.get_transform().contains_branch(ax.transData)]
+        ylabel = ax.get_ylabel().replace("\n", " ")
+        if curves:
+            xlabel = ax.get_xlabel().replace("\n", " ").split("(")[0].strip() or "x"
+            unit = "s" if ylabel.endswith("(s)") or ylabel.startswith("seconds") else ""
+            ends = []
+            for ln in curves[:4]:
+                x, y = np.asarray(ln.get_xdata(), dtype=float), np.asarray(ln.get_ydata(), dtype=float)
+                ok = np.isfinite(x) & np.isfinite(y)
+                if ok.any():
+                    i = np.flatnonzero(ok)[np.argmax(x[ok])]
+                    ends.append(f"{ln.get_label().split(chr(10))[0]} {value_text(y[i], unit)} at {xlabel} = "
+                                f"{value_text(x[i])}")
+            if ends:
+                return f"{ylabel or 'Value'} at the end of each curve: " + "; ".join(ends) + "."
+        bars = [p for p in ax.patches if type(p).__name__ == "Rectangle" and p.get_transform().contains_branch(
+            ax.transData) and p.get_width() > 0 and p.get_height() > 0]
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        if bars and len(labels) >= len(bars) and all(labels[:len(bars)]):
+            vals = [(b.get_width(), labels[i]) for i, b in enumerate(bars)]
+            hi, lo = max(vals), min(vals)
+            unit = ax.get_xlabel().replace("\n", " ")
+            return (f"Largest bar: {hi[1]} at {value_text(hi[0])}; smallest: {lo[1]} at {value_text(lo[0])}"
+                    + (f" ({unit})." if unit else "."))
+    return ""
+
+
 def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
-    """Render a figure to PNG bytes and release it.
+    """Render a figure to PNG bytes and release it; its takeaway (:func:`figure_takeaway`) is stored as the
+    PNG's description, so the picture carries its own alt text.
 
     A constrained-layout figure is drawn once; only if something sticks out of its canvas (a title
     longer than its axes) is it drawn again with matplotlib's "tight" box, which takes everything in.
     """
     plain_tick_labels(fig)
+    alt = figure_takeaway(fig)
+    info = PngInfo()
+    if alt:
+        info.add_itxt("Description", alt)
     buf = io.BytesIO()
     if isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
         fig.set_dpi(dpi)
@@ -498,10 +625,10 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
         canvas.draw()
         box, (width, height) = fig.get_tightbbox(canvas.get_renderer()), fig.get_size_inches()
         if box.x0 >= -0.01 and box.y0 >= -0.01 and box.x1 <= width + 0.01 and box.y1 <= height + 0.01:
-            Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", dpi=(dpi, dpi))
+            Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", dpi=(dpi, dpi), pnginfo=info)
             plt.close(fig)
             return buf.getvalue()
         fig.set_layout_engine("none")   # keep the layout just made: a second pass can squeeze it further
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", metadata={"Description": alt} if alt else None)
     plt.close(fig)
     return buf.getvalue()

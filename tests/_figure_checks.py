@@ -59,10 +59,13 @@ def _texts(fig: Figure, renderer) -> list[tuple[str, object, Text]]:
         if not ax.get_visible():
             continue
         where = f"axes {i}"
-        for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts):
+        labels = (ax.xaxis.label, ax.yaxis.label) if ax.axison else ()
+        for t in (ax.title, ax._left_title, ax._right_title, *labels, *ax.texts):
             if _visible_text(t):
                 out.append((f"{where} text {t.get_text()[:40]!r}", t.get_window_extent(renderer), t))
-        for axis in (ax.xaxis, ax.yaxis):
+        for axis in (ax.xaxis, ax.yaxis) if ax.axison else ():
+            if not axis.get_visible():
+                continue
             lo, hi = sorted(axis.get_view_interval())
             for tick in (*axis.get_major_ticks(), *axis.get_minor_ticks()):
                 loc = tick.get_loc()

@@ -9,6 +9,8 @@ at its defaults.
 
 from __future__ import annotations
 
+import html
+import re
 import warnings
 
 import numpy as np
@@ -16,7 +18,7 @@ import pytest
 from _figure_checks import figure_problems, live_like
 from matplotlib.figure import Figure
 
-from course.plots import PALETTE, add_footer, new_figure, place_legend
+from course.plots import PALETTE, add_footer, figure_takeaway, figure_to_png, new_figure, place_legend, sweep_figure
 from course.report import discover
 from course.results import ResultSet, load_reference
 
@@ -44,6 +46,8 @@ def test_experiment_figures_are_readable(name, exp):
     if not figs:
         pytest.skip(f"no reference results ship for {name}")
     for fig in figs:
+        said = figure_takeaway(fig)
+        assert re.search(r"\d", said), f"{name}: no takeaway read off its numbers ({said!r})"
         assert figure_problems(fig) == [], name
 
 
@@ -82,6 +86,8 @@ def test_app_figure_is_readable(name, builder, monkeypatch):
     if not drawn:
         pytest.skip(f"{name} draws no figure at its defaults ({app.last_error or 'text only'})")
     assert drawn[-1] == [], name
+    said = html.unescape(app.takeaway.value)
+    assert re.search(r"\d", said), f"{name}: no takeaway printed under its figure ({said!r})"
 
 
 # ----------------------------------------------------------------- the checks themselves can fail
@@ -125,3 +131,28 @@ def test_greys_and_tints_of_the_palette_pass():
     fig, (ax,) = new_figure()
     ax.bar([0, 1], [1, 2], color=[tint("green"), "0.6"])
     assert figure_problems(fig) == []
+
+
+# ----------------------------------------------------------------- takeaways are read off the data
+
+def test_a_sweep_takeaway_says_the_plotted_numbers():
+    rs = ResultSet("demo")
+    for n, t in ((256, 2e-3), (512, 1.5e-2), (1024, 0.125)):
+        rs.add(device="cpu", n=n, median_s=t)
+    fig = sweep_figure(rs, x="n", y="median_s", xlabel="n (size)")
+    said = figure_takeaway(fig)
+    assert "125 ms" in said and "n = 1,024" in said, said
+
+
+def test_the_takeaway_is_the_pngs_alt_text():
+    from io import BytesIO
+
+    from PIL import Image
+
+    rs = ResultSet("demo")
+    for n in (1, 2, 4):
+        rs.add(device="cpu", n=n, gflops=10.0 * n)
+    fig = sweep_figure(rs, x="n", y="gflops", ylabel="GFLOP/s", higher_is_better=True, speedup=False)
+    said = figure_takeaway(fig)
+    assert "peaks at 40 GFLOP/s at n = 4" in said, said
+    assert Image.open(BytesIO(figure_to_png(fig))).text["Description"] == said

@@ -20,7 +20,18 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import BadInputError, whole_number
-from ..plots import COLORS, PALETTE, add_footer, figure_legend, new_figure, place_legend, tint
+from ..plots import (
+    COLORS,
+    PALETTE,
+    add_footer,
+    figure_legend,
+    mark_noisy,
+    new_figure,
+    noisy_flags,
+    place_legend,
+    series_style,
+    tint,
+)
 from ..results import ResultSet
 from .algorithm import work_counts
 from .timing import PAPER
@@ -139,9 +150,10 @@ def _sources(live: ResultSet | None, references: Sequence[ResultSet]) -> list[Re
 
 
 def _backward(rs: ResultSet, device: str, method: str, x: str = "T",
-              where: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+              where: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     recs = sorted(rs.select(device=device, method=method, **(where or {})), key=lambda r: r[x])
-    return (np.array([r[x] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float))
+    return (np.array([r[x] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float),
+            noisy_flags(recs))
 
 
 def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
@@ -168,17 +180,18 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             who = (rs.gpu_name or "GPU") if dev == "gpu" else rs.cpu_name
             tag = f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")
             for m, (color, label) in METHOD_STYLE.items():
-                X, b = _backward(rs, dev, m, x, where)
+                X, b, noisy = _backward(rs, dev, m, x, where)
                 keep = b > 0
-                if keep.any():
-                    ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=3.5, color=color,
-                            ls="--" if ref else ("-" if dev == "gpu" else "-."), alpha=0.7 if ref else 1.0,
-                            label=f"{label}, {tag}")
-            for over, ls in (("sequential", "-"), ("torch", ":")):
+                if keep.any():   # solid: measured live, dashed: recorded; noisy live points hollow
+                    ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=4, color=color,
+                            ls="--" if ref else "-", alpha=0.7 if ref else 1.0, label=f"{label}, {tag}")
+                    if not ref:
+                        mark_noisy(ax, X[keep], b[keep], noisy[keep], color)
+            for over in ("sequential", "torch"):
                 px, py = speedups(rs, dev, over=over, x=x, **(where or {}))
                 if len(px):
                     mark = ("o" if dev == "cpu" else "s") if over == "sequential" else "^"
-                    bx.plot(px, py, marker=mark, ms=4, ls=(":" if over == "torch" else "--") if ref else ls,
+                    bx.plot(px, py, marker=mark, ms=4, ls="--" if ref else "-",
                             color=COLORS[dev], alpha=0.7 if ref else 1.0,
                             label=f"scan vs {'sequential' if over == 'sequential' else 'PyTorch'}, "
                                   f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else ""))
@@ -279,8 +292,9 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     for k, (_, v, _) in enumerate(items):
         ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=9)
     ax.margins(x=0.25)
-    ax.set_xlabel("seconds (medians; each backward pass timed alone from one saved forward)")
-    ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
+    ax.set_xlabel("seconds (median)")
+    ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}: each backward pass timed alone\n"
+                 "from one saved forward", fontsize=9.5)
     add_footer(fig, devices=[device])
     return fig
 
@@ -297,12 +311,12 @@ def regime_figure(rs: ResultSet) -> Figure:
     for k, T in enumerate(Ts):
         pts = sorted((n, s) for (n, t), s in grid.items() if t == T)
         ns, ss = [p[0] for p in pts], [p[1] for p in pts]
-        color = f"C{k}"
-        ax.plot(ns, ss, marker="o", color=color, label=f"T = {T:,}")
+        color, marker = series_style(k)["color"], series_style(k)["marker"]
+        ax.plot(ns, ss, marker=marker, color=color, label=f"T = {T:,}")
         noisy = [p for p, r in zip(pts, sorted(rs.select(method="scan", T=T), key=lambda r: r["n"]))
                  if r.get("noisy")]
         if noisy:
-            ax.plot([p[0] for p in noisy], [p[1] for p in noisy], marker="o", ls="none", mfc="white",
+            ax.plot([p[0] for p in noisy], [p[1] for p in noisy], marker=marker, ls="none", mfc="white",
                     color=color)
         if cross.get(T):
             ax.axvline(cross[T], color=color, lw=0.8, ls=":")

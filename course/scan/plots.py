@@ -31,7 +31,6 @@ from ..errors import BadInputError
 from ..plots import (
     COLORS,
     PALETTE,
-    SERIES_COLORS,
     add_footer,
     footer_text,
     log2_x,
@@ -50,7 +49,13 @@ __all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_f
 #: The largest n :func:`tree_figure` draws (the boxes must stay readable).
 MAX_DRAWN = 32
 
-_UP, _DOWN, _ROOT, _STEP = PALETTE["blue"], PALETTE["orange"], "#8c8c8c", PALETTE["green"]
+# One meaning per colour across the lesson: blue and vermillion are the CPU and the GPU (course.plots.COLORS),
+# so the algorithms and the tree's phases take the palette's other colours, the same in every figure.
+_UP, _DOWN, _ROOT, _STEP = PALETTE["purple"], PALETTE["orange"], "#8c8c8c", PALETTE["green"]
+ALGORITHM_COLORS = {"sequential": "0.3", "numpy": "0.3", "hillis-steele": _STEP, "blelloch": _UP,
+                    "cupy": PALETTE["sky blue"], "numba kernel": PALETTE["black"],
+                    "numba reduce-then-scan": _DOWN}
+_SPARE_COLORS = ("0.55", PALETTE["yellow"])
 
 
 @dataclass
@@ -148,7 +153,7 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
 
     Each row is the array after one step; a box shows its value (for scalar elements)
     and the input positions it combines (``2..5`` means x[2] op ... op x[5], ``∅`` the
-    identity).  Lines show what the current step read and wrote: blue for Blelloch's
+    identity).  Lines show what the current step read and wrote: purple for Blelloch's
     up-sweep, orange for its down-sweep, green for Hillis-Steele's steps.
     ``step=None`` draws every step; ``algorithm`` is ``"blelloch"`` (exclusive) or
     ``"hillis-steele"`` (inclusive).
@@ -174,10 +179,9 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
                  + f"this step: {frames[step].title}", fontsize=9.5)
     note = ("pale: padding up to a power of two (not needed once the down-sweep starts: drawn as –)."
             if algorithm == "blelloch" else "each step reads the previous row only (double buffering).")
-    fig.text(0.01, 0.0, "Each box: its value (when elements are numbers) and, small, which inputs "
-             "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
-             f"this step; light grey: written earlier; {note}",
-             fontsize=9, color="0.35", va="top")
+    footer_text(fig, "Each box: its value (when elements are numbers) and, small, which inputs "
+                "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
+                f"this step; light grey: written earlier; {note}")
     if step == last and step > 0:
         done_text = ("leaves now hold the exclusive scan" if algorithm == "blelloch"
                      else "every position now holds the inclusive scan")
@@ -227,8 +231,7 @@ def _draw_row(ax: Any, fr: Any, y: float, current: bool, n: int, padded: int) ->
         elif current or padded <= 16:
             ax.text(i, y, rng, ha="center", va="center", fontsize=9, color=tc)
     ax.text(-0.7, y, fr.title.split(":")[0].replace(" (nothing comes before the whole array)", ""),
-            ha="right", va="center", fontsize=9 if current else 7, color=tc,
-            fontweight="bold" if current else "normal")
+            ha="right", va="center", fontsize=9, color=tc, fontweight="bold" if current else "normal")
 
 
 def _draw_arrows(ax: Any, fr: Any, y: float) -> None:
@@ -247,8 +250,7 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
     ns = np.unique(np.round(np.logspace(0, np.log2(n_max), 60, base=2)).astype(int))
     ns = ns[ns >= 2]
     fig, (aw, ast) = new_figure(2, height=3.6)
-    styles = {"sequential": ("0.3", "-"), "hillis-steele": (PALETTE["green"], "-"),
-              "blelloch": (_UP, "-")}
+    styles = {alg: (ALGORITHM_COLORS[alg], "-") for alg in ("sequential", "hillis-steele", "blelloch")}
     for alg, (c, ls) in styles.items():
         counts = [operation_counts(alg, int(n)) for n in ns]
         aw.plot(ns, [k["work"] for k in counts], color=c, ls=ls, label=alg, lw=1.8)
@@ -284,7 +286,6 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     """
     fig, (at, ab) = new_figure(2, height=3.8)
     sources = ([live] if live is not None else []) + list(references)
-    palette = list(SERIES_COLORS)
     algs: list[str] = []
     for rs in sources:
         for r in rs.records:
@@ -300,7 +301,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 n = np.array([r["n"] for r in recs], float)
                 t = np.array([r["median_s"] for r in recs], float)
                 lab = f"{dev.upper()} {alg}" + (f" ({rs.label})" if ref else "")
-                kw = dict(color=palette[k % len(palette)], marker="o" if dev == "cpu" else "s",
+                kw = dict(color=ALGORITHM_COLORS.get(alg, _SPARE_COLORS[k % 2]), marker="o" if dev == "cpu" else "s",
                           ms=3.5 if dev == "cpu" else 4.5, ls="--" if ref else "-",
                           alpha=0.7 if ref else 1.0, lw=1.3)
                 at.plot(n, t, label=lab, **kw)

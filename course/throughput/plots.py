@@ -20,11 +20,13 @@ from ..plots import (
     PALETTE,
     add_footer,
     figure_legend,
+    label_points,
     mark_noisy,
     new_figure,
     noisy_flags,
     place_legend,
     power_text,
+    set_takeaway,
     sweep_figure,
 )
 from ..results import ResultSet
@@ -341,7 +343,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     fig, (ax,) = new_figure(1, width=9.5, height=5.2)
     xs = np.logspace(-2, 3.5, 200)
     markers = {"add": "o", "relu": "o", "sum": "v", "matmul": "s", "scan": "D", "mlp step": "P"}
-    lines = []
+    lines, names, said = [], [], []
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         for dev in rs.devices():
@@ -352,25 +354,32 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
             who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev
             for dtn, f in sorted(pk["flops"].items()):
                 ls = "--" if ref else {"float32": "-", "float16": "-.", "bfloat16": ":"}.get(dtn, "-")
+                mark = {"float16": "^", "bfloat16": "v", "float64": "D"}.get(dtn, "none")   # not by line alone
                 ax.plot(xs, np.minimum(f, xs * bw), color=COLORS[dev], ls=ls, lw=2 if dtn == dtype else 1.2,
+                        marker=mark, markevery=(7 * len(lines) % 20, 20), ms=5,
                         label=f"{dev.upper()} {who}: {dtn} roof {_flops_text(f)}"
                               + (f" [{rs.label}]" if ref else ""))
             ridge = ridge_point(pk["flops"].get(dtype) or max(pk["flops"].values() or [bw]), bw)
             lines.append(f"{dev.upper()}: copy bandwidth {bw / 1e9:,.1f} GB/s, ridge at {ridge:.2g} FLOP/byte"
                          + (" (reference)" if ref else ""))
             points = sorted(rs.select(device=dev, kind="point"), key=lambda r: (r["intensity"], r["flops_per_s"]))
-            for i, r in enumerate(points):
+            for r in points:
                 ax.scatter(r["intensity"], r["flops_per_s"], marker=markers.get(r.get("op"), "o"), s=40,
                            color=COLORS[dev], alpha=0.5 if ref else 0.95, edgecolor="k", lw=0.5, zorder=3)
-                # neighbours (same op at two sizes share an intensity) alternate above and below
-                ax.annotate(_short_name(r["name"]), (r["intensity"], r["flops_per_s"]), fontsize=9,
-                            xytext=(5, 3) if i % 2 == 0 else (5, -10), textcoords="offset points")
+                names.append((r["intensity"], r["flops_per_s"], _short_name(r["name"])))
+            if points and (pk["flops"].get(dtype) or pk["flops"]):
+                best = max(points, key=lambda r: r["flops_per_s"])
+                roof = min(pk["flops"].get(dtype) or max(pk["flops"].values()), best["intensity"] * bw)
+                said.append(f"on the {dev.upper()} {who}" + (f" ({rs.label})" if ref else "") + f", {best['name']} "
+                            f"reaches {_flops_text(best['flops_per_s'])}, {100 * best['flops_per_s'] / roof:.0f} % "
+                            f"of the roof at its intensity")
     if highlight:
         dev = highlight.get("device", "cpu")
         ax.scatter(highlight["intensity"], highlight["flops_per_s"], marker="*", s=320, color=COLORS.get(dev),
                    edgecolor="k", zorder=4, label=f"your choice: {highlight['name']} ({dev.upper()})")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    label_points(ax, names)   # each name on a side where it overlaps no other
     ax.set_xlabel("arithmetic intensity (FLOP per byte of compulsory memory traffic)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.2)
@@ -379,5 +388,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
                  + ": slanted = memory-bound, flat = compute-bound\n"
                  + "; ".join(lines), fontsize=9)
     figure_legend(fig, [ax])   # above the axes: inside, it covered the float16 and bfloat16 roofs
+    if said:
+        set_takeaway(fig, "Fastest point " + "; ".join(said) + ".")
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig

@@ -19,7 +19,7 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 from ..cpu import cpu_info
 from ..devices import gpu_info
 from ..errors import BadInputError, whole_number
-from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, tint
+from ..plots import COLORS, PALETTE, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, tint
 from ..results import ResultSet
 from .rungs import RUNG_INFO, lane_trace, numpy_elementwise
 
@@ -309,9 +309,12 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     return fig
 
 
-_KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "-"), "out": ("ReLU, out=", None, "-"),
-               "new": ("ReLU, new array", None, "--"), "threads": ("ReLU, threads, out=", None, ":"),
-               "vector": ("ReLU, 16-byte loads, out=", None, "-.")}
+#: Name, colour and marker of each kind of pass.  Line style keeps the course's one meaning: solid measured
+#: here, dashed recorded elsewhere (it once told the kinds apart, so live CPU curves were drawn dashed).
+_KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "o"), "out": ("ReLU, out=", PALETTE["green"], "s"),
+               "new": ("ReLU, new array", PALETTE["orange"], "^"),
+               "threads": ("ReLU, threads, out=", PALETTE["purple"], "D"),
+               "vector": ("ReLU, 16-byte loads, out=", PALETTE["sky blue"], "v")}
 
 
 def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
@@ -324,12 +327,12 @@ def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) 
         for dev in ("cpu", "gpu"):
             if label and dev == "cpu":
                 continue  # a reference's CPU is another machine's: only its GPU curves are shown
-            for kind, (name, color, ls) in _KIND_STYLE.items():
+            for kind, (name, color, marker) in _KIND_STYLE.items():
                 recs = sorted(src.select(device=dev, kind=kind), key=lambda r: r["n"])
                 if not recs:
                     continue
                 n = np.array([r["n"] for r in recs], dtype=float)
-                kw = {"color": color or COLORS[dev], "ls": ls, "marker": "o", "ms": 3,
+                kw = {"color": color, "ls": "--" if label else "-", "marker": marker, "ms": 4,
                       "alpha": 0.5 if label else 1.0,
                       "label": f"{dev.upper()}: {name}" + (f" ({label})" if label else "")}
                 ax1.plot(n, [r["gb_per_s"] for r in recs], **kw)
