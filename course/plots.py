@@ -191,7 +191,8 @@ def place_legend(ax: Any, fontsize: float = MIN_FONT_PT, loc: str = "best") -> A
         rows_in / height_in
     if legend_w <= 0.9 and legend_h <= 0.8:
         order = [loc] + [c for c in _CORNERS if c != loc] if loc in _CORNERS else list(_CORNERS)
-        corner = next((c for c in order if _empty_corner_at(ax, c, legend_w, legend_h)), None)
+        data = _data_in_axes_fraction(ax)
+        corner = next((c for c in order if _empty_corner_at(data, c, legend_w, legend_h)), None)
         if corner is not None:
             return ax.legend(handles, labels, fontsize=fontsize, loc=corner)
     fits = max(int((width_in / 0.85 - handle_in) / char_in), 24)
@@ -202,8 +203,9 @@ def place_legend(ax: Any, fontsize: float = MIN_FONT_PT, loc: str = "best") -> A
                      loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
 
 
-def _empty_corner_at(ax: Any, corner: str, width: float, height: float) -> bool:
-    pts, rects = _data_in_axes_fraction(ax)
+def _empty_corner_at(data: tuple[np.ndarray, list], corner: str, width: float, height: float) -> bool:
+    """True if a box of ``width`` x ``height`` (axes fractions) in ``corner`` covers none of ``data``."""
+    pts, rects = data
     pad = 0.02
     cx, cy = _CORNERS[corner]
     x0 = 1 - pad - width if cx else pad
@@ -300,8 +302,8 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
     # "Dashed" only where a dashed curve is drawn: bars and dots from a reference are labelled as such instead
     dashed = any(line.get_linestyle() == REFERENCE_LS for ax in fig.axes for line in ax.lines)
     for ref in references:
-        lines.append(f"{'Dashed' if dashed else 'Labelled as reference'}: results {ref.label} "
-                     "(not measured in this run)")
+        lines.append(f"Dashed: reference results {ref.label} (not measured in this run)" if dashed else
+                     f"Reference results {ref.label}, labelled as such (not measured in this run)")
     if extra:
         lines.append(extra)
     footer_text(fig, "\n".join(lines))

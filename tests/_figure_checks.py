@@ -256,3 +256,16 @@ def live_like(reference):
         records.append(r)
     live.records = records
     return live
+
+
+def has_data(fig: Figure) -> bool:
+    """True if ``fig`` plots something in data coordinates (a point, a bar, a cell): a figure with no data
+    (a message saying nothing was measured) has nothing to take away."""
+    for ax in fig.axes:
+        if any(len(ln.get_xdata()) and _in_data_coords(ln, ax) for ln in ax.lines) or ax.images:
+            return True
+        if any(isinstance(p, Rectangle) and _in_data_coords(p, ax) for p in ax.patches):
+            return True
+        if any(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection)):
+            return True
+    return False

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _figure_checks import figure_problems, live_like
+from _figure_checks import figure_problems, has_data, live_like
 from matplotlib.figure import Figure
 
 from course.plots import PALETTE, add_footer, figure_takeaway, figure_to_png, new_figure, place_legend, sweep_figure
@@ -47,7 +47,7 @@ def test_experiment_figures_are_readable(name, exp):
         pytest.skip(f"no reference results ship for {name}")
     for fig in figs:
         said = figure_takeaway(fig)
-        assert re.search(r"\d", said), f"{name}: no takeaway read off its numbers ({said!r})"
+        assert re.search(r"\d", said) or not has_data(fig), f"{name}: no takeaway read off its numbers ({said!r})"
         assert figure_problems(fig) == [], name
 
 

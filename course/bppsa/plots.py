@@ -30,6 +30,7 @@ from ..plots import (
     noisy_flags,
     place_legend,
     series_style,
+    set_takeaway,
     tint,
 )
 from ..results import ResultSet
@@ -44,9 +45,10 @@ __all__ = ["symbolic_scan", "tree_figure", "speedup_figure", "work_figure", "mem
 
 _SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
 
-METHOD_STYLE = {"sequential": (PALETTE["blue"], "sequential backprop (T steps)"),
+#: A colour per method; blue and vermillion stay the CPU's and the GPU's (the speed-up panel beside it).
+METHOD_STYLE = {"sequential": (PALETTE["black"], "sequential backprop (T steps)"),
                 "jacobian": (PALETTE["purple"], "sequential over formed Jacobians"),
-                "scan": (PALETTE["vermillion"], "BPPSA: Blelloch scan (2·log2 T levels)"),
+                "scan": (PALETTE["orange"], "BPPSA: Blelloch scan (2·log2 T levels)"),
                 "torch": (PALETTE["green"], "PyTorch nn.RNN backward")}
 
 
@@ -109,7 +111,7 @@ def tree_figure(T: int = 7) -> Figure:
         changed = set()
         if lv is not None:
             changed = set(lv.right.tolist()) | (set(lv.left.tolist()) if lv.phase == "down" else set())
-            color = PALETTE["blue"] if lv.phase == "up" else PALETTE["vermillion"]
+            color = PALETTE["blue"] if lv.phase == "up" else PALETTE["orange"]
             for a, b in zip(lv.left.tolist(), lv.right.tolist()):
                 if lv.phase == "up":           # right = left ◇ right
                     ax.annotate("", (b, y + 0.2), (a, y + 0.8), arrowprops=dict(arrowstyle="->", color=color, lw=0.9))
@@ -140,6 +142,8 @@ def tree_figure(T: int = 7) -> Figure:
                  f"with a ◇ b = b·a:\n{levels} levels of combines ({tr.work} products) instead of {T} "
                  "dependent steps. Blue: up-sweep (products of Jacobians); orange: down-sweep "
                  "(prefixes handed down); grey: padding.", fontsize=9)
+    set_takeaway(fig, f"Backprop through T = {T} steps as a scan needs {levels} levels of combines ({tr.work} "
+                      f"products) instead of {T} dependent steps.")
     return fig
 
 

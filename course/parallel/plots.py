@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..plots import PALETTE, SERIES_COLORS, add_footer, footer_text, new_figure, place_legend
+from ..plots import PALETTE, SERIES_COLORS, add_footer, footer_text, new_figure, place_legend, set_takeaway
 from ..results import ResultSet
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
@@ -80,6 +80,9 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
             fontsize=9, family="monospace")
     footer_text(fig, "Simulated in numpy: numbers in the cells = how many workers' inputs each element sums "
                        f"(p = {p} when it is complete). Red box: sent this step; dashed green: where it lands.")
+    complete = int((np.asarray(contrib) >= p).sum())
+    set_takeaway(fig, f"{title}: {complete:,} of {p * n:,} elements already sum all {p} workers' inputs, "
+                      f"after {len(lines)} message{'s' if len(lines) != 1 else ''} in this step.")
     return fig
 
 

@@ -32,12 +32,14 @@ from ..plots import (
     COLORS,
     PALETTE,
     add_footer,
+    figure_legend,
     footer_text,
     log2_x,
     mark_noisy,
     new_figure,
     noisy_flags,
     place_legend,
+    set_takeaway,
 )
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
@@ -187,6 +189,8 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
                      else "every position now holds the inclusive scan")
         ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=9,
                 color=_PHASE_COLOR.get(frames[step].phase, "0.5"))
+    set_takeaway(fig, f"{name} scan of n = {n}: after step {step} of {last}, {done} of {total} operator "
+                      "applications are done.")
     return fig
 
 
@@ -314,9 +318,9 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             if copy:
                 ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1.2, ls=":" if not ref else "-.")
                 # live above its line, recorded below it: the two labels of one device never overlap
-                ab.text(0.99, copy[0]["gb_per_s"], f" {dev.upper()} copy limit "
-                        f"{copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
-                        transform=ab.get_yaxis_transform(), fontsize=9, va="top" if ref else "bottom", ha="right",
+                ab.annotate(f" {dev.upper()} copy limit {copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
+                            (0.99, copy[0]["gb_per_s"]), xycoords=ab.get_yaxis_transform(), textcoords="offset points",
+                            xytext=(0, -3 if ref else 3), fontsize=9, va="top" if ref else "bottom", ha="right",
                         color=COLORS[dev])
     for ax in (at, ab):
         log2_x(ax)
@@ -330,7 +334,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     ab.margins(y=0.2)
     at.set_title(title or "Scan time (colour: algorithm; circles: CPU, squares: GPU)", fontsize=9.5)
     ab.set_title("effective bandwidth: 2 n itemsize bytes / time", fontsize=9)
-    place_legend(at, fontsize=9, loc="upper left")
+    figure_legend(fig, [at, ab])   # one legend for both panels, above them: under each it made the figure tall
     has_gpu = any(rs.select(device="gpu") for rs in sources)
     extra = "" if has_gpu else ("No GPU here and no reference GPU results recorded yet: "
                                 "GPU curves appear once `python -m course report --record-reference` "

@@ -19,7 +19,7 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 from ..cpu import cpu_info
 from ..devices import gpu_info
 from ..errors import BadInputError, whole_number
-from ..plots import COLORS, PALETTE, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, tint
+from ..plots import COLORS, PALETTE, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, set_takeaway, tint
 from ..results import ResultSet
 from .rungs import RUNG_INFO, lane_trace, numpy_elementwise
 
@@ -145,6 +145,8 @@ def lanes_figure(n: int = 24, lanes: int = 8, step: int = 0, op: str = "relu", s
     ax.set_title(f"{status}: {lanes} element{'s' if lanes > 1 else ''} per step, so {n} elements take "
                  f"ceil({n}/{lanes}) = {steps} steps (a loop takes {n}).  This CPU's SIMD: "
                  f"{c['float32_lanes'] or '?'} float32 lanes; a GPU warp: 32.", fontsize=9)
+    set_takeaway(fig, f"With {lanes} lane{'s' if lanes > 1 else ''} per step, {n} elements take {steps} steps "
+                      f"instead of the loop's {n} ({status}).")
     return fig
 
 
