@@ -4,6 +4,14 @@ Every figure names the device(s) it was measured on in a footer, and results
 recorded elsewhere (reference GPU results) are drawn dashed and labelled
 "recorded on <device>, <date>" so they can never pass for a live measurement.
 
+Every figure is readable without telling colours apart: it draws with :data:`PALETTE` (Okabe–Ito),
+each series has a marker as well as a colour (:func:`device_style`, :func:`series_style`), solid
+means measured here, dashed recorded elsewhere, hollow noisy; no text is under :data:`MIN_FONT_PT`;
+legends sit where no data is (:func:`place_legend`, :func:`figure_legend`).  Each figure carries a
+one-sentence takeaway read off its numbers (:func:`set_takeaway`, :func:`figure_takeaway`), which
+``LiveApp`` prints under it and :func:`figure_to_png` stores as the PNG's alt text.
+``tests/test_figures.py`` holds every figure of the course to these rules.
+
 >>> from course.results import ResultSet
 >>> rs = ResultSet("demo")
 >>> for n in (1, 2, 4):
@@ -29,13 +37,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
-from matplotlib.transforms import offset_copy
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from .cpu import cpu_info
 from .devices import gpu_info
+from .legends import MIN_FONT_PT, figure_legend, label_points, place_legend
 from .results import ResultSet
+from .takeaways import figure_takeaway, power_text, set_takeaway, value_text
 
 __all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MARKERS", "SERIES_COLORS",
            "MIN_FONT_PT", "series_style", "tint", "device_style", "sweep_figure", "speedup_axes", "bar_figure",
@@ -56,8 +65,6 @@ LIVE_LS, REFERENCE_LS = "-", "--"
 #: Markers for series beyond the two devices, in order (with :data:`SERIES_COLORS`, see :func:`series_style`).
 SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*")
 SERIES_COLORS = tuple(PALETTE[k] for k in ("blue", "vermillion", "green", "orange", "purple", "sky blue", "black"))
-#: The smallest text a figure may carry, in points, at the size it is drawn in the notebook.
-MIN_FONT_PT = 9.0
 
 # A curve drawn without a colour takes the palette's, in order; legends and ticks never go under 9 pt.
 matplotlib.rcParams["axes.prop_cycle"] = cycler(color=SERIES_COLORS)
@@ -130,137 +137,6 @@ def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequenc
     ax.plot(xs[noisy], ys[noisy], ls="none", marker="o", ms=ms, markerfacecolor="white",
             markeredgecolor=color, markeredgewidth=1.4, zorder=4, label="_nolegend_" if labelled else NOISY_LABEL)
     return True
-
-
-def _data_in_axes_fraction(ax: Any) -> tuple[np.ndarray, list]:
-    """The plotted data of ``ax`` in axes fractions (0..1), without drawing: points (line vertices, with
-    points every 1/50 along each segment, and scatter offsets) and bar rectangles ``(x0, y0, x1, y1)``."""
-    ax.autoscale_view()
-    to_frac = ax.transScale + ax.transLimits
-    pts, rects = [np.empty((0, 2))], []
-    for line in ax.lines:
-        if not line.get_visible() or not line.get_transform().contains_branch(ax.transData):
-            continue
-        xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
-        keep = np.all(np.isfinite(xy), axis=1)
-        for k, scale in enumerate((ax.get_xscale(), ax.get_yscale())):
-            keep &= (xy[:, k] > 0) if scale == "log" else True
-        xy = xy[keep]
-        if not len(xy):
-            continue
-        f = to_frac.transform(xy)
-        if len(f) > 1 and line.get_linestyle() not in ("None", "none", "", " "):
-            t = np.linspace(0, 1, 50)[:, None, None]
-            f = (f[:-1][None] * (1 - t) + f[1:][None] * t).reshape(-1, 2)
-        pts.append(f)
-    for coll in ax.collections:
-        offsets = np.asarray(coll.get_offsets(), dtype=float) if hasattr(coll, "get_offsets") else np.empty((0, 2))
-        if len(offsets) and coll.get_offset_transform().contains_branch(ax.transData):
-            pts.append(to_frac.transform(offsets))
-    from matplotlib.patches import Rectangle
-    for patch in ax.patches:
-        if isinstance(patch, Rectangle) and patch.get_transform().contains_branch(ax.transData):
-            (x0, y0), (x1, y1) = to_frac.transform(np.array(patch.get_bbox().get_points()))
-            rects.append((min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
-    return np.concatenate(pts), rects
-
-
-_CORNERS = {"upper right": (1, 1), "upper left": (0, 1), "lower right": (1, 0), "lower left": (0, 0)}
-
-
-def place_legend(ax: Any, fontsize: float = MIN_FONT_PT, loc: str = "best") -> Any:
-    """The axes' legend in a corner of them that no plotted data passes through, else under them with its
-    labels wrapped to the axes' width.
-
-    Long labels ("CPU: <model> (recorded on <GPU>, <date>)") made legends wider than their axes, and the
-    constrained layout then squeezed the axes to a sliver to make room; a legend left to matplotlib's "best"
-    spot still covered curves when none was free.  The legend's size is estimated from its labels and the
-    data are placed in axes fractions from the axes' limits, so no drawing is needed.  ``loc`` names the
-    corner to try first.  Returns the legend, or None when nothing is labelled.
-    """
-    handles, labels = ax.get_legend_handles_labels()
-    if not handles:
-        return None
-    fig, box = ax.figure, ax.get_position()
-    # the layout still takes the tick labels off the axes: count on 85 % of the width and 80 % of the height
-    width_in, height_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
-    char_in = 0.6 * fontsize / 72          # DejaVu Sans' mean advance, digits and capitals included
-    handle_in = 0.7                         # the line sample, its padding and the frame
-    rows_in = sum(lab.count("\n") + 1 for lab in labels) * 1.45 * fontsize / 72 + 0.15
-    legend_w, legend_h = (max(len(x) for lab in labels for x in lab.split("\n")) * char_in + handle_in) / width_in, \
-        rows_in / height_in
-    if legend_w <= 0.9 and legend_h <= 0.8:
-        order = [loc] + [c for c in _CORNERS if c != loc] if loc in _CORNERS else list(_CORNERS)
-        data = _data_in_axes_fraction(ax)
-        corner = next((c for c in order if _empty_corner_at(data, c, legend_w, legend_h)), None)
-        if corner is not None:
-            return ax.legend(handles, labels, fontsize=fontsize, loc=corner)
-    fits = max(int((width_in / 0.85 - handle_in) / char_in), 24)
-    lines = (ax.xaxis.label.get_text().count("\n") + 1) if ax.xaxis.label.get_text() else 0
-    drop_in = (1.4 * 10 * (1 + lines) + 8) / 72     # the tick labels and the x label above it, with their pads
-    under = offset_copy(ax.transAxes, fig=fig, y=-drop_in, units="inches")
-    return ax.legend(handles, [textwrap.fill(label, fits) for label in labels], fontsize=fontsize,
-                     loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
-
-
-def _empty_corner_at(data: tuple[np.ndarray, list], corner: str, width: float, height: float) -> bool:
-    """True if a box of ``width`` x ``height`` (axes fractions) in ``corner`` covers none of ``data``."""
-    pts, rects = data
-    pad = 0.02
-    cx, cy = _CORNERS[corner]
-    x0 = 1 - pad - width if cx else pad
-    y0 = 1 - pad - height if cy else pad
-    x1, y1 = x0 + width, y0 + height
-    inside = (pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)
-    return not inside.any() and not any(r[0] < x1 and r[2] > x0 and r[1] < y1 and r[3] > y0 for r in rects)
-
-
-def figure_legend(fig: Figure, axes: Sequence, heading: str = "", fontsize: float = MIN_FONT_PT) -> bool:
-    """One legend for all ``axes``, above them (headed by ``heading``), with labels wrapped to fit the figure's
-    width, so no panel is squeezed and no curve hidden.  Each axes' own legend is removed.  False when
-    nothing is labelled.
-    """
-    handles, labels = [], []
-    for a in axes:
-        for h, lab in zip(*a.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-        if a.get_legend() is not None:
-            a.get_legend().remove()
-    if not handles:
-        return False
-    ncol = 2 if len(labels) > 1 else 1
-    fits = max(int((fig.get_figwidth() / ncol - 0.7) / (0.6 * fontsize / 72)), 24)
-    fig.legend(handles, [textwrap.fill(lab, fits) for lab in labels], loc="outside upper center", ncol=ncol,
-               fontsize=fontsize, frameon=False, title=heading or None, title_fontsize=fontsize)
-    return True
-
-
-def label_points(ax: Any, points: Sequence[tuple[float, float, str]], fontsize: float = MIN_FONT_PT,
-                 color: str = "k") -> None:
-    """Name each ``(x, y, text)`` point of ``ax`` beside it, on the side where its label overlaps no label
-    placed before (right above, right below, left above, left below, then further out), so that neighbours'
-    names stay readable.  Sizes are estimated from the text and the axes' limits: nothing is drawn.
-    Call it once the axes' data and scales are set.
-    """
-    ax.autoscale_view()
-    to_frac = ax.transScale + ax.transLimits
-    fig, box = ax.figure, ax.get_position()
-    w_in, h_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
-    placed: list[tuple[float, float, float, float]] = []
-    offsets = [(5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13)]
-    for x, y, text in points:
-        fx, fy = to_frac.transform((x, y))
-        tw, th = len(text) * 0.6 * fontsize / 72 / w_in, 1.3 * fontsize / 72 / h_in
-        for dx, dy in offsets:
-            x0 = fx + dx / 72 / w_in - (tw if dx < 0 else 0)
-            y0 = fy + dy / 72 / h_in - (th if dy < 0 else 0)
-            if not any(x0 < b[2] and x0 + tw > b[0] and y0 < b[3] and y0 + th > b[1] for b in placed):
-                break
-        placed.append((x0, y0, x0 + tw, y0 + th))
-        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color,
-                    ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top")
 
 
 def new_figure(ncols: int = 1, width: float = 9.0, height: float = 4.0) -> tuple[Figure, list]:
@@ -476,18 +352,7 @@ def _pow2_label(v: float, _pos: object = None) -> str:
     return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _MATHTEXT_POWER = re.compile(r"\$\\mathdefault\{(?:([\d.]+)\\times)?(\d+)\^\{(-?\d+)\}\}\$")
-
-
-def power_text(base: int, exponent: int, coefficient: str = "") -> str:
-    """``base`` to the power ``exponent`` in plain text with superscript digits: ``power_text(10, -3)`` is
-    ``"10⁻³"``, with ``coefficient="2"`` ``"2×10⁻³"``.  No mathtext: a redraw lays it out much faster.
-
-    >>> power_text(2, 14), power_text(10, -3, "2")
-    ('2¹⁴', '2×10⁻³')
-    """
-    return (f"{coefficient}×" if coefficient else "") + f"{base}{str(exponent).translate(_SUPERSCRIPT)}"
 
 
 class _PlainLogFormatter(LogFormatterSciNotation):
@@ -538,74 +403,6 @@ def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: s
     ax.margins(x=0.2)
     add_footer(fig, live, references)
     return fig
-
-
-def set_takeaway(fig: Figure, text: str) -> Figure:
-    """Attach the figure's one-sentence takeaway (``fig.takeaway``), written from the numbers it plots.
-
-    :class:`course.widgets.LiveApp` prints it under the figure, and :func:`figure_to_png` stores it as the
-    PNG's description (its alt text)."""
-    fig.takeaway = " ".join(str(text).split())
-    return fig
-
-
-def figure_takeaway(fig: Figure) -> str:
-    """The figure's takeaway: the one its builder attached, else one read off its plotted data (the values
-    at the end of each labelled curve of its first panel, or its largest and smallest bars); "" if neither."""
-    text = getattr(fig, "takeaway", None)
-    return text if text is not None else _read_off(fig)
-
-
-def value_text(v: float, unit: str = "") -> str:
-    """A number with three significant digits and thousands separators (a whole number as it is; powers of
-    ten beyond a million), times in s/ms/µs/ns.
-
-    >>> value_text(0.00123, "s"), value_text(48213.5, "GFLOP/s"), value_text(4096), value_text(9.17e14, "FLOP/s")
-    ('1.23 ms', '48,200 GFLOP/s', '4,096', '9.17×10¹⁴ FLOP/s')
-    """
-    v = float(v)
-    if unit != "s" and v.is_integer() and abs(v) < 1e9:
-        return f"{int(v):,} {unit}".strip()
-    if unit != "s" and v != 0 and not 1e-3 <= abs(v) < 1e6:
-        k = int(np.floor(np.log10(abs(v))))
-        return f"{power_text(10, k, f'{v / 10 ** k:.3g}')} {unit}".strip()
-    if unit == "s":
-        for scale, name in ((1, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-            if abs(v) >= scale or scale == 1e-9:
-                return f"{float(f'{v / scale:.3g}'):,.4g} {name}"
-    rounded = float(f"{v:.3g}")
-    text = f"{rounded:,.0f}" if abs(rounded) >= 1000 else f"{rounded:.3g}"
-    return f"{text} {unit}".strip()
-
-
-def _read_off(fig: Figure) -> str:
-    for ax in fig.axes:
-        curves = [ln for ln in ax.lines if not ln.get_label().startswith("_") and ln.get_label() != NOISY_LABEL
-                  and len(ln.get_xdata()) > 1 and ln.get_transform().contains_branch(ax.transData)]
-        ylabel = ax.get_ylabel().replace("\n", " ")
-        if curves:
-            xlabel = ax.get_xlabel().replace("\n", " ").split("(")[0].strip() or "x"
-            unit = "s" if ylabel.endswith("(s)") or ylabel.startswith("seconds") else ""
-            ends = []
-            for ln in curves[:4]:
-                x, y = np.asarray(ln.get_xdata(), dtype=float), np.asarray(ln.get_ydata(), dtype=float)
-                ok = np.isfinite(x) & np.isfinite(y)
-                if ok.any():
-                    i = np.flatnonzero(ok)[np.argmax(x[ok])]
-                    ends.append(f"{ln.get_label().split(chr(10))[0]} {value_text(y[i], unit)} at {xlabel} = "
-                                f"{value_text(x[i])}")
-            if ends:
-                return f"{ylabel or 'Value'} at the end of each curve: " + "; ".join(ends) + "."
-        bars = [p for p in ax.patches if type(p).__name__ == "Rectangle" and p.get_transform().contains_branch(
-            ax.transData) and p.get_width() > 0 and p.get_height() > 0]
-        labels = [t.get_text() for t in ax.get_yticklabels()]
-        if bars and len(labels) >= len(bars) and all(labels[:len(bars)]):
-            vals = [(b.get_width(), labels[i]) for i, b in enumerate(bars)]
-            hi, lo = max(vals), min(vals)
-            unit = ax.get_xlabel().replace("\n", " ")
-            return (f"Largest bar: {hi[1]} at {value_text(hi[0])}; smallest: {lo[1]} at {value_text(lo[0])}"
-                    + (f" ({unit})." if unit else "."))
-    return ""
 
 
 def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:

@@ -1,0 +1,99 @@
+"""A figure's one-sentence takeaway, read off the numbers it plots: printed under it by ``LiveApp`` and
+stored as its PNG's alt text by :func:`course.plots.figure_to_png`.
+
+>>> from matplotlib.figure import Figure
+>>> fig = Figure()
+>>> ax = fig.add_subplot()
+>>> _ = ax.plot([1, 2, 4], [3.0, 2.0, 1.5], label="CPU (live)")
+>>> _ = ax.set_xlabel("n"), ax.set_ylabel("time (s)")
+>>> figure_takeaway(fig)
+'time (s) at the end of each curve: CPU (live) 1.5 s at n = 4.'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["set_takeaway", "figure_takeaway", "value_text", "power_text"]
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_text(base: int, exponent: int, coefficient: str = "") -> str:
+    """``base`` to the power ``exponent`` in plain text with superscript digits: ``power_text(10, -3)`` is
+    ``"10⁻³"``, with ``coefficient="2"`` ``"2×10⁻³"``.  No mathtext: a redraw lays it out much faster.
+
+    >>> power_text(2, 14), power_text(10, -3, "2")
+    ('2¹⁴', '2×10⁻³')
+    """
+    return (f"{coefficient}×" if coefficient else "") + f"{base}{str(exponent).translate(_SUPERSCRIPT)}"
+
+
+def set_takeaway(fig: Figure, text: str) -> Figure:
+    """Attach the figure's one-sentence takeaway (``fig.takeaway``), written from the numbers it plots.
+
+    :class:`course.widgets.LiveApp` prints it under the figure, and :func:`course.plots.figure_to_png` stores it as the
+    PNG's description (its alt text)."""
+    fig.takeaway = " ".join(str(text).split())
+    return fig
+
+
+def figure_takeaway(fig: Figure) -> str:
+    """The figure's takeaway: the one its builder attached, else one read off its plotted data (the values
+    at the end of each labelled curve of its first panel, or its largest and smallest bars); "" if neither."""
+    text = getattr(fig, "takeaway", None)
+    return text if text is not None else _read_off(fig)
+
+
+def value_text(v: float, unit: str = "") -> str:
+    """A number with three significant digits and thousands separators (a whole number as it is; powers of
+    ten beyond a million), times in s/ms/µs/ns.
+
+    >>> value_text(0.00123, "s"), value_text(48213.5, "GFLOP/s"), value_text(4096), value_text(9.17e14, "FLOP/s")
+    ('1.23 ms', '48,200 GFLOP/s', '4,096', '9.17×10¹⁴ FLOP/s')
+    """
+    v = float(v)
+    if unit != "s" and v.is_integer() and abs(v) < 1e9:
+        return f"{int(v):,} {unit}".strip()
+    if unit != "s" and v != 0 and not 1e-3 <= abs(v) < 1e6:
+        k = int(np.floor(np.log10(abs(v))))
+        return f"{power_text(10, k, f'{v / 10 ** k:.3g}')} {unit}".strip()
+    if unit == "s":
+        for scale, name in ((1, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+            if abs(v) >= scale or scale == 1e-9:
+                return f"{float(f'{v / scale:.3g}'):,.4g} {name}"
+    rounded = float(f"{v:.3g}")
+    text = f"{rounded:,.0f}" if abs(rounded) >= 1000 else f"{rounded:.3g}"
+    return f"{text} {unit}".strip()
+
+
+def _read_off(fig: Figure) -> str:
+    for ax in fig.axes:
+        curves = [ln for ln in ax.lines if not ln.get_label().startswith(("_", "hollow:"))
+                  and len(ln.get_xdata()) > 1 and ln.get_transform().contains_branch(ax.transData)]
+        ylabel = ax.get_ylabel().replace("\n", " ")
+        if curves:
+            xlabel = ax.get_xlabel().replace("\n", " ").split("(")[0].strip() or "x"
+            unit = "s" if ylabel.endswith("(s)") or ylabel.startswith("seconds") else ""
+            ends = []
+            for ln in curves[:4]:
+                x, y = np.asarray(ln.get_xdata(), dtype=float), np.asarray(ln.get_ydata(), dtype=float)
+                ok = np.isfinite(x) & np.isfinite(y)
+                if ok.any():
+                    i = np.flatnonzero(ok)[np.argmax(x[ok])]
+                    ends.append(f"{ln.get_label().split(chr(10))[0]} {value_text(y[i], unit)} at {xlabel} = "
+                                f"{value_text(x[i])}")
+            if ends:
+                return f"{ylabel or 'Value'} at the end of each curve: " + "; ".join(ends) + "."
+        bars = [p for p in ax.patches if type(p).__name__ == "Rectangle" and p.get_transform().contains_branch(
+            ax.transData) and p.get_width() > 0 and p.get_height() > 0]
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        if bars and len(labels) >= len(bars) and all(labels[:len(bars)]):
+            vals = [(b.get_width(), labels[i]) for i, b in enumerate(bars)]
+            hi, lo = max(vals), min(vals)
+            unit = ax.get_xlabel().replace("\n", " ")
+            return (f"Largest bar: {hi[1]} at {value_text(hi[0])}; smallest: {lo[1]} at {value_text(lo[0])}"
+                    + (f" ({unit})." if unit else "."))
+    return ""
