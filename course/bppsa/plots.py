@@ -296,7 +296,7 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     for k, (_, v, _) in enumerate(items):
         ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=9)
     ax.margins(x=0.25)
-    ax.set_xlabel("seconds (median)")
+    ax.set_xlabel("median time (s)")
     ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}: each backward pass timed alone\n"
                  "from one saved forward", fontsize=9.5)
     add_footer(fig, devices=[device])
