@@ -46,7 +46,12 @@ def figure_takeaway(fig: Figure) -> str:
     """The figure's takeaway: the one its builder attached, else one read off its plotted data (the values
     at the end of each labelled curve of its first panel, or its largest and smallest bars); "" if neither."""
     text = getattr(fig, "takeaway", None)
-    return text if text is not None else " ".join(_read_off(fig).split())
+    if text is not None:
+        return text
+    try:
+        return " ".join(_read_off(fig).split())
+    except (TypeError, ValueError):   # data that are not numbers (categories, dates): nothing to read off
+        return ""
 
 
 def value_text(v: float, unit: str = "") -> str:
@@ -82,7 +87,7 @@ def quantity_and_unit(label: str) -> tuple[str, str]:
     label = " ".join(label.split())
     m = re.match(r"\s*([^(]*?)\s*\(([^)]*)\)", label)
     quantity, inner = (m[1], m[2].split(",")[0].strip()) if m else (label, "")
-    if inner and len(inner) <= 8:
+    if inner and len(inner) <= 8 and inner not in ("log", "median", "mean", "counted"):   # words, not units
         return quantity or "value", inner
     if "/" in quantity and " " not in quantity and len(quantity) <= 8:      # the label starts with its unit
         return "rate", quantity

@@ -210,14 +210,16 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         ax.margins(x=0.35)
     ax1.set_xlabel("elements per second (log)   ×N = speedup over the Python loop")
     ax2.set_xlabel("effective bandwidth, GB/s (read x + write y)")
-    for i, c in enumerate([r for r in rs.records if r.get("rung") == "copy"] + [
-            r for r in _reference_gpu_rows(references, None, dtype) if r.get("rung") == "copy"]):
-        ax2.axvline(c["gb_per_s"], color=COLORS[c["device"]], ls="--", lw=1.2)
-        # one row apart, so two limits close together do not write over each other
-        ax2.text(c["gb_per_s"], len(rows) - 0.45 - i, f"copy limit {c['device'].upper()} ",
-                 fontsize=9, color=COLORS[c["device"]], ha="right", va="top")
+    # the copy limits named in a legend (labels beside the lines wrote over the bars and over each other);
+    # solid when measured in this run, dashed when recorded elsewhere, as every curve of the course
+    for c in [r for r in rs.records if r.get("rung") == "copy"] + [
+            r for r in _reference_gpu_rows(references, None, dtype) if r.get("rung") == "copy"]:
+        ax2.axvline(c["gb_per_s"], color=COLORS[c["device"]], ls="--" if "_ref" in c else "-", lw=1.4,
+                    label=f"copy limit, {c['device'].upper()}: {c['gb_per_s']:.3g} GB/s"
+                          + (" (recorded)" if "_ref" in c else ""))
+    place_legend(ax2)
     n = rs.params.get("n")
-    ax1.set_title(f"{op} on {n:,} {dtype} values: every rung checked equal to numpy", fontsize=9.5)
+    ax1.set_title(f"{op} on {n:,} {dtype} values:\nevery rung checked equal to numpy", fontsize=9.5)
     ax2.set_title("how close each rung gets to the memory's limit", fontsize=9.5)
     extra = ""
     if not rs.select(device="gpu") and not refs:
