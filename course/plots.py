@@ -23,6 +23,8 @@ True
 
 from __future__ import annotations
 
+import base64
+import html
 import io
 import re
 import textwrap
@@ -51,7 +53,7 @@ __all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MA
            "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
            "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend", "label_points",
-           "set_takeaway", "figure_takeaway", "value_text"]
+           "set_takeaway", "figure_takeaway", "value_text", "figure_html"]
 
 #: The Okabe–Ito palette: eight colours told apart with every common colour-vision deficiency.  Every
 #: figure of the course draws with these (and greys); a colour never carries meaning alone: each
@@ -431,3 +433,31 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", metadata={"Description": alt} if alt else None)
     plt.close(fig)
     return buf.getvalue()
+
+
+def figure_html(fig: Figure) -> str:
+    """``fig`` as HTML: its PNG with the takeaway as alt text, and the takeaway printed under it."""
+    said = figure_takeaway(fig)
+    data = base64.b64encode(figure_to_png(fig)).decode("ascii")
+    alt = html.escape(said, quote=True)
+    return (f"<figure style='margin:0'><img src='data:image/png;base64,{data}' alt='{alt}' style='max-width:100%'>"
+            + (f"<figcaption>{alt}</figcaption>" if said else "") + "</figure>")
+
+
+def _show_figures_with_takeaways() -> None:
+    """In a notebook, a figure left as a cell's value shows as :func:`figure_html` (drawn once): the
+    takeaway under it and as its alt text, as in a ``LiveApp``."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not formatters or "text/html" not in formatters:
+        return
+    formatters["text/html"].for_type(Figure, figure_html)
+    if "image/png" in formatters:       # the HTML holds the PNG: do not draw the figure a second time
+        formatters["image/png"].for_type(Figure, lambda _fig: None)
+
+
+_show_figures_with_takeaways()

@@ -90,6 +90,43 @@ def test_app_figure_is_readable(name, builder, monkeypatch):
     assert re.search(r"\d", said), f"{name}: no takeaway printed under its figure ({said!r})"
 
 
+# ----------------------------------------------------------------- figures a notebook draws from no measurement
+
+def _notebook_figures():
+    from course.bppsa import plots as bppsa_plots
+    from course.parallel import plots as pp
+    from course.recurrences import plots as rp
+    from course.scan import plots as sp
+    from course.vectorize import plots as vp
+
+    return {"02 flynn_figure": lambda: vp.flynn_figure(highlight="SIMD"),
+            "04 counts_figure": lambda: sp.counts_figure(2**20, highlight=2**10),
+            "05 tree_figure": lambda: bppsa_plots.tree_figure(7),
+            "05 work_figure": lambda: bppsa_plots.work_figure(T_max=30000, n=20, batch=16),
+            "06 bytes_figure": lambda: pp.bytes_figure(n=1_000_000, p_max=16),
+            "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
+            "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8)}
+
+
+NOTEBOOK_FIGURES = _notebook_figures()
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOK_FIGURES))
+def test_notebook_figures_are_readable(name):
+    fig = NOTEBOOK_FIGURES[name]()
+    assert re.search(r"\d", figure_takeaway(fig)), name
+    assert figure_problems(fig) == [], name
+
+
+def test_a_notebook_shows_a_figure_with_its_takeaway_as_caption_and_alt_text():
+    from course.plots import figure_html
+
+    fig = NOTEBOOK_FIGURES["07 chunk_figure"]()
+    said = html.escape(figure_takeaway(fig), quote=True)
+    page = figure_html(fig)
+    assert f"alt='{said}'" in page and f"<figcaption>{said}</figcaption>" in page and "base64," in page
+
+
 # ----------------------------------------------------------------- the checks themselves can fail
 
 def _curve_figure(**legend) -> Figure:

@@ -53,7 +53,7 @@ def where_things_sit() -> dict[str, list[str]]:
     }
 
 
-def _box(ax, x, y, w, h, text, color, fs=7.5):
+def _box(ax, x, y, w, h, text, color, fs=9.0):
     ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.005,rounding_size=0.01",
                                 fc=color, ec="0.3", lw=0.8))
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fs)
@@ -104,6 +104,7 @@ def flynn_figure(highlight: str | Sequence[str] = ()) -> Figure:
     ax.set_title("Flynn's taxonomy (1966), and where this machine's hardware sits (PU = processing unit)",
                  fontsize=10)
     add_footer(fig, measured=False)
+    set_takeaway(fig, "On this machine, SIMD: " + " ".join(sits["SIMD"]) + "; MIMD: " + " ".join(sits["MIMD"]))
     return fig
 
 
