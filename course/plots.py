@@ -27,6 +27,7 @@ import base64
 import html
 import io
 import re
+import sys
 import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -447,11 +448,8 @@ def figure_html(fig: Figure) -> str:
 def _show_figures_with_takeaways() -> None:
     """In a notebook, a figure left as a cell's value shows as :func:`figure_html` (drawn once): the
     takeaway under it and as its alt text, as in a ``LiveApp``."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    ipython = sys.modules.get("IPython")     # only where IPython already runs: a headless run never imports it
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
     formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
     if not formatters or "text/html" not in formatters:
         return
