@@ -105,7 +105,17 @@ def _notebook_figures():
             "05 work_figure": lambda: bppsa_plots.work_figure(T_max=30000, n=20, batch=16),
             "06 bytes_figure": lambda: pp.bytes_figure(n=1_000_000, p_max=16),
             "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
-            "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8)}
+            "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
+            "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True)}
+
+
+def _digits(predicted: bool):
+    from course.backprop.data import digits_figure, load_digits
+
+    data = load_digits()
+    labels = np.asarray(data.y_test[:12])
+    return digits_figure(data, 12, predictions=np.where(np.arange(12) % 5 == 0, (labels + 1) % 10, labels)
+                         if predicted else None)
 
 
 NOTEBOOK_FIGURES = _notebook_figures()
