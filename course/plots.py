@@ -4,6 +4,14 @@ Every figure names the device(s) it was measured on in a footer, and results
 recorded elsewhere (reference GPU results) are drawn dashed and labelled
 "recorded on <device>, <date>" so they can never pass for a live measurement.
 
+Every figure is readable without telling colours apart: it draws with :data:`PALETTE` (Okabe–Ito),
+each series has a marker as well as a colour (:func:`device_style`, :func:`series_style`), solid
+means measured here, dashed recorded elsewhere, hollow noisy; no text is under :data:`MIN_FONT_PT`;
+legends sit where no data is (:func:`place_legend`, :func:`figure_legend`).  Each figure carries a
+one-sentence takeaway read off its numbers (:func:`set_takeaway`, :func:`figure_takeaway`), which
+``LiveApp`` prints under it and :func:`figure_to_png` stores as the PNG's alt text.
+``tests/test_figures.py`` holds every figure of the course to these rules.
+
 >>> from course.results import ResultSet
 >>> rs = ResultSet("demo")
 >>> for n in (1, 2, 4):
@@ -15,30 +23,95 @@ True
 
 from __future__ import annotations
 
+import base64
+import html
 import io
 import re
+import sys
 import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from cycler import cycler
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
-from matplotlib.transforms import offset_copy
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from .cpu import cpu_info
 from .devices import gpu_info
+from .legends import MIN_FONT_PT, figure_legend, label_points, place_legend
 from .results import ResultSet
+from .takeaways import figure_takeaway, power_text, set_takeaway, value_text
 
-__all__ = ["COLORS", "sweep_figure", "speedup_axes", "bar_figure", "add_footer", "live_device_text",
+__all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MARKERS", "SERIES_COLORS",
+           "MIN_FONT_PT", "series_style", "tint", "device_style", "sweep_figure", "speedup_axes", "bar_figure",
+           "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
-           "power_text", "plain_tick_labels", "footer_text", "place_legend"]
+           "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend", "label_points",
+           "set_takeaway", "figure_takeaway", "value_text", "figure_html"]
 
-COLORS = {"cpu": "#1f77b4", "gpu": "#d95f02"}
+#: The Okabe–Ito palette: eight colours told apart with every common colour-vision deficiency.  Every
+#: figure of the course draws with these (and greys); a colour never carries meaning alone: each
+#: device or series also has its own marker, and line style says where a number comes from
+#: (:data:`LIVE_LS` measured in this run, :data:`REFERENCE_LS` recorded elsewhere; hollow markers: noisy).
+PALETTE = {"blue": "#0072B2", "vermillion": "#D55E00", "green": "#009E73", "orange": "#E69F00",
+           "purple": "#CC79A7", "sky blue": "#56B4E9", "black": "#000000", "yellow": "#F0E442"}
+COLORS = {"cpu": PALETTE["blue"], "gpu": PALETTE["vermillion"]}
+MARKERS = {"cpu": "o", "gpu": "s"}
+LIVE_LS, REFERENCE_LS = "-", "--"
+#: Markers for series beyond the two devices, in order (with :data:`SERIES_COLORS`, see :func:`series_style`).
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*")
+SERIES_COLORS = tuple(PALETTE[k] for k in ("blue", "vermillion", "green", "orange", "purple", "sky blue", "black"))
+
+# A curve drawn without a colour takes the palette's, in order; legends and ticks never go under 9 pt.
+matplotlib.rcParams["axes.prop_cycle"] = cycler(color=SERIES_COLORS)
+matplotlib.rcParams["legend.fontsize"] = MIN_FONT_PT
+
+
+def tint(name: str, amount: float = 0.25) -> str:
+    """A light shade of a :data:`PALETTE` colour (``amount`` of it on white), for the fill of a diagram's box.
+
+    >>> tint("black", 0.5)
+    '#808080'
+    """
+    if name not in PALETTE:
+        raise ValueError(f"tint takes a palette colour's name, one of {sorted(PALETTE)}; got {name!r}")
+    if not 0 < amount <= 1:
+        raise ValueError(f"amount must be in (0, 1], got {amount!r}")
+    rgb = [int(PALETTE[name][i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(255 - amount * (255 - c)):02x}" for c in rgb)
+
+
+def series_style(i: int, recorded: bool = False) -> dict:
+    """Colour, marker and line style of the ``i``-th series of a figure: no two of the first 77 look alike.
+
+    Colours cycle through :data:`SERIES_COLORS` and markers through :data:`SERIES_MARKERS` at different
+    periods, so a series is told apart by its marker even where colours cannot be.  ``recorded`` makes it
+    dashed (a reference result) instead of solid (measured live).
+
+    >>> series_style(0)["marker"], series_style(7)["marker"], series_style(7)["color"] == series_style(0)["color"]
+    ('o', '<', True)
+    """
+    return {"color": SERIES_COLORS[i % len(SERIES_COLORS)], "marker": SERIES_MARKERS[i % len(SERIES_MARKERS)],
+            "ls": REFERENCE_LS if recorded else LIVE_LS}
+
+
+def device_style(device: str, recorded: bool = False) -> dict:
+    """Colour, marker and line style of a device's curve: blue circles for the CPU, vermillion squares for
+    the GPU; solid when measured live, dashed when recorded elsewhere.
+
+    >>> device_style("gpu", recorded=True)["ls"]
+    '--'
+    """
+    dev = str(device).lower()
+    return {"color": COLORS.get(dev, "0.4"), "marker": MARKERS.get(dev, "^"),
+            "ls": REFERENCE_LS if recorded else LIVE_LS}
 
 #: The legend entry of the hollow markers :func:`mark_noisy` draws.
 NOISY_LABEL = "hollow: noisy (runs disagree or machine busy)"
@@ -69,29 +142,7 @@ def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequenc
     return True
 
 
-def place_legend(ax: Any, fontsize: float = 7.5, loc: str = "best") -> Any:
-    """The axes' legend inside them (at ``loc``) where it fits, else under them with its labels wrapped.
-
-    Long labels ("CPU: <model> (recorded on <GPU>, <date>)") made legends wider than their axes, and the
-    constrained layout then squeezed the axes to a sliver to make room.  The fit is estimated from the
-    labels' lengths, so no drawing is needed.  Returns the legend, or None when nothing is labelled.
-    """
-    handles, labels = ax.get_legend_handles_labels()
-    if not handles:
-        return None
-    fig, box = ax.figure, ax.get_position()
-    width_in, height_in = fig.get_figwidth() * box.width, fig.get_figheight() * box.height
-    char_in = 0.55 * fontsize / 72
-    rows_in = len(labels) * 1.5 * fontsize / 72
-    if max(map(len, labels)) * char_in + 0.45 <= 0.8 * width_in and rows_in <= 0.6 * height_in:
-        return ax.legend(handles, labels, fontsize=fontsize, loc=loc)
-    fits = max(int((1.15 * width_in - 0.45) / char_in), 30)
-    under = offset_copy(ax.transAxes, fig=fig, y=-0.5, units="inches")   # clear of tick labels and x label
-    return ax.legend(handles, [textwrap.fill(label, fits) for label in labels], fontsize=fontsize,
-                     loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
-
-
-def new_figure(ncols: int = 1, width: float = 9.0, height: float = 3.6) -> tuple[Figure, list]:
+def new_figure(ncols: int = 1, width: float = 9.0, height: float = 4.0) -> tuple[Figure, list]:
     """A figure with ``ncols`` axes side by side (not registered with pyplot)."""
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
@@ -128,14 +179,17 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
         lines.append(f"{verb} {' + '.join(devs)} ({live.date})")
     else:
         lines.append(f"Measured live on {live_device_text(devices)}")
+    # "Dashed" only where a dashed curve is drawn: bars and dots from a reference are labelled as such instead
+    dashed = any(line.get_linestyle() == REFERENCE_LS for ax in fig.axes for line in ax.lines)
     for ref in references:
-        lines.append(f"Dashed: reference results {ref.label} (not measured in this run)")
+        lines.append(f"Dashed: reference results {ref.label} (not measured in this run)" if dashed else
+                     f"Reference results {ref.label}, labelled as such (not measured in this run)")
     if extra:
         lines.append(extra)
     footer_text(fig, "\n".join(lines))
 
 
-_FOOTER_PT = 7.5
+_FOOTER_PT = 9.0
 
 
 def footer_text(fig: Figure, text: str, color: str = "0.35") -> None:
@@ -143,16 +197,21 @@ def footer_text(fig: Figure, text: str, color: str = "0.35") -> None:
 
     A constrained-layout figure grows by the footer's height and its layout keeps that band free, so
     the footer lies inside the canvas and :func:`figure_to_png` needs no second, "tight" layout pass
-    (which made a widget's redraw a third slower).  Any other figure gets it just below its canvas.
+    (which made a widget's redraw a third slower).  Any other figure grows the same way, its axes moved
+    up over the band.  Long lines are wrapped to the figure's width.
     """
-    if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
-        fig.text(0.01, 0.0, text, fontsize=_FOOTER_PT, color=color, ha="left", va="top", transform=fig.transFigure)
-        return
+    fits = max(int((fig.get_figwidth() - 0.25) / (0.56 * _FOOTER_PT / 72)), 40)
+    text = "\n".join(textwrap.fill(line, fits) for line in text.split("\n"))
     band_in = (1.25 * _FOOTER_PT * (text.count("\n") + 1) + 6) / 72
     height = fig.get_figheight()
     fig.set_figheight(height + band_in)
     band = band_in / (height + band_in)
-    fig.get_layout_engine().set(rect=(0, band, 1, 1 - band))
+    if isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        fig.get_layout_engine().set(rect=(0, band, 1, 1 - band))
+    else:   # axes placed by hand keep their size in inches, moved up over the band
+        for ax in fig.axes:
+            x0, y0, w, h = ax.get_position().bounds
+            ax.set_position((x0, band + y0 * (1 - band), w, h * (1 - band)))
     fig.text(0.01, band - 2 / 72 / (height + band_in), text, fontsize=_FOOTER_PT, color=color, ha="left",
              va="top", transform=fig.transFigure)
 
@@ -201,6 +260,7 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
     fig, axes = new_figure(2 if speedup else 1)
     ax = axes[0]
     sources = ([live] if live is not None else []) + list(references)
+    said = []
     for rs in sources:
         ref = rs.source == "reference"
         for dev in ("cpu", "gpu"):
@@ -209,16 +269,17 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
                 continue
             who = _device_name(rs, dev)
             label = f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)")
-            ax.plot(xs, ys, ls="--" if ref else "-", marker="o", ms=3.5, color=COLORS[dev],
-                    alpha=0.75 if ref else 1.0, label=label)
+            ax.plot(xs, ys, ms=4, **device_style(dev, recorded=ref), alpha=0.75 if ref else 1.0, label=label)
             mark_noisy(ax, xs, ys, noisy, COLORS[dev])
+            said.append(_curve_sentence(f"{dev.upper()} {who}" + (f" ({rs.label})" if ref else " (live)"),
+                                        xs, ys, xlabel or x, y, higher_is_better, ylabel))
             if lo is not None and not ref:
                 ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
     log2_x(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(ylabel or ("time per call (s)" if y == "median_s" else y))
+    ax.set_ylabel(textwrap.fill(ylabel or ("time per call (s)" if y == "median_s" else y), 24))
     if highlight is not None:
         ax.axvline(highlight, color="0.3", lw=1, ls=":")
     place_legend(ax)
@@ -229,7 +290,22 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
                      x=x, y=y, where=where, higher_is_better=higher_is_better, xlabel=xlabel, highlight=highlight,
                      empty_note=speedup_note)
     add_footer(fig, live, [r for r in references])
+    if said:
+        set_takeaway(fig, "; ".join(said) + ".")
     return fig
+
+
+def _curve_sentence(who: str, xs: np.ndarray, ys: np.ndarray, xlabel: str, y: str, higher_is_better: bool,
+                    ylabel: str | None) -> str:
+    """One clause of a sweep's takeaway: a time curve read at its largest size, a rate curve at its peak."""
+    name = xlabel.split("(")[0].strip() or "n"
+    if y == "median_s":
+        i = int(np.argmax(xs))
+        return f"{who} takes {value_text(ys[i], 's')} per call at {name} = {value_text(xs[i])}"
+    i = int(np.argmax(ys) if higher_is_better else np.argmin(ys))
+    unit = ylabel.split("(")[0].strip() if ylabel else y
+    return f"{who} {'peaks' if higher_is_better else 'is lowest'} at {value_text(ys[i], unit)} at {name} = " \
+           f"{value_text(xs[i])}"
 
 
 def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
@@ -266,13 +342,13 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
         noisy = np.array([cn[cx == v][0] or gn[gx == v][0] for v in common])
         ratio = g / c if higher_is_better else c / g
         ref = rs.source == "reference"
-        ax.plot(common, ratio, ls="--" if ref else "-", marker="o", ms=3.5, color="k",
+        ax.plot(common, ratio, ls=REFERENCE_LS if ref else LIVE_LS, marker="D", ms=4, color="k",
                 alpha=0.7 if ref else 1.0,
                 label=f"{rs.gpu_name} vs its host CPU" + (f" ({rs.label})" if ref else " (live)"))
         mark_noisy(ax, common, ratio, noisy, "k")
         drawn = True
     ax.set_xlabel(xlabel or x)
-    ax.set_ylabel("GPU speedup over CPU (×)")
+    ax.set_ylabel("GPU speedup (×)")
     if drawn:
         ax.axhline(1.0, color="0.5", lw=1)
         log2_x(ax)
@@ -289,7 +365,7 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
                                          "No GPU here and no reference GPU results\nrecorded for this experiment "
                                          "yet:\nno speedup to show. Run on Colab (GPU runtime)\nor a GPU machine "
                                          "to see it."),
-                ha="center", va="center", transform=ax.transAxes, fontsize=8.5, color="0.3", wrap=True)
+                ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.3", wrap=True)
         ax.set_xticks([])
         ax.set_yticks([])
 
@@ -308,18 +384,7 @@ def _pow2_label(v: float, _pos: object = None) -> str:
     return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _MATHTEXT_POWER = re.compile(r"\$\\mathdefault\{(?:([\d.]+)\\times)?(\d+)\^\{(-?\d+)\}\}\$")
-
-
-def power_text(base: int, exponent: int, coefficient: str = "") -> str:
-    """``base`` to the power ``exponent`` in plain text with superscript digits: ``power_text(10, -3)`` is
-    ``"10⁻³"``, with ``coefficient="2"`` ``"2×10⁻³"``.  No mathtext: a redraw lays it out much faster.
-
-    >>> power_text(2, 14), power_text(10, -3, "2")
-    ('2¹⁴', '2×10⁻³')
-    """
-    return (f"{coefficient}×" if coefficient else "") + f"{base}{str(exponent).translate(_SUPERSCRIPT)}"
 
 
 class _PlainLogFormatter(LogFormatterSciNotation):
@@ -361,10 +426,10 @@ def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: s
     vals = np.array([i[1] for i in items], dtype=float)
     colors = [COLORS.get(i[2], "0.5") for i in items]
     ax.barh(range(len(items)), vals, color=colors)
-    ax.set_yticks(range(len(items)), labels, fontsize=8.5)
+    ax.set_yticks(range(len(items)), labels, fontsize=9)
     ax.invert_yaxis()
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:.3g} {unit}", va="center", fontsize=8)
+        ax.text(v, i, f" {v:.3g} {unit}", va="center", fontsize=9)
     ax.set_xlabel(unit)
     ax.set_title(title, fontsize=10)
     ax.margins(x=0.2)
@@ -373,12 +438,17 @@ def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: s
 
 
 def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
-    """Render a figure to PNG bytes and release it.
+    """Render a figure to PNG bytes and release it; its takeaway (:func:`figure_takeaway`) is stored as the
+    PNG's description, so the picture carries its own alt text.
 
     A constrained-layout figure is drawn once; only if something sticks out of its canvas (a title
     longer than its axes) is it drawn again with matplotlib's "tight" box, which takes everything in.
     """
     plain_tick_labels(fig)
+    alt = figure_takeaway(fig)
+    info = PngInfo()
+    if alt:
+        info.add_itxt("Description", alt)
     buf = io.BytesIO()
     if isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
         fig.set_dpi(dpi)
@@ -386,10 +456,35 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
         canvas.draw()
         box, (width, height) = fig.get_tightbbox(canvas.get_renderer()), fig.get_size_inches()
         if box.x0 >= -0.01 and box.y0 >= -0.01 and box.x1 <= width + 0.01 and box.y1 <= height + 0.01:
-            Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", dpi=(dpi, dpi))
+            Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", dpi=(dpi, dpi), pnginfo=info)
             plt.close(fig)
             return buf.getvalue()
         fig.set_layout_engine("none")   # keep the layout just made: a second pass can squeeze it further
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", metadata={"Description": alt} if alt else None)
     plt.close(fig)
     return buf.getvalue()
+
+
+def figure_html(fig: Figure) -> str:
+    """``fig`` as HTML: its PNG with the takeaway as alt text, and the takeaway printed under it."""
+    said = figure_takeaway(fig)
+    data = base64.b64encode(figure_to_png(fig)).decode("ascii")
+    alt = html.escape(said, quote=True)
+    return (f"<figure style='margin:0'><img src='data:image/png;base64,{data}' alt='{alt}' style='max-width:100%'>"
+            + (f"<figcaption>{alt}</figcaption>" if said else "") + "</figure>")
+
+
+def _show_figures_with_takeaways() -> None:
+    """In a notebook, a figure left as a cell's value shows as :func:`figure_html` (drawn once): the
+    takeaway under it and as its alt text, as in a ``LiveApp``."""
+    ipython = sys.modules.get("IPython")     # only where IPython already runs: a headless run never imports it
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not formatters or "text/html" not in formatters:
+        return
+    formatters["text/html"].for_type(Figure, figure_html)
+    if "image/png" in formatters:       # the HTML holds the PNG: do not draw the figure a second time
+        formatters["image/png"].for_type(Figure, lambda _fig: None)
+
+
+_show_figures_with_takeaways()

@@ -46,7 +46,7 @@ import ipywidgets as widgets
 
 from .devices import gpu_available
 from .errors import BadInputError, CourseError
-from .plots import figure_to_png
+from .plots import figure_takeaway, figure_to_png
 from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
@@ -211,6 +211,7 @@ class LiveApp:
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.image.layout.display = "none"
         self.html = widgets.HTML()
+        self.takeaway = widgets.HTML()   # the figure's one-sentence takeaway, printed under it (its alt text)
         self.errors = widgets.Output()
         self.last_error: BaseException | None = None
         self.last_result: Any = None
@@ -223,7 +224,7 @@ class LiveApp:
             parts.append(widgets.HTML(f"<b>{title}</b>"))
         parts.append(widgets.HBox(list(self.controls.values()),
                                   layout=widgets.Layout(flex_flow="row wrap")))
-        parts += [self.status, self.progress_area, self.errors, self.html, self.image]
+        parts += [self.status, self.progress_area, self.errors, self.html, self.image, self.takeaway]
         self.widget = widgets.VBox(parts)
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
@@ -282,10 +283,13 @@ class LiveApp:
             fig = result
         self.html.value = text or ""
         if fig is not None:
-            self.figure_words = figure_words(fig)
+            said = figure_takeaway(fig)
+            self.takeaway.value = f"<p role='note'>{html.escape(said)}</p>" if said else ""
+            self.figure_words = "\n".join(w for w in (said, figure_words(fig)) if w)   # the takeaway first
             self.image.value = figure_to_png(fig)
             self.image.layout.display = None
         else:
+            self.takeaway.value = ""
             self.image.layout.display = "none"
 
     # Display as the VBox in ipywidgets 7 and 8.

@@ -249,6 +249,7 @@ def test_a_reference_trace_is_labelled_as_not_measured_here():
 
 def test_digits_figure_marks_wrong_predictions_in_red():
     from course.backprop.data import digits_figure
+    from course.plots import PALETTE
 
     d = load_digits()
     preds = d.y_test[:4].copy()
@@ -256,4 +257,5 @@ def test_digits_figure_marks_wrong_predictions_in_red():
     fig = digits_figure(d, 4, predictions=preds)
     titles = [ax.title for ax in fig.axes]
     assert len(titles) == 4 and f"label {d.y_test[0]}" in titles[0].get_text()
-    assert titles[1].get_color() == "red" and titles[0].get_color() == "black"
+    assert titles[1].get_color() == PALETTE["vermillion"] and "✗" in titles[1].get_text()   # a mark besides colour
+    assert titles[0].get_color() == "black" and "✗" not in titles[0].get_text()

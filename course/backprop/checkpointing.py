@@ -38,6 +38,7 @@ from matplotlib.patches import Rectangle
 
 from ..devices import normalize_device, synchronize
 from ..errors import whole_number
+from ..plots import PALETTE, place_legend
 from ..results import ResultSet
 from ..timing import interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
@@ -202,25 +203,28 @@ def _checkpointed(model: MLP, x, y, k: int, pool: Any, pool_base: int) -> Checkp
                          device_peak_bytes=live["pool_peak"] if pool is not None else None)
 
 
-_PATTERN_COLORS = {"checkpoint": "#1b9e77", "last segment": "#7570b3", "recomputed": "#d95f02"}
+_PATTERN_COLORS = {"checkpoint": PALETTE["green"], "last segment": PALETTE["purple"],
+                   "recomputed": PALETTE["vermillion"]}
+#: A hatch per kind as well, so the pattern reads without telling the colours apart.
+_PATTERN_HATCH = {"checkpoint": "", "last segment": "..", "recomputed": "//"}
 
 
 def _draw_pattern(ax, n_blocks: int, every: int) -> None:
     """One box per block input, coloured by what k = ``every`` does with it."""
     pat = kept_pattern(n_blocks, every)
     for i, p in enumerate(pat):
-        ax.add_patch(Rectangle((i, 0), 0.9, 1, color=_PATTERN_COLORS[p]))
+        ax.add_patch(Rectangle((i, 0), 0.9, 1, fc=_PATTERN_COLORS[p], ec="white", hatch=_PATTERN_HATCH[p]))
     ax.set_xlim(-0.1, n_blocks)
     ax.set_ylim(0, 1)
     ax.set_yticks([])
-    ax.set_xticks(np.arange(n_blocks) + 0.45, [str(i) for i in range(n_blocks)], fontsize=7)
+    ax.set_xticks(np.arange(n_blocks) + 0.45, [str(i) for i in range(n_blocks)], fontsize=9)
     ax.tick_params(length=0)
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
-    handles = [Rectangle((0, 0), 1, 1, color=c) for c in _PATTERN_COLORS.values()]
+    handles = [Rectangle((0, 0), 1, 1, fc=c, ec="white", hatch=_PATTERN_HATCH[k]) for k, c in _PATTERN_COLORS.items()]
     ax.legend(handles, ["kept: checkpoint", "kept: last segment", "dropped, recomputed in backward"],
-              ncol=3, fontsize=7.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    ax.set_xlabel(f"block inputs 0..{n_blocks - 1} with k = {every}", fontsize=8)
+              ncol=3, fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_xlabel(f"block inputs 0..{n_blocks - 1} with k = {every}", fontsize=9)
 
 
 def _traced_peak(fn: Callable[[], Any]) -> int:
@@ -308,16 +312,16 @@ def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool
     ax.set_xlabel("k (keep every k-th block input)")
     ax.set_ylabel("peak memory (MiB)")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7.5)
+    place_legend(ax)
     ax.grid(True, alpha=0.3)
-    ax2.plot(ks, [100 * r["extra_compute"] for r in recs], "o-", color="C2",
+    ax2.plot(ks, [100 * r["extra_compute"] for r in recs], "o-", color=PALETTE["green"],
              label="counted: recomputed FLOPs (% of a plain step)")
-    ax2.plot(ks, [100 * (r["time_ratio"] - 1) for r in recs], "s--", color="C3",
+    ax2.plot(ks, [100 * (r["time_ratio"] - 1) for r in recs], "s--", color="0.25",
              label="measured: extra time over k = 1 (%)")
     ax2.axhline(0, color="0.5", lw=0.8)
     ax2.set_xlabel("k")
     ax2.set_ylabel("extra work (%)")
-    ax2.legend(fontsize=7.5)
+    place_legend(ax2)
     ax2.grid(True, alpha=0.3)
     for a in (ax, ax2):
         if highlight is not None:

@@ -125,6 +125,7 @@ def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure
     from matplotlib.figure import Figure
 
     from ..devices import to_numpy
+    from ..plots import PALETTE, set_takeaway
 
     n = min(whole_number("n", n, hint="the test images to draw"), len(data.images_test))
     fig = Figure(figsize=(1.0 * n, 1.35), layout="constrained")
@@ -138,6 +139,13 @@ def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure
         title = f"label {labels[i]}"
         wrong = preds is not None and preds[i] != labels[i]
         if preds is not None:
-            title += f"\nsaid {preds[i]}"
-        ax.set_title(title, fontsize=8, color="red" if wrong else "black")
+            title += f"\nsaid {preds[i]}" + (" ✗" if wrong else "")   # a mark, not only a colour
+        ax.set_title(title, fontsize=9, color=PALETTE["vermillion"] if wrong else "black",
+                     fontweight="bold" if wrong else "normal")
+    if preds is None:
+        set_takeaway(fig, f"The first {n} test images, each with its label.")
+    else:
+        wrong = int((preds[:n] != labels[:n]).sum())
+        set_takeaway(fig, f"The model gets {n - wrong} of these {n} test images right; the {wrong} it gets wrong "
+                          "are marked ✗.")
     return fig

@@ -301,7 +301,7 @@ def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = N
     ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
     another machine; the footer then says so instead of "measured live".
     """
-    from ..plots import COLORS, add_footer, footer_text, new_figure
+    from ..plots import COLORS, add_footer, footer_text, new_figure, place_legend
 
     fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
     names = [r.name for r in tr.layers]
@@ -311,11 +311,11 @@ def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = N
     ax.barh(yy - 0.2, fw, 0.4, color=COLORS[tr.device], alpha=0.55, label="forward")
     ax.barh(yy + 0.2, bw, 0.4, color=COLORS[tr.device], label="backward")
     for i in range(len(names)):
-        ax.text(max(fw[i], bw[i]), i, f"  ×{bw[i] / fw[i]:.1f}" if fw[i] > 0 else "", va="center", fontsize=7.5)
-    ax.set_yticks(yy, names, fontsize=8)
+        ax.text(max(fw[i], bw[i]), i, f"  ×{bw[i] / fw[i]:.1f}" if fw[i] > 0 else "", va="center", fontsize=9)
+    ax.set_yticks(yy, names, fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("time (ms, median)")
-    ax.legend(fontsize=8, loc="lower right")
+    place_legend(ax, loc="lower right")
     ax.set_title("each layer alone (label: backward ÷ forward)", fontsize=9)
     ax.margins(x=0.15)
     parts = [("forward: Linear (products)", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
@@ -325,11 +325,11 @@ def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = N
     ax2.barh(range(4), [p[1] for p in parts], color=[COLORS[tr.device]] * 4,
              alpha=1.0)
     for i, (_, v) in enumerate(parts):
-        ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=8)
+        ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=9)
     ax2.barh([4.2], [tr.step_s * 1e3], color="0.4")
-    ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=8)
+    ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=9)
     ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step\n(with the SGD update)"],
-                   fontsize=8)
+                   fontsize=9)
     ax2.invert_yaxis()
     ax2.margins(x=0.25)
     ax2.set_xlabel("time (ms)")

@@ -114,7 +114,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
 
 def training_figure(h: History, title: str = "") -> Figure:
     """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
-    from ..plots import add_footer, new_figure
+    from ..plots import add_footer, new_figure, place_legend
 
     fig, (ax1, ax2) = new_figure(2, height=3.2)
     ax1.plot(h.epoch, h.train_loss, "o-", ms=3, label="train (mean over the epoch's steps)")
@@ -122,7 +122,7 @@ def training_figure(h: History, title: str = "") -> Figure:
     ax1.set_yscale("log")
     ax1.set_xlabel("epoch")
     ax1.set_ylabel("cross-entropy loss")
-    ax1.legend(fontsize=8)
+    place_legend(ax1)
     ax1.grid(True, alpha=0.3)
     ax2.plot(h.epoch, np.asarray(h.train_acc) * 100, "o-", ms=3, label="train")
     ax2.plot(h.epoch, np.asarray(h.test_acc) * 100, "s--", ms=3, label="test")
@@ -130,7 +130,7 @@ def training_figure(h: History, title: str = "") -> Figure:
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("accuracy (%)")
     ax2.set_ylim(min(80.0, 100 * min(h.test_acc + h.train_acc, default=0.8) - 2), 100.5)
-    ax2.legend(fontsize=8, loc="lower right")
+    place_legend(ax2, loc="lower right")
     ax2.grid(True, alpha=0.3)
     if h.epoch:
         ax2.set_title(f"test accuracy {100 * h.test_acc[-1]:.1f} % after {h.epoch[-1]} epochs "

@@ -20,7 +20,19 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import BadInputError, whole_number
-from ..plots import COLORS, add_footer, new_figure
+from ..plots import (
+    COLORS,
+    PALETTE,
+    add_footer,
+    figure_legend,
+    mark_noisy,
+    new_figure,
+    noisy_flags,
+    place_legend,
+    series_style,
+    set_takeaway,
+    tint,
+)
 from ..results import ResultSet
 from .algorithm import work_counts
 from .timing import PAPER
@@ -33,11 +45,12 @@ __all__ = ["symbolic_scan", "tree_figure", "speedup_figure", "work_figure", "mem
 
 _SUB = str.maketrans("0123456789-", "₀₁₂₃₄₅₆₇₈₉₋")
 
-METHOD_STYLE = {"sequential": ("#1f77b4", "sequential backprop (T steps)"),
-                "jacobian": ("#7570b3", "sequential over formed Jacobians"),
-                "scan": ("#d95f02", "BPPSA: Blelloch scan (2·log2 T levels)"),
-                "fast": ("#e7298a", "BPPSA without copies: chunked reduce-then-scan"),
-                "torch": ("#1b9e77", "PyTorch nn.RNN backward (cuDNN on a GPU)")}
+#: A colour per method; blue and vermillion stay the CPU's and the GPU's (the speed-up panel beside it).
+METHOD_STYLE = {"sequential": (PALETTE["black"], "sequential backprop (T steps)"),
+                "jacobian": (PALETTE["purple"], "sequential over formed Jacobians"),
+                "scan": (PALETTE["orange"], "BPPSA: Blelloch scan (2·log2 T levels)"),
+                "fast": (PALETTE["sky blue"], "BPPSA without copies: chunked reduce-then-scan"),
+                "torch": (PALETTE["green"], "PyTorch nn.RNN backward (cuDNN on a GPU)")}
 
 
 class _Span:
@@ -95,11 +108,11 @@ def tree_figure(T: int = 7) -> Figure:
     fs = 9 if N <= 8 else 7 if N <= 16 else 5
     for r, (name, state, lv) in enumerate(rows):
         y = -r
-        ax.text(-0.8, y, name, ha="right", va="center", fontsize=7.5, color="0.3")
+        ax.text(-0.8, y, name, ha="right", va="center", fontsize=9, color="0.3")
         changed = set()
         if lv is not None:
             changed = set(lv.right.tolist()) | (set(lv.left.tolist()) if lv.phase == "down" else set())
-            color = "#1f77b4" if lv.phase == "up" else "#d95f02"
+            color = PALETTE["blue"] if lv.phase == "up" else PALETTE["orange"]
             for a, b in zip(lv.left.tolist(), lv.right.tolist()):
                 if lv.phase == "up":           # right = left ◇ right
                     ax.annotate("", (b, y + 0.2), (a, y + 0.8), arrowprops=dict(arrowstyle="->", color=color, lw=0.9))
@@ -116,9 +129,10 @@ def tree_figure(T: int = 7) -> Figure:
                 continue
             pad = p >= T + 1 and name != "result (inclusive)"
             hot = p in changed
-            face = ("#fde0c5" if lv is not None and lv.phase == "down" else "#cfe3f5") if hot else "white"
+            down = lv is not None and lv.phase == "down"
+            face = (tint("orange", 0.25) if down else tint("sky blue", 0.3)) if hot else "white"
             if name.startswith("result"):
-                face = "#d9f0d3"
+                face = tint("green", 0.2)
             ax.text(p, y, text, ha="center", va="center", fontsize=fs, color="0.6" if pad else "k",
                     bbox=dict(boxstyle="round,pad=0.25", fc=face, ec="0.6" if pad else "0.3", lw=0.6))
     ax.set_xlim(-0.8 - 0.12 * 30 / max(N, 4) * 4, N - 0.4)
@@ -128,7 +142,9 @@ def tree_figure(T: int = 7) -> Figure:
     ax.set_title(f"Backprop through T = {T} steps as a Blelloch scan over [G_T = ∇x_T, J_(T-1)ᵀ, …, J_0ᵀ] "
                  f"with a ◇ b = b·a:\n{levels} levels of combines ({tr.work} products) instead of {T} "
                  "dependent steps. Blue: up-sweep (products of Jacobians); orange: down-sweep "
-                 "(prefixes handed down); grey: padding.", fontsize=8.5)
+                 "(prefixes handed down); grey: padding.", fontsize=9)
+    set_takeaway(fig, f"Backprop through T = {T} steps as a scan needs {levels} levels of combines ({tr.work} "
+                      f"products) instead of {T} dependent steps.")
     return fig
 
 
@@ -139,9 +155,10 @@ def _sources(live: ResultSet | None, references: Sequence[ResultSet]) -> list[Re
 
 
 def _backward(rs: ResultSet, device: str, method: str, x: str = "T",
-              where: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+              where: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     recs = sorted(rs.select(device=device, method=method, **(where or {})), key=lambda r: r[x])
-    return (np.array([r[x] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float))
+    return (np.array([r[x] for r in recs], dtype=float), np.array([r["backward_s"] for r in recs], dtype=float),
+            noisy_flags(recs))
 
 
 def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
@@ -168,18 +185,18 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             who = (rs.gpu_name or "GPU") if dev == "gpu" else rs.cpu_name
             tag = f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")
             for m, (color, label) in METHOD_STYLE.items():
-                X, b = _backward(rs, dev, m, x, where)
+                X, b, noisy = _backward(rs, dev, m, x, where)
                 keep = b > 0
-                if keep.any():
-                    ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=3.5, color=color,
-                            ls="--" if ref else ("-" if dev == "gpu" else "-."), alpha=0.7 if ref else 1.0,
-                            label=f"{label}, {tag}")
-            for method, over, ls in (("scan", "sequential", "-"), ("scan", "torch", ":"),
-                                     ("fast", "sequential", "-"), ("fast", "torch", ":")):
+                if keep.any():   # solid: measured live, dashed: recorded; noisy live points hollow
+                    ax.plot(X[keep], b[keep], marker="o" if dev == "cpu" else "s", ms=4, color=color,
+                            ls="--" if ref else "-", alpha=0.7 if ref else 1.0, label=f"{label}, {tag}")
+                    if not ref:
+                        mark_noisy(ax, X[keep], b[keep], noisy[keep], color)
+            for method, over in (("scan", "sequential"), ("scan", "torch"), ("fast", "sequential"), ("fast", "torch")):
                 px, py = speedups(rs, dev, over=over, method=method, x=x, **(where or {}))
-                if len(px):
+                if len(px):   # marker: which baseline; colour: which scan (the device's, or the copy-free one's)
                     mark = ("o" if dev == "cpu" else "s") if over == "sequential" else "^"
-                    bx.plot(px, py, marker=mark, ms=4, ls=(":" if over == "torch" else "--") if ref else ls,
+                    bx.plot(px, py, marker=mark, ms=4, ls="--" if ref else "-",
                             color=COLORS[dev] if method == "scan" else METHOD_STYLE["fast"][0],
                             alpha=0.7 if ref else 1.0,
                             label=f"{'scan' if method == 'scan' else 'scan without copies'} vs "
@@ -196,26 +213,22 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     ax.set_ylabel("backward pass, timed alone (s)")
     ax.set_title("backward pass of the tanh RNN" + "".join(f", {k} = {v}" for k, v in (where or {}).items()),
                  fontsize=10)
-    if ax.lines:   # below the axes: inside, the legend hid curves once reference results were drawn too
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     bx.axhline(1.0, color="0.4", lw=1)
     if paper and x == "T":  # one measured point of the paper, drawn where it was measured: not a line
         T_paper = PAPER["T_max"]
         bx.plot([T_paper], [paper], marker="*", ms=11, color="0.35", ls="none",
                 label=f"paper (arXiv version): up to {paper:.0f}×, against its own baseline")
-        bx.annotate(f"paper: up to {paper:.0f}×", (T_paper, paper), textcoords="offset points",
-                    xytext=(-8, -3), ha="right", va="top", fontsize=7, color="0.35")
-    bx.set_ylabel("backward speedup of the scan (×)")
+    bx.set_ylabel("scan's backward speedup (×)")
     bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
     has_gpu = any(rs.select(device="gpu") for rs in sources)
     if not has_gpu:
         bx.text(0.5, 0.78, "No GPU here and no reference GPU results recorded yet:\nthe GPU curve, "
                 "where the scan should win, cannot be shown.\nRun on Colab (GPU) or record references with\n"
                 "python -m course report --record-reference", transform=bx.transAxes, ha="center",
-                va="center", fontsize=7.5, color="0.3",
+                va="center", fontsize=9, color="0.3",
                 bbox=dict(fc="white", ec="0.8", alpha=0.85))
-    if bx.get_legend_handles_labels()[0]:
-        bx.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    # one legend above both panels: inside, it hid curves once reference results were drawn too
+    figure_legend(fig, (ax, bx))
     if not drawn:
         bx.set_ylim(0.01, 1000)
     add_footer(fig, live, list(references))
@@ -244,7 +257,7 @@ def work_figure(T_max: int = 30000, n: int = 20, batch: int = 16, highlight: flo
         a.set_xlabel("sequence length T")
         a.minorticks_off()                     # ten decades of minor ticks cost a second to draw
         a.grid(True, alpha=0.25)
-        a.legend(fontsize=7.5)
+        place_legend(a)
         if highlight is not None:
             a.axvline(highlight, color="0.3", lw=1, ls=":")
     return fig
@@ -256,12 +269,13 @@ def memory_figure(claim: dict) -> Figure:
              ("the weights it is made of", claim.get("weights_bytes", 0))]
     items = [i for i in items if i[1]]
     fig, (ax,) = new_figure(1, width=8, height=2.4)
-    ax.barh(range(len(items)), [i[1] for i in items], color=["#bbbbbb", "#d95f02", "#1b9e77"][:len(items)])
-    ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=8.5)
+    ax.barh(range(len(items)), [i[1] for i in items],
+            color=["0.73", PALETTE["vermillion"], PALETTE["green"]][:len(items)])
+    ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=9)
     ax.invert_yaxis()
     ax.set_xscale("log")
     for k, (_, v) in enumerate(items):
-        ax.text(v, k, f"  {v / 2**20:,.2f} MiB" if v > 2**20 else f"  {v:,} bytes", va="center", fontsize=8)
+        ax.text(v, k, f"  {v / 2**20:,.2f} MiB" if v > 2**20 else f"  {v:,} bytes", va="center", fontsize=9)
     ax.set_xlabel("bytes (log scale)")
     ax.set_xlim(1e3, claim["dense_bytes"] * 20)
     ax.set_title(f"Jacobian of VGG-11's first convolution on one 32×32×3 image "
@@ -280,13 +294,14 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     fig, (ax,) = new_figure(1, width=8.5, height=0.8 + 0.42 * len(items))
     vals = np.array([max(i[1], 0.0) for i in items])
     ax.barh(range(len(items)), vals, color=[i[2] for i in items])
-    ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=8)
+    ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=9)
     ax.invert_yaxis()
     for k, (_, v, _) in enumerate(items):
-        ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=8)
+        ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=9)
     ax.margins(x=0.25)
-    ax.set_xlabel("seconds (medians; each backward pass timed alone from one saved forward)")
-    ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}", fontsize=9.5)
+    ax.set_xlabel("median time (s)")
+    ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}: each backward pass timed alone\n"
+                 "from one saved forward", fontsize=9.5)
     add_footer(fig, devices=[device])
     return fig
 
@@ -303,12 +318,12 @@ def regime_figure(rs: ResultSet) -> Figure:
     for k, T in enumerate(Ts):
         pts = sorted((n, s) for (n, t), s in grid.items() if t == T)
         ns, ss = [p[0] for p in pts], [p[1] for p in pts]
-        color = f"C{k}"
-        ax.plot(ns, ss, marker="o", color=color, label=f"T = {T:,}")
+        color, marker = series_style(k)["color"], series_style(k)["marker"]
+        ax.plot(ns, ss, marker=marker, color=color, label=f"T = {T:,}")
         noisy = [p for p, r in zip(pts, sorted(rs.select(method="scan", T=T), key=lambda r: r["n"]))
                  if r.get("noisy")]
         if noisy:
-            ax.plot([p[0] for p in noisy], [p[1] for p in noisy], marker="o", ls="none", mfc="white",
+            ax.plot([p[0] for p in noisy], [p[1] for p in noisy], marker=marker, ls="none", mfc="white",
                     color=color)
         if cross.get(T):
             ax.axvline(cross[T], color=color, lw=0.8, ls=":")
@@ -320,7 +335,7 @@ def regime_figure(rs: ResultSet) -> Figure:
     ax.set_title("above 1: the scan won (dotted: the widest n where it did)", fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     if Ts:
-        ax.legend(fontsize=7)
+        place_legend(ax)
     n_all = sorted({n for n, _ in grid})
     if n_all:
         T0 = Ts[-1]

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..errors import whole_number
-from ..plots import add_footer, footer_text, new_figure
+from ..plots import PALETTE, SERIES_COLORS, add_footer, footer_text, new_figure, place_legend, set_takeaway
 from ..results import ResultSet
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
@@ -28,7 +28,7 @@ from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_
 __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
            "data_parallel_figure", "pipeline_figure", "tensor_parallel_bytes_figure", "tensor_parallel_figure"]
 
-ALGO_COLORS = {"ring": "#1b9e77", "naive": "#d95f02", "tree": "#7570b3", "MPI": "#444444"}
+ALGO_COLORS = {"ring": PALETTE["green"], "naive": PALETTE["vermillion"], "tree": PALETTE["purple"], "MPI": "#444444"}
 
 
 def _color(name: str) -> str:
@@ -55,14 +55,14 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
     if n <= 40:
         for w in range(p):
             for i in range(n):
-                ax.text(i, w, f"{int(contrib[w, i])}", ha="center", va="center", fontsize=7,
+                ax.text(i, w, f"{int(contrib[w, i])}", ha="center", va="center", fontsize=9,
                         color="w" if contrib[w, i] > 0.6 * p else "k")
     lines = []
     if step:
         s = run.steps[step - 1]
         for m in s.messages:
-            ax.add_patch(Rectangle((m.lo - 0.5, m.src - 0.45), m.size, 0.9, fill=False, ec="#d62728", lw=2))
-            ax.add_patch(Rectangle((m.lo - 0.5, m.dst - 0.4), m.size, 0.8, fill=False, ec="#2ca02c", lw=2,
+            ax.add_patch(Rectangle((m.lo - 0.5, m.src - 0.45), m.size, 0.9, fill=False, ec=PALETTE["vermillion"], lw=2))
+            ax.add_patch(Rectangle((m.lo - 0.5, m.dst - 0.4), m.size, 0.8, fill=False, ec=PALETTE["green"], lw=2,
                                    ls="--"))
             what = f"chunk {m.chunk} " if m.chunk >= 0 else ""
             lines.append(f"w{m.src} → w{m.dst}: {what}[{m.lo}:{m.hi}] ({m.action})")
@@ -70,7 +70,7 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
     else:
         title = f"{run.algorithm}: step 0 of {total} (the start: every worker holds only its own vector)"
     ax.set_title(title, fontsize=10)
-    ax.set_yticks(range(p), [f"worker {w}" for w in range(p)], fontsize=8)
+    ax.set_yticks(range(p), [f"worker {w}" for w in range(p)], fontsize=9)
     ax.set_xlabel(f"element of the vector (N = {n})")
     if run.algorithm == "ring":
         from .collectives import chunk_bounds
@@ -79,9 +79,12 @@ def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
             ax.axvline(b - 0.5, color="0.2", lw=1)
     shown = lines if len(lines) <= 8 else lines[:8] + [f"... {len(lines) - 8} more"]
     ax.text(1.01, 1.0, "\n".join(shown) or "no message yet", transform=ax.transAxes, va="top",
-            fontsize=7.5, family="monospace")
+            fontsize=9, family="monospace")
     footer_text(fig, "Simulated in numpy: numbers in the cells = how many workers' inputs each element sums "
                        f"(p = {p} when it is complete). Red box: sent this step; dashed green: where it lands.")
+    complete = int((np.asarray(contrib) >= p).sum())
+    set_takeaway(fig, f"{title}: {complete:,} of {p * n:,} elements already sum all {p} workers' inputs, "
+                      f"after {len(lines)} message{'s' if len(lines) != 1 else ''} in this step.")
     return fig
 
 
@@ -111,7 +114,7 @@ def bytes_figure(n: int = 1_000_000, p_max: int = 8, itemsize: int = 8, p_mark: 
     ax.set_xlabel("workers p")
     ax.set_ylabel("MB sent by the busiest worker")
     ax.set_title(f"One all-reduce of N = {n:,} elements of {itemsize} bytes", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=9, ncol=2)
     ax.grid(alpha=0.25)
     footer_text(fig, "Counted, not timed: formulas and the simulation's messages (dots: a short vector "
                        "simulated, scaled to N).")
@@ -138,7 +141,7 @@ def allreduce_timing_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figu
         ax.set_xlabel("message (bytes)")
         ax.grid(alpha=0.25, which="both")
     axes[0].set_ylabel("seconds per all-reduce")
-    axes[0].legend(fontsize=7)
+    place_legend(axes[0])
     extra = _over_text(rs, ps) + (f". Dotted: α–β model fitted to these points, {fit}" if fit else "")
     add_footer(fig, rs, extra=extra)
     return fig
@@ -178,7 +181,7 @@ def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measu
     ax.set_ylabel("seconds per all-reduce (model)")
     ax.set_title(f"α–β MODEL of an all-reduce of {_size(nbytes)} (α = {fit.alpha * 1e6:.3g} µs, fitted here)",
                  fontsize=10)
-    ax.legend(fontsize=6.5, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=9, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.25, which="both")
     footer_text(fig, "A MODEL, not a measurement. Bandwidths from data sheets:\n" + "\n".join(
         ic.label for ic in INTERCONNECTS) + "\nLatency α is the one fitted on this machine (real links differ).")
@@ -196,10 +199,10 @@ def data_parallel_figure(rs: ResultSet) -> Figure:
         for i, part in enumerate(parts):
             vals = [rs.select(p=p, part=part)[0]["median_s"] * 1e3 for p in ps]
             ax.bar(np.arange(len(ps)) + (i - 0.5) * w, vals, w, label=part.replace("step: ", ""),
-                   color=("#1f77b4", "#ff7f0e")[i] if k == 0 else ("#7570b3", "#1b9e77")[i])
+                   color=SERIES_COLORS[i + 2 * (k != 0)])
         ax.set_xticks(range(len(ps)), [f"p = {p}" for p in ps])
         ax.set_ylabel("ms (median)")
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
         ax.grid(alpha=0.25, axis="y")
     sizes = "-".join(map(str, rs.params.get("sizes", [])))
     a1.set_title(f"One step of MLP {sizes}, batch {rs.params.get('batch')} split over p", fontsize=9.5)
@@ -218,11 +221,11 @@ def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet 
     scale = 1e3 if measured is not None else 1.0
     for e in events:
         t0, t1 = (e["t0"] - start) * scale, (e["t1"] - start) * scale
-        ax.barh(e["stage"], t1 - t0, left=t0, height=0.7, color="#6baed6" if e["kind"] == "F" else "#fd8d3c",
+        ax.barh(e["stage"], t1 - t0, left=t0, height=0.7, color=PALETTE["sky blue" if e["kind"] == "F" else "orange"],
                 edgecolor="k", lw=0.4)
         if (e["t1"] - e["t0"]) > 0.025 * span:               # label the boxes wide enough to read
-            ax.text((t0 + t1) / 2, e["stage"], f"{e['kind']}{e['micro']}", ha="center", va="center", fontsize=6.5)
-    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=8)
+            ax.text((t0 + t1) / 2, e["stage"], f"{e['kind']}{e['micro']}", ha="center", va="center", fontsize=9)
+    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("ms since the step began" if measured is not None else "time (units: one forward = 1)")
     ax.set_title(title, fontsize=9.5)

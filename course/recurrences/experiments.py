@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plots import add_footer, new_figure
+from ..plots import add_footer, new_figure, place_legend
 from ..report import experiment
 from ..results import ResultSet
 from ..timing import benchmark
@@ -62,15 +62,15 @@ def _(rs, references):
     for r in rs.select(what="training"):
         left.plot(np.arange(1, len(r["losses"]) + 1), r["losses"], lw=1.1,
                   label=f"{r['device'].upper()}: test loss {r['test_loss']:.2g}")
-    left.axhline(BASELINE_MSE, color="C3", ls="--", lw=1, label="always answer 1.0")
+    left.axhline(BASELINE_MSE, color="0.25", ls="--", lw=1, label="always answer 1.0")
     left.set_yscale("log")
     left.set_xlabel("training step")
     left.set_ylabel("mean squared error")
-    left.legend(fontsize=8)
+    place_legend(left)
     recs = rs.select(what="step time")
     labels = [f"{r['device'].upper()} {r['method']} T={r['T']}" for r in recs]
     right.barh(range(len(recs)), [r["median_s"] * 1e3 for r in recs], color="0.5")
-    right.set_yticks(range(len(recs)), labels, fontsize=8)
+    right.set_yticks(range(len(recs)), labels, fontsize=9)
     right.invert_yaxis()
     right.set_xlabel("one training step (forward + backward), ms, median")
     add_footer(fig, rs)

@@ -14,11 +14,12 @@ import numbers
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import BadInputError, whole_number
-from ..plots import add_footer, new_figure, power_text
+from ..plots import PALETTE, SERIES_COLORS, add_footer, new_figure, place_legend, power_text, set_takeaway
 from ..results import ResultSet
 from .kernels import chunk_plan
 from .linear import recurrence_closed_form, recurrence_log_space, recurrence_loop
@@ -30,13 +31,25 @@ __all__ = ["closed_form_figure", "work_figure", "timing_figure", "loss_figure", 
 
 MAX_DRAWN_T = 10 ** 6  # steps closed_form_figure draws
 
-#: A colour for each (kind, method), so that reference curves (all dashed) stay told apart; the line
-#: style of a live curve; and, for the loop/scan ratio, one colour per kind.
-_STYLE = {("diagonal", "loop"): ("#1b9e77", "-"), ("diagonal", "scan"): ("#66a61e", "--"),
-          ("dense", "loop"): ("#7570b3", "-"), ("dense", "scan"): ("#e6ab02", "--"),
-          ("diagonal", "torch loop"): ("#e7298a", "-."),
-          ("diagonal", "numba chunked"): ("#d95f02", ":"), ("diagonal", "numba per-channel"): ("#a6761d", ":")}
-_KIND_COLOR = {"diagonal": "#1b9e77", "dense": "#7570b3"}
+#: A colour and a marker for each (kind, method), so that curves stay told apart without colour too.  Line style
+#: says where a number comes from, as everywhere in the course: solid measured live, dashed recorded elsewhere;
+#: a GPU's curve is drawn thicker than a CPU's.
+_STYLE = {("diagonal", "loop"): (PALETTE["green"], "o"), ("diagonal", "scan"): (PALETTE["sky blue"], "s"),
+          ("dense", "loop"): (PALETTE["purple"], "^"), ("dense", "scan"): (PALETTE["orange"], "D"),
+          ("diagonal", "torch loop"): (PALETTE["black"], "v"),
+          ("diagonal", "numba chunked"): (PALETTE["vermillion"], "P"),
+          ("diagonal", "numba per-channel"): (PALETTE["blue"], "X")}
+_KIND_COLOR = {"diagonal": PALETTE["green"], "dense": PALETTE["purple"]}
+
+
+class _SpanLogLocator(LogLocator):
+    """Ticks at 1, 2 and 5 times each power of ten over at most three decades, at the powers alone beyond
+    (where 1-2-5 labels would run into each other)."""
+
+    def tick_values(self, vmin: float, vmax: float):
+        wide = vmin > 0 and vmax > 0 and abs(np.log10(vmax / vmin)) > 3
+        self.set_params(subs=(1.0,) if wide else (1.0, 2.0, 5.0))
+        return super().tick_values(vmin, vmax)
 
 
 def _log_axes(ax) -> None:
@@ -45,7 +58,7 @@ def _log_axes(ax) -> None:
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v < 2**14
                                                else power_text(2, round(np.log2(v)))))
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_locator(_SpanLogLocator(base=10, subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_minor_formatter(NullFormatter())
@@ -96,12 +109,12 @@ def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", se
         right.plot(t, np.sign(y) * np.log10(1 + np.abs(y)) if huge else y, style, lw=2.5 if style == "-" else 1.4,
                    label=label + note)
         if bad is not None:
-            right.axvline(bad, color="C3", lw=1, ls="--")
+            right.axvline(bad, color="0.25", lw=1, ls="--")
     right.set_ylabel("sign(h_t) · log10(1 + |h_t|)" if huge else "h_t")
     right.set_title("h_t = a·h_(t-1) + b_t, random b", fontsize=9.5)
     for ax in (left, right):
         ax.set_xlabel("step t")
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
         ax.grid(True, alpha=0.25)
     add_footer(fig, measured=False, devices=["cpu"])
     return fig
@@ -111,7 +124,7 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
     """Left: scan flops over loop flops against T, diagonal and dense.  Right: steps (the span)."""
     Ts = [2**k for k in range(1, int(np.log2(max(T_max, 2))) + 1)]
     fig, (left, right) = new_figure(2, height=3.3)
-    for kind, color in zip(KINDS, ("#1b9e77", "#7570b3")):
+    for kind, color in zip(KINDS, (PALETTE["green"], PALETTE["purple"])):
         rows = [work_counts(T, n, kind) for T in Ts]
         left.plot(Ts, [r["work_ratio"] for r in rows], "o-", ms=3, color=color, label=f"{kind}")
         right.plot(Ts, [r["steps_scan"] for r in rows], "o--", ms=3, color=color, label=f"{kind} scan: levels")
@@ -123,7 +136,7 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
     for ax in (left, right):
         _log_axes(ax)
         ax.set_xlabel("T (steps of the recurrence)")
-        ax.legend(fontsize=8)
+        place_legend(ax)
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
     add_footer(fig, extra="Counted from the scan's own level loop (course.scan.operation_counts).", measured=False,
@@ -141,7 +154,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
         ref = rs.source == "reference"
         ns = sorted({r["n"] for r in rs.records}) if n is None else [n]
         for dev in ("cpu", "gpu"):
-            for (kind, method), (color, ls) in _STYLE.items():
+            for (kind, method), (color, marker) in _STYLE.items():
                 for nn in ns:
                     recs = sorted(rs.select(device=dev, kind=kind, method=method, n=nn), key=lambda r: r["T"])
                     if not recs:
@@ -149,8 +162,8 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                     drew = True
                     label = f"{dev.upper()} {kind} {method}" + (f", n={nn}" if len(ns) > 1 else "")
                     label += " (ref.)" if ref else ""          # the footer names the reference
-                    left.plot([r["T"] for r in recs], [r["median_s"] for r in recs], ls="--" if ref else ls,
-                              marker="o" if dev == "cpu" else "s", ms=3, color=color,
+                    left.plot([r["T"] for r in recs], [r["median_s"] for r in recs], ls="--" if ref else "-",
+                              marker=marker, ms=4, color=color, lw=1.1 if dev == "cpu" else 1.9,
                               alpha=0.6 if ref else 1.0, label=label)
                     if method == "scan":
                         loop = {r["T"]: r["median_s"] for r in rs.select(device=dev, kind=kind, method="loop", n=nn)}
@@ -175,7 +188,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
         handles = ax.get_legend_handles_labels()[0]
         if handles:   # below the axes: inside, a dozen entries hid the curves
-            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+            ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2),
                       ncols=2 if len(handles) > 6 else 1)
     add_footer(fig, live, [r for r in references if r.records])
     return fig
@@ -185,7 +198,7 @@ def loss_figure(run: TrainingRun) -> Figure:
     """The training loss after every step, against the loss of always answering the mean."""
     fig, (ax,) = new_figure(1, height=3.2)
     ax.plot(np.arange(1, len(run.losses) + 1), run.losses, lw=1.2, label="training loss (fresh batch each step)")
-    ax.axhline(BASELINE_MSE, color="C3", ls="--", lw=1, label="always answer 1.0 (≈ 1/6)")
+    ax.axhline(BASELINE_MSE, color="0.25", ls="--", lw=1, label="always answer 1.0 (≈ 1/6)")
     ax.axhline(run.test_loss, color="k", ls=":", lw=1, label=f"test loss after training: {run.test_loss:.2g}")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
@@ -193,10 +206,13 @@ def loss_figure(run: TrainingRun) -> Figure:
     ax.set_xlabel("training step")
     ax.set_ylabel("mean squared error")
     ax.set_title(f"Selective layer (n = {run.n}) on the adding problem, T = {run.T}", fontsize=9.5)
-    ax.legend(fontsize=8)
+    place_legend(ax)
     ax.grid(True, alpha=0.25)
     add_footer(fig, measured=False, devices=["cpu"])
     return fig
+
+
+_LIGHT = {PALETTE["orange"], PALETTE["sky blue"], PALETTE["purple"], PALETTE["yellow"]}
 
 
 def chunk_figure(T: int = 32, n: int = 6, chunk: int = 8) -> Figure:
@@ -207,13 +223,23 @@ def chunk_figure(T: int = 32, n: int = 6, chunk: int = 8) -> Figure:
     K = plan["chunks"]
     thread = (np.arange(T)[None, :] // chunk) * n + np.arange(n)[:, None]       # (n, T)
     fig, (ax,) = new_figure(1, height=1.2 + 0.3 * n)
-    ax.imshow(thread % 20, cmap="tab20", aspect="auto", interpolation="nearest",
-              extent=(-0.5, T - 0.5, n - 0.5, -0.5))
+    # the palette's seven colours in turn (twenty look-alike colours told no thread apart); the thread's
+    # number is written in its cells where they are large enough to hold it
+    ax.imshow(thread % len(SERIES_COLORS), cmap=ListedColormap(SERIES_COLORS), aspect="auto",
+              interpolation="nearest", extent=(-0.5, T - 0.5, n - 0.5, -0.5), vmin=0, vmax=len(SERIES_COLORS) - 1)
+    if T <= 48 and n <= 16:
+        for c in range(n):
+            for t in range(0, T, chunk):
+                ax.text(min(t + chunk / 2, T) - 0.5, c, str(thread[c, t]), ha="center", va="center", fontsize=9,
+                        color="k" if SERIES_COLORS[thread[c, t] % len(SERIES_COLORS)] in _LIGHT else "white")
     for k in range(1, K):
-        ax.axvline(k * chunk - 0.5, color="k", lw=1.5)
-    ax.set_xlabel("step t  (black lines: chunk borders; phase 2 carries the state across them)")
+        ax.axvline(k * chunk - 0.5, color="white", lw=3)
+    ax.set_xlabel("step t  (white lines: chunk borders; phase 2 carries the state across them)")
     ax.set_ylabel("channel")
     ax.set_title(f"T = {T}, n = {n}, chunk = {chunk}: {plan['threads']} threads, each walks at most "
                  f"{plan['steps_per_thread']} steps; longest dependent chain {plan['dependent_steps']} "
                  f"(one thread per channel: {T})", fontsize=9)
+    set_takeaway(fig, f"With chunks of {chunk} steps, {plan['threads']} threads each walk at most "
+                      f"{plan['steps_per_thread']} steps, and the longest dependent chain is {plan['dependent_steps']} "
+                      f"steps instead of {T} with one thread per channel.")
     return fig

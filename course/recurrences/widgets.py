@@ -154,10 +154,10 @@ def _bars(rs: ResultSet, device: str, T: int, n: int, view: str):
         vals = [r["median_s"] * 1e3 for r in recs]
         unit, xlabel = "ms", "time per call (ms), median"
     ax.barh(range(len(recs)), vals, color=[COLORS[device] if r["kind"] == "diagonal" else "0.55" for r in recs])
-    ax.set_yticks(range(len(recs)), [f"{r['kind']} {r['method']}" for r in recs], fontsize=8.5)
+    ax.set_yticks(range(len(recs)), [f"{r['kind']} {r['method']}" for r in recs], fontsize=9)
     ax.invert_yaxis()
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:.3g} {unit}" + (" (noisy)" if recs[i].get("noisy") else ""), va="center", fontsize=8)
+        ax.text(v, i, f" {v:.3g} {unit}" + (" (noisy)" if recs[i].get("noisy") else ""), va="center", fontsize=9)
     if view == "speedup":
         ax.axvline(1.0, color="k", lw=1)
     ax.set_xlabel(xlabel)

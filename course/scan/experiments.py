@@ -97,7 +97,7 @@ def _(rs, references):
         return fig
     items = [(r["variant"] + (f", {r['of_copy']:.0%} of the copy" if r.get("of_copy") else "")
               + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu") for r in src.select(device="gpu")]
-    return bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time "
+    return bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time\n"
                       f"({src.label})", unit="GB/s", live=rs if src is rs else None,
                       references=[] if src is rs else [src])
 

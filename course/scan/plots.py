@@ -28,7 +28,19 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
 from ..errors import BadInputError
-from ..plots import COLORS, add_footer, footer_text, log2_x, mark_noisy, new_figure, noisy_flags, place_legend
+from ..plots import (
+    COLORS,
+    PALETTE,
+    add_footer,
+    figure_legend,
+    footer_text,
+    log2_x,
+    mark_noisy,
+    new_figure,
+    noisy_flags,
+    place_legend,
+    set_takeaway,
+)
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
 from .ops import Op
@@ -39,7 +51,13 @@ __all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_f
 #: The largest n :func:`tree_figure` draws (the boxes must stay readable).
 MAX_DRAWN = 32
 
-_UP, _DOWN, _ROOT, _STEP = "#4c72b0", "#dd8452", "#8c8c8c", "#55a868"
+# One meaning per colour across the lesson: blue and vermillion are the CPU and the GPU (course.plots.COLORS),
+# so the algorithms and the tree's phases take the palette's other colours, the same in every figure.
+_UP, _DOWN, _ROOT, _STEP = PALETTE["purple"], PALETTE["orange"], "#8c8c8c", PALETTE["green"]
+ALGORITHM_COLORS = {"sequential": "0.3", "numpy": "0.3", "hillis-steele": _STEP, "blelloch": _UP,
+                    "cupy": PALETTE["sky blue"], "numba kernel": PALETTE["black"],
+                    "numba reduce-then-scan": _DOWN}
+_SPARE_COLORS = ("0.55", PALETTE["yellow"])
 
 
 @dataclass
@@ -137,7 +155,7 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
 
     Each row is the array after one step; a box shows its value (for scalar elements)
     and the input positions it combines (``2..5`` means x[2] op ... op x[5], ``∅`` the
-    identity).  Lines show what the current step read and wrote: blue for Blelloch's
+    identity).  Lines show what the current step read and wrote: purple for Blelloch's
     up-sweep, orange for its down-sweep, green for Hillis-Steele's steps.
     ``step=None`` draws every step; ``algorithm`` is ``"blelloch"`` (exclusive) or
     ``"hillis-steele"`` (inclusive).
@@ -152,7 +170,7 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
         if r and r == step:
             _draw_arrows(ax, fr, -r)
     for i in range(padded):
-        ax.text(i, 0.55, str(i), ha="center", va="bottom", fontsize=7, color="0.4")
+        ax.text(i, 0.55, str(i), ha="center", va="bottom", fontsize=9, color="0.4")
     ax.set_xlim(-3.6, padded - 0.4)
     ax.set_ylim(-len(shown) + 0.4, 1.0)
     ax.axis("off")
@@ -163,15 +181,16 @@ def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | 
                  + f"this step: {frames[step].title}", fontsize=9.5)
     note = ("pale: padding up to a power of two (not needed once the down-sweep starts: drawn as –)."
             if algorithm == "blelloch" else "each step reads the previous row only (double buffering).")
-    fig.text(0.01, 0.0, "Each box: its value (when elements are numbers) and, small, which inputs "
-             "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
-             f"this step; light grey: written earlier; {note}",
-             fontsize=7.5, color="0.35", va="top")
+    footer_text(fig, "Each box: its value (when elements are numbers) and, small, which inputs "
+                "it combines (2..5 = x[2] op ... op x[5]; ∅ = the identity).\nColoured: written by "
+                f"this step; light grey: written earlier; {note}")
     if step == last and step > 0:
         done_text = ("leaves now hold the exclusive scan" if algorithm == "blelloch"
                      else "every position now holds the inclusive scan")
-        ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=8,
+        ax.text(padded - 0.4, -step - 0.55, done_text, ha="right", va="top", fontsize=9,
                 color=_PHASE_COLOR.get(frames[step].phase, "0.5"))
+    set_takeaway(fig, f"{name} scan of n = {n}: after step {step} of {last}, {done} of {total} operator "
+                      "applications are done.")
     return fig
 
 
@@ -205,19 +224,18 @@ def _draw_row(ax: Any, fr: Any, y: float, current: bool, n: int, padded: int) ->
                                edgecolor="0.3" if current else "0.7", lw=0.8,
                                alpha=0.55 if (i in written and current) else 1.0))
         if unneeded:
-            ax.text(i, y, "–", ha="center", va="center", fontsize=8, color="0.6")
+            ax.text(i, y, "–", ha="center", va="center", fontsize=9, color="0.6")
             continue
         val, rng = _value_text(fr.values[i]), _range_text(*fr.ranges[i])
         if val is not None:
-            ax.text(i, y + 0.1, val, ha="center", va="center", fontsize=8.5, color=tc,
+            ax.text(i, y + 0.1, val, ha="center", va="center", fontsize=9, color=tc,
                     fontweight="bold" if current else "normal")
             if current or padded <= 16:      # earlier rows of big trees: values only
-                ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=6, color=tc)
+                ax.text(i, y - 0.19, rng, ha="center", va="center", fontsize=9, color=tc)
         elif current or padded <= 16:
-            ax.text(i, y, rng, ha="center", va="center", fontsize=7.5, color=tc)
+            ax.text(i, y, rng, ha="center", va="center", fontsize=9, color=tc)
     ax.text(-0.7, y, fr.title.split(":")[0].replace(" (nothing comes before the whole array)", ""),
-            ha="right", va="center", fontsize=8 if current else 7, color=tc,
-            fontweight="bold" if current else "normal")
+            ha="right", va="center", fontsize=9, color=tc, fontweight="bold" if current else "normal")
 
 
 def _draw_arrows(ax: Any, fr: Any, y: float) -> None:
@@ -236,8 +254,7 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
     ns = np.unique(np.round(np.logspace(0, np.log2(n_max), 60, base=2)).astype(int))
     ns = ns[ns >= 2]
     fig, (aw, ast) = new_figure(2, height=3.6)
-    styles = {"sequential": ("0.3", "-"), "hillis-steele": ("#55a868", "-"),
-              "blelloch": (_UP, "-")}
+    styles = {alg: (ALGORITHM_COLORS[alg], "-") for alg in ("sequential", "hillis-steele", "blelloch")}
     for alg, (c, ls) in styles.items():
         counts = [operation_counts(alg, int(n)) for n in ns]
         aw.plot(ns, [k["work"] for k in counts], color=c, ls=ls, label=alg, lw=1.8)
@@ -258,8 +275,8 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
     aw.set_title("Work: Blelloch stays linear (about 2n),\nHillis-Steele pays n log2 n", fontsize=9)
     ast.set_title("Steps: the tree scans need about log2 n levels\n(Blelloch 2 log2 n), the loop n",
                   fontsize=9)
-    aw.legend(fontsize=7.5)
-    ast.legend(fontsize=7.5)
+    place_legend(aw)
+    place_legend(ast)
     footer_text(fig, "Counted by the scans' own level loops (course.scan.operation_counts), not measured times.")
     return fig
 
@@ -273,7 +290,6 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     """
     fig, (at, ab) = new_figure(2, height=3.8)
     sources = ([live] if live is not None else []) + list(references)
-    palette = ["#4c72b0", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
     algs: list[str] = []
     for rs in sources:
         for r in rs.records:
@@ -289,7 +305,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 n = np.array([r["n"] for r in recs], float)
                 t = np.array([r["median_s"] for r in recs], float)
                 lab = f"{dev.upper()} {alg}" + (f" ({rs.label})" if ref else "")
-                kw = dict(color=palette[k % len(palette)], marker="o" if dev == "cpu" else "s",
+                kw = dict(color=ALGORITHM_COLORS.get(alg, _SPARE_COLORS[k % 2]), marker="o" if dev == "cpu" else "s",
                           ms=3.5 if dev == "cpu" else 4.5, ls="--" if ref else "-",
                           alpha=0.7 if ref else 1.0, lw=1.3)
                 at.plot(n, t, label=lab, **kw)
@@ -301,9 +317,10 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             copy = rs.select(device=dev, algorithm="copy")
             if copy:
                 ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1.2, ls=":" if not ref else "-.")
-                ab.text(1.0, copy[0]["gb_per_s"], f" {dev.upper()} copy limit "
-                        f"{copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
-                        transform=ab.get_yaxis_transform(), fontsize=7, va="bottom", ha="right",
+                # live above its line, recorded below it: the two labels of one device never overlap
+                ab.annotate(f" {dev.upper()} copy limit {copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
+                            (0.99, copy[0]["gb_per_s"]), xycoords=ab.get_yaxis_transform(), textcoords="offset points",
+                            xytext=(0, -3 if ref else 3), fontsize=9, va="top" if ref else "bottom", ha="right",
                         color=COLORS[dev])
     for ax in (at, ab):
         log2_x(ax)
@@ -313,10 +330,11 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
     at.set_ylabel("time per scan (s)")
-    ab.set_ylabel("effective bandwidth (GB/s)")
+    ab.set_ylabel("bandwidth (GB/s)")
+    ab.margins(y=0.2)
     at.set_title(title or "Scan time (colour: algorithm; circles: CPU, squares: GPU)", fontsize=9.5)
-    ab.set_title("2 n itemsize bytes / time; dotted: the copy limit", fontsize=9)
-    place_legend(at, fontsize=6.5, loc="upper left")
+    ab.set_title("effective bandwidth: 2 n itemsize bytes / time", fontsize=9)
+    figure_legend(fig, [at, ab])   # one legend for both panels, above them: under each it made the figure tall
     has_gpu = any(rs.select(device="gpu") for rs in sources)
     extra = "" if has_gpu else ("No GPU here and no reference GPU results recorded yet: "
                                 "GPU curves appear once `python -m course report --record-reference` "

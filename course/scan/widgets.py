@@ -20,7 +20,7 @@ import numpy as np
 
 from ..devices import gpu_available, gpu_unavailable_reason
 from ..errors import BadInputError, GPUUnavailableError
-from ..plots import add_footer, new_figure
+from ..plots import PALETTE, add_footer, new_figure
 from ..results import ResultSet, load_reference
 from ..widgets import (
     WIDGET_LIMIT_S,
@@ -246,7 +246,7 @@ def _bars(rs: ResultSet, device: str, n: int, op: str):
     recs = rs.records
     labels = [r["algorithm"] for r in recs]
     t = np.array([r["median_s"] for r in recs], float)
-    ax.barh(range(len(recs)), t, color=["#4c72b0" if device == "cpu" else "#d95f02"] * len(recs))
+    ax.barh(range(len(recs)), t, color=[PALETTE["blue"] if device == "cpu" else PALETTE["vermillion"]] * len(recs))
     ax.set_yticks(range(len(recs)), labels)
     ax.invert_yaxis()
     lib = {r["algorithm"]: r["median_s"] for r in recs}.get("numpy" if device == "cpu" else "cupy")
@@ -254,7 +254,7 @@ def _bars(rs: ResultSet, device: str, n: int, op: str):
         note = f" {r['median_s'] * 1e3:.3g} ms"
         if lib:
             note += f"  ({r['median_s'] / lib:.1f}× the library)"
-        ax.text(r["median_s"], i, note, va="center", fontsize=8)
+        ax.text(r["median_s"], i, note, va="center", fontsize=9)
     ax.set_xlabel("time per inclusive scan (s), median")
     ax.set_title(f"{device.upper()}: scans of n = {n:,} with {op}", fontsize=10)
     ax.margins(x=0.45)

@@ -15,7 +15,20 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, sweep_figure
+from ..plots import (
+    COLORS,
+    PALETTE,
+    add_footer,
+    figure_legend,
+    label_points,
+    mark_noisy,
+    new_figure,
+    noisy_flags,
+    place_legend,
+    power_text,
+    set_takeaway,
+    sweep_figure,
+)
 from ..results import ResultSet
 from .ops import find_crossover, get_op
 from .roofline import peaks_of, ridge_point
@@ -55,7 +68,7 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
         for a in fig.axes[:2]:
             a.axvline(cx.n, color="k", lw=1.3, ls="-.", alpha=0.8)
         ax.annotate(f"crossover ≈ {cx.n:,.0f}", (cx.n, 0.04), xycoords=("data", "axes fraction"),
-                    fontsize=8, rotation=90, ha="right", va="bottom")
+                    fontsize=9, rotation=90, ha="right", va="bottom")
     if y == "gb_per_s":
         for dev, bw in (bandwidth or {}).items():
             ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
@@ -67,26 +80,23 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
     ax.set_title("")
     heading = textwrap.fill(title, 100) + "\n" + textwrap.fill(msg, 110)
     if not _legend_above(fig, fig.axes[:2], heading):
-        fig.suptitle(heading, fontsize=8.5)
+        fig.suptitle(heading, fontsize=9)
     return fig
 
 
+def _short_name(name: str) -> str:
+    """A point's name with a large power-of-two size written as one (``add n=2²²``), so neighbours' labels fit."""
+    op, _, n = name.rpartition(" n=")
+    try:
+        k = int(n.replace(",", "")).bit_length() - 1
+    except ValueError:
+        return name
+    return f"{op} n={power_text(2, k)}" if op and k >= 12 and int(n.replace(",", "")) == 2 ** k else name
+
+
 def _legend_above(fig: Figure, axes: Sequence, heading: str) -> bool:
-    """One legend for all panels, above them and headed by ``heading``, with long labels wrapped
-    (so the panels keep their width).  False when there is nothing to put in a legend."""
-    handles, labels = [], []
-    for a in axes:
-        for h, lab in zip(*a.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-        if a.get_legend() is not None:
-            a.get_legend().remove()
-    if not handles:
-        return False
-    fig.legend(handles, [textwrap.fill(lab, 70) for lab in labels], loc="outside upper center",
-               ncol=2 if len(labels) > 1 else 1, fontsize=7, frameon=False, title=heading, title_fontsize=8.5)
-    return True
+    """One legend for all panels, above them and headed by ``heading`` (:func:`course.plots.figure_legend`)."""
+    return figure_legend(fig, axes, heading)
 
 
 def _size_label(v: float, _pos: object = None) -> str:
@@ -128,7 +138,7 @@ def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet
     ax.grid(True, which="both", alpha=0.25)
     if ax.lines:
         _pow2_axis(ax)
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -150,9 +160,9 @@ def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ())
         q25, med, q75 = np.percentile(s, [25, 50, 75])
         ax.add_patch(_box(q25, q75, i, color))
         ax.plot([med, med], [i - 0.3, i + 0.3], color="k", lw=2)
-        ax.text(1.01, i, f"median {med:.2f} µs", va="center", fontsize=7.5,
+        ax.text(1.01, i, f"median {med:.2f} µs", va="center", fontsize=9,
                 transform=ax.get_yaxis_transform())
-    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=9)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("time per call (µs, log scale): each dot one call; box = middle half; bar = median")
@@ -182,8 +192,8 @@ def async_figure(sets: Sequence[ResultSet]) -> Figure:
             colors.append(COLORS.get(r["device"], "0.5"))
     ax.barh(range(len(vals)), vals, color=colors)
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:,.0f} µs", va="center", fontsize=8)
-    ax.set_yticks(range(len(vals)), labels, fontsize=8)
+        ax.text(v, i, f" {v:,.0f} µs", va="center", fontsize=9)
+    ax.set_yticks(range(len(vals)), labels, fontsize=9)
     ax.invert_yaxis()
     p = sets[0].params if sets else {}
     ax.set_xlabel("host time for the whole chain (µs)")
@@ -229,7 +239,7 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
         ax.grid(True, which="both", alpha=0.25)
         if highlight is not None:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-        place_legend(ax, fontsize=7)
+        place_legend(ax, fontsize=9)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -250,10 +260,10 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
             b.set_alpha(0.6)
     for i, r in enumerate(recs):
         ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms — {r['kernels']:,} kernel(s), "
-                f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=8)
+                f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=9)
     ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" + (
         f" (recorded, n = {r['n']:,}" + ("" if r["steps"] == rs.params.get("steps") else f", {r['steps']} steps")
-        + ")" if "_ref" in r else "") for r in recs], fontsize=8.5)
+        + ")" if "_ref" in r else "") for r in recs], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("ms per run of the whole chain" + (" (log scale)" if wide else ""))
     p = rs.params
@@ -265,6 +275,18 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         ax.margins(x=0.9)
     add_footer(fig, rs, refs, extra=_no_gpu_note(rs, refs) + (
         " Hatched: recorded elsewhere, at its own size; compare GB/s, not ms." if refs else ""))
+    said = []
+    for dev in dict.fromkeys(r["device"] for r in recs):
+        by_mode = {r["mode"]: r for r in recs if r["device"] == dev}
+        if "fused" in by_mode and "unfused" in by_mode:
+            f, u = by_mode["fused"], by_mode["unfused"]
+            where = f" (recorded, n = {f['n']:,})" if "_ref" in f else ""
+            said.append(f"on the {dev.upper()}{where} the fused chain takes {f['median_s'] * 1e3:.3g} ms against "
+                        f"{u['median_s'] * 1e3:.3g} ms unfused ({u['median_s'] / f['median_s']:.2g}× faster than "
+                        f"unfused, {f['kernels']:,} kernel(s) instead of {u['kernels']:,})")
+    if said:
+        text = "; ".join(said)
+        set_takeaway(fig, text[0].upper() + text[1:] + ".")
     return fig
 
 
@@ -296,7 +318,7 @@ def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = (
         ax.set_yscale("log")
         ax.set_xlabel("matrix side n")
         ax.grid(True, which="both", alpha=0.25)
-        place_legend(ax, fontsize=7)
+        place_legend(ax, fontsize=9)
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig
 
@@ -307,7 +329,7 @@ def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         for mem, marker in (("pageable", "o"), ("pinned", "s")):
-            for direction, color in (("host→device", "#7570b3"), ("device→host", "#1b9e77")):
+            for direction, color in (("host→device", PALETTE["purple"]), ("device→host", PALETTE["green"])):
                 recs = sorted(rs.select(memory=mem, direction=direction), key=lambda r: r["nbytes"])
                 if recs:
                     ax.plot([r["nbytes"] for r in recs], [r["gb_per_s"] for r in recs], marker=marker,
@@ -319,7 +341,7 @@ def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     ax.set_ylabel("GB/s")
     ax.grid(True, which="both", alpha=0.25)
     if ax.lines:
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
         ax.set_title("host↔device copies: pageable vs pinned host memory", fontsize=10)
     else:
         ax.text(0.5, 0.5, "Host↔device copies need a GPU. None answers here and no reference\n"
@@ -342,7 +364,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
     fig, (ax,) = new_figure(1, width=9.5, height=5.2)
     xs = np.logspace(-2, 3.5, 200)
     markers = {"add": "o", "relu": "o", "sum": "v", "matmul": "s", "scan": "D", "mlp step": "P"}
-    lines = []
+    lines, names, said = [], [], []
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         for dev in rs.devices():
@@ -353,33 +375,41 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
             who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev
             for dtn, f in sorted(pk["flops"].items()):
                 ls = "--" if ref else {"float32": "-", "float16": "-.", "bfloat16": ":"}.get(dtn, "-")
+                mark = {"float16": "^", "bfloat16": "v", "float64": "D"}.get(dtn, "none")   # not by line alone
                 ax.plot(xs, np.minimum(f, xs * bw), color=COLORS[dev], ls=ls, lw=2 if dtn == dtype else 1.2,
+                        marker=mark, markevery=(7 * len(lines) % 20, 20), ms=5,
                         label=f"{dev.upper()} {who}: {dtn} roof {_flops_text(f)}"
                               + (f" [{rs.label}]" if ref else ""))
             ridge = ridge_point(pk["flops"].get(dtype) or max(pk["flops"].values() or [bw]), bw)
             lines.append(f"{dev.upper()}: copy bandwidth {bw / 1e9:,.1f} GB/s, ridge at {ridge:.2g} FLOP/byte"
                          + (" (reference)" if ref else ""))
             points = sorted(rs.select(device=dev, kind="point"), key=lambda r: (r["intensity"], r["flops_per_s"]))
-            for i, r in enumerate(points):
+            for r in points:
                 ax.scatter(r["intensity"], r["flops_per_s"], marker=markers.get(r.get("op"), "o"), s=40,
                            color=COLORS[dev], alpha=0.5 if ref else 0.95, edgecolor="k", lw=0.5, zorder=3)
-                # neighbours (same op at two sizes share an intensity) alternate above and below
-                ax.annotate(r["name"], (r["intensity"], r["flops_per_s"]), fontsize=7,
-                            xytext=(5, 3) if i % 2 == 0 else (5, -10), textcoords="offset points")
+                names.append((r["intensity"], r["flops_per_s"], _short_name(r["name"])))
+            if points and (pk["flops"].get(dtype) or pk["flops"]):
+                best = max(points, key=lambda r: r["flops_per_s"])
+                roof = min(pk["flops"].get(dtype) or max(pk["flops"].values()), best["intensity"] * bw)
+                said.append(f"on the {dev.upper()} {who}" + (f" ({rs.label})" if ref else "") + f", {best['name']} "
+                            f"reaches {_flops_text(best['flops_per_s'])}, {100 * best['flops_per_s'] / roof:.0f} % "
+                            f"of the roof at its intensity")
     if highlight:
         dev = highlight.get("device", "cpu")
         ax.scatter(highlight["intensity"], highlight["flops_per_s"], marker="*", s=320, color=COLORS.get(dev),
                    edgecolor="k", zorder=4, label=f"your choice: {highlight['name']} ({dev.upper()})")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    label_points(ax, names)   # each name on a side where it overlaps no other
     ax.set_xlabel("arithmetic intensity (FLOP per byte of compulsory memory traffic)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.2)
     ax.set_title(("Roofline measured on this machine" if not references else
                   "Roofline: solid measured here, dashed recorded elsewhere")
                  + ": slanted = memory-bound, flat = compute-bound\n"
-                 + "; ".join(lines), fontsize=8.5)
-    if ax.lines or highlight:
-        ax.legend(fontsize=7, loc="upper left")
+                 + "; ".join(lines), fontsize=9)
+    figure_legend(fig, [ax])   # above the axes: inside, it covered the float16 and bfloat16 roofs
+    if said:
+        set_takeaway(fig, "Fastest point " + "; ".join(said) + ".")
     add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig

@@ -19,7 +19,7 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 from ..cpu import cpu_info
 from ..devices import gpu_info
 from ..errors import BadInputError, whole_number
-from ..plots import COLORS, add_footer, mark_noisy, new_figure, noisy_flags
+from ..plots import COLORS, PALETTE, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, set_takeaway, tint
 from ..results import ResultSet
 from .rungs import RUNG_INFO, lane_trace, numpy_elementwise
 
@@ -53,7 +53,7 @@ def where_things_sit() -> dict[str, list[str]]:
     }
 
 
-def _box(ax, x, y, w, h, text, color, fs=7.5):
+def _box(ax, x, y, w, h, text, color, fs=9.0):
     ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.005,rounding_size=0.01",
                                 fc=color, ec="0.3", lw=0.8))
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fs)
@@ -75,25 +75,27 @@ def flynn_figure(highlight: str | Sequence[str] = ()) -> Figure:
     sits = where_things_sit()
     for name, (col, row, n_i, n_d, meaning) in _CELLS.items():
         x0, y0 = col, row
-        ax.add_patch(Rectangle((x0 + 0.01, y0 + 0.01), 0.98, 0.98, fc="#fff4e0" if name in hl else "white",
+        ax.add_patch(Rectangle((x0 + 0.01, y0 + 0.01), 0.98, 0.98, fc=tint("orange", 0.15) if name in hl else "white",
                                ec="0.2", lw=2 if name in hl else 0.8))
         ax.text(x0 + 0.04, y0 + 0.93, name, fontsize=15, weight="bold", va="top")
-        ax.text(x0 + 0.04, y0 + 0.80, meaning, fontsize=8, va="top", color="0.3")
+        ax.text(x0 + 0.04, y0 + 0.80, meaning, fontsize=9, va="top", color="0.3")
         # diagram: instruction streams -> processing units -> data
         ys_i = np.linspace(y0 + 0.66, y0 + 0.40, n_i) if n_i > 1 else [y0 + 0.53]
         ys_pu = np.linspace(y0 + 0.70, y0 + 0.36, max(n_i, n_d)) if max(n_i, n_d) > 1 else [y0 + 0.53]
         ys_d = np.linspace(y0 + 0.70, y0 + 0.36, n_d) if n_d > 1 else [y0 + 0.53]
         for k, yi in enumerate(ys_i):
-            _box(ax, x0 + 0.05, yi - 0.035, 0.17, 0.07, f"instr. {k + 1}" if n_i > 1 else "instr.", "#cfe2f3")
+            _box(ax, x0 + 0.05, yi - 0.035, 0.17, 0.07, f"instr. {k + 1}" if n_i > 1 else "instr.",
+                 tint("sky blue", 0.3))
         for k, yp in enumerate(ys_pu):
-            _box(ax, x0 + 0.38, yp - 0.03, 0.12, 0.06, "PU", "#f4cccc" if name != "SIMD" else "#fce5cd")
+            _box(ax, x0 + 0.38, yp - 0.03, 0.12, 0.06, "PU",
+                 tint("vermillion" if name != "SIMD" else "orange", 0.25))
             src = ys_i[0] if n_i == 1 else ys_i[min(k, n_i - 1)]
             ax.annotate("", (x0 + 0.38, yp), (x0 + 0.22, src), arrowprops={"arrowstyle": "->", "lw": 0.7})
             dst = ys_d[0] if n_d == 1 else ys_d[min(k, n_d - 1)]
             ax.annotate("", (x0 + 0.66, dst), (x0 + 0.50, yp), arrowprops={"arrowstyle": "<->", "lw": 0.7})
         for k, yd in enumerate(ys_d):
-            _box(ax, x0 + 0.66, yd - 0.03, 0.12, 0.06, f"x[{k}]" if n_d > 1 else "x", "#d9ead3")
-        ax.text(x0 + 0.04, y0 + 0.28, "\n".join(sits[name]), fontsize=7.6, va="top", color="0.1")
+            _box(ax, x0 + 0.66, yd - 0.03, 0.12, 0.06, f"x[{k}]" if n_d > 1 else "x", tint("green", 0.2))
+        ax.text(x0 + 0.04, y0 + 0.28, "\n".join(sits[name]), fontsize=9, va="top", color="0.1")
     ax.text(0.5, 2.05, "one data stream", ha="center", fontsize=9, color="0.35")
     ax.text(1.5, 2.05, "many data streams", ha="center", fontsize=9, color="0.35")
     ax.text(-0.02, 1.5, "one instruction stream", rotation=90, va="center", ha="right", fontsize=9, color="0.35")
@@ -102,6 +104,7 @@ def flynn_figure(highlight: str | Sequence[str] = ()) -> Figure:
     ax.set_title("Flynn's taxonomy (1966), and where this machine's hardware sits (PU = processing unit)",
                  fontsize=10)
     add_footer(fig, measured=False)
+    set_takeaway(fig, "On this machine, SIMD: " + " ".join(sits["SIMD"]) + "; MIMD: " + " ".join(sits["MIMD"]))
     return fig
 
 
@@ -123,16 +126,16 @@ def lanes_figure(n: int = 24, lanes: int = 8, step: int = 0, op: str = "relu", s
     for i in range(n):
         current = lo <= i < hi and step < steps
         done = i < lo
-        ax.add_patch(Rectangle((i, 1.2), 0.92, 0.8, fc="#fce5cd" if current else "#eeeeee", ec="0.4"))
-        ax.text(i + 0.46, 1.6, f"{x[i]:g}", ha="center", va="center", fontsize=7)
-        fc = "#d9ead3" if done else ("#f9cb9c" if current else "white")
+        ax.add_patch(Rectangle((i, 1.2), 0.92, 0.8, fc=tint("orange", 0.25) if current else "#eeeeee", ec="0.4"))
+        ax.text(i + 0.46, 1.6, f"{x[i]:g}", ha="center", va="center", fontsize=9)
+        fc = tint("green", 0.2) if done else (tint("orange", 0.5) if current else "white")
         ax.add_patch(Rectangle((i, 0.0), 0.92, 0.8, fc=fc, ec="0.4"))
         if done or current:
-            ax.text(i + 0.46, 0.4, f"{y[i]:.2g}", ha="center", va="center", fontsize=7)
+            ax.text(i + 0.46, 0.4, f"{y[i]:.2g}", ha="center", va="center", fontsize=9)
     if step < steps:
         ax.add_patch(Rectangle((lo - 0.06, -0.1), hi - lo + 0.04, 2.2, fill=False, ec=COLORS["gpu"], lw=2))
         ax.annotate(f"one step: {hi - lo} lane{'s' if hi - lo > 1 else ''}", ((lo + hi) / 2, 1.05),
-                    ha="center", va="center", fontsize=8, color=COLORS["gpu"])
+                    ha="center", va="center", fontsize=9, color=COLORS["gpu"])
     ax.text(-0.3, 1.6, "x", ha="right", va="center", fontsize=10)
     ax.text(-0.3, 0.4, f"{op}(x)", ha="right", va="center", fontsize=10)
     ax.set_xlim(-1.6, n + 0.2)
@@ -142,7 +145,9 @@ def lanes_figure(n: int = 24, lanes: int = 8, step: int = 0, op: str = "relu", s
     c = cpu_info()
     ax.set_title(f"{status}: {lanes} element{'s' if lanes > 1 else ''} per step, so {n} elements take "
                  f"ceil({n}/{lanes}) = {steps} steps (a loop takes {n}).  This CPU's SIMD: "
-                 f"{c['float32_lanes'] or '?'} float32 lanes; a GPU warp: 32.", fontsize=8.5)
+                 f"{c['float32_lanes'] or '?'} float32 lanes; a GPU warp: 32.", fontsize=9)
+    set_takeaway(fig, f"With {lanes} lane{'s' if lanes > 1 else ''} per step, {n} elements take {steps} steps "
+                      f"instead of the loop's {n} ({status}).")
     return fig
 
 
@@ -192,7 +197,7 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
                 b.set_hatch("//")
                 b.set_alpha(0.6)
         ax.set_xscale("log")
-        ax.set_yticks(ypos, labels if ax is ax1 else [""] * len(rows), fontsize=8)
+        ax.set_yticks(ypos, labels if ax is ax1 else [""] * len(rows), fontsize=9)
         ax.invert_yaxis()
         ax.grid(True, axis="x", which="both", alpha=0.25)
         for i, (v, r) in enumerate(zip(vals, rows)):
@@ -204,17 +209,20 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
             else:
                 frac = r.get("copy_fraction")
                 txt = f" {v:.3g} GB/s" + (f" ({_pct(frac)} of copy)" if frac else "")
-            ax.text(v, i, txt, va="center", fontsize=7.5)
+            ax.text(v, i, txt, va="center", fontsize=9)
         ax.margins(x=0.35)
     ax1.set_xlabel("elements per second (log)   ×N = speedup over the Python loop")
     ax2.set_xlabel("effective bandwidth, GB/s (read x + write y)")
+    # the copy limits named in a legend (labels beside the lines wrote over the bars and over each other);
+    # solid when measured in this run, dashed when recorded elsewhere, as every curve of the course
     for c in [r for r in rs.records if r.get("rung") == "copy"] + [
             r for r in _reference_gpu_rows(references, None, dtype) if r.get("rung") == "copy"]:
-        ax2.axvline(c["gb_per_s"], color=COLORS[c["device"]], ls="--", lw=1.2)
-        ax2.text(c["gb_per_s"], len(rows) - 0.45, f"copy limit {c['device'].upper()} ",
-                 fontsize=7, color=COLORS[c["device"]], ha="right", va="top")
+        ax2.axvline(c["gb_per_s"], color=COLORS[c["device"]], ls="--" if "_ref" in c else "-", lw=1.4,
+                    label=f"copy limit, {c['device'].upper()}: {c['gb_per_s']:.3g} GB/s"
+                          + (" (recorded)" if "_ref" in c else ""))
+    place_legend(ax2)
     other_n = sorted({r["n"] for r in rows if "_ref" in r and r.get("n") not in (None, n)})
-    ax1.set_title(f"{op} on {n:,} {dtype} values: every rung checked equal to numpy" + (
+    ax1.set_title(f"{op} on {n:,} {dtype} values:\nevery rung checked equal to numpy" + (
         f"\n(hatched GPU bars: recorded at n = {', '.join(f'{k:,}' for k in other_n)})" if other_n else ""),
         fontsize=9.5)
     ax2.set_title("how close each rung gets to the memory's limit", fontsize=9.5)
@@ -249,7 +257,7 @@ def lane_sweep_figure(rs: ResultSet) -> Figure:
     ax.set_ylabel("time per element (ns, log)")
     ax.set_title("Wider lanes, fewer steps: the prediction (dotted) is a time falling like 1/W", fontsize=9.5)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7.5)
+    place_legend(ax)
     add_footer(fig, rs)
     return fig
 
@@ -265,12 +273,12 @@ def bandwidth_figure(result: dict) -> Figure:
     fig, (ax,) = new_figure(1, width=8, height=0.8 + 0.45 * len(keys))
     dev = result.get("device", "cpu")
     ax.barh(range(len(keys)), vals, color=[("0.6" if k == "copy" else COLORS[dev]) for k in keys])
-    ax.set_yticks(range(len(keys)), [names[k] for k in keys], fontsize=8.5)
+    ax.set_yticks(range(len(keys)), [names[k] for k in keys], fontsize=9)
     ax.invert_yaxis()
     for i, k in enumerate(keys):
         frac = result.get(f"{k}_fraction")
         ax.text(vals[i], i, f" {vals[i]:.1f} GB/s" + (f" = {frac:.0%} of copy" if frac else ""),
-                va="center", fontsize=8)
+                va="center", fontsize=9)
     ax.margins(x=0.3)
     ax.set_xlabel("GB/s (bytes read + bytes written per second)")
     ax.set_title(f"ReLU on {result['n']:,} {result['dtype']} values on the {dev.upper()} "
@@ -297,11 +305,11 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         if r.get("_ref"):
             b.set_hatch("//")
             b.set_alpha(0.6)
-    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.set_yticks(range(len(rows)), labels, fontsize=9)
     ax.invert_yaxis()
     ax.set_xscale("log")
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:.3g}", va="center", fontsize=7.5)
+        ax.text(v, i, f" {v:.3g}", va="center", fontsize=9)
     ax.margins(x=0.2)
     ax.set_xlabel("GFLOP/s (2n³ operations / time), log scale")
     ax.set_title(f"{rs.params.get('n')}×{rs.params.get('n')} matrix product at each rung", fontsize=9.5)
@@ -312,9 +320,12 @@ def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     return fig
 
 
-_KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "-"), "out": ("ReLU, out=", None, "-"),
-               "new": ("ReLU, new array", None, "--"), "threads": ("ReLU, threads, out=", None, ":"),
-               "vector": ("ReLU, 16-byte loads, out=", None, "-.")}
+#: Name, colour and marker of each kind of pass.  Line style keeps the course's one meaning: solid measured
+#: here, dashed recorded elsewhere (it once told the kinds apart, so live CPU curves were drawn dashed).
+_KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "o"), "out": ("ReLU, out=", PALETTE["green"], "s"),
+               "new": ("ReLU, new array", PALETTE["orange"], "^"),
+               "threads": ("ReLU, threads, out=", PALETTE["purple"], "D"),
+               "vector": ("ReLU, 16-byte loads, out=", PALETTE["sky blue"], "v")}
 
 
 def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
@@ -327,12 +338,12 @@ def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) 
         for dev in ("cpu", "gpu"):
             if label and dev == "cpu":
                 continue  # a reference's CPU is another machine's: only its GPU curves are shown
-            for kind, (name, color, ls) in _KIND_STYLE.items():
+            for kind, (name, color, marker) in _KIND_STYLE.items():
                 recs = sorted(src.select(device=dev, kind=kind), key=lambda r: r["n"])
                 if not recs:
                     continue
                 n = np.array([r["n"] for r in recs], dtype=float)
-                kw = {"color": color or COLORS[dev], "ls": ls, "marker": "o", "ms": 3,
+                kw = {"color": color, "ls": "--" if label else "-", "marker": marker, "ms": 4,
                       "alpha": 0.5 if label else 1.0,
                       "label": f"{dev.upper()}: {name}" + (f" ({label})" if label else "")}
                 ax1.plot(n, [r["gb_per_s"] for r in recs], **kw)
@@ -343,16 +354,16 @@ def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) 
         ax.set_xlabel("elements (float32)")
         ax.grid(True, which="both", alpha=0.25)
         if ax.lines:
-            ax.legend(fontsize=7)
+            place_legend(ax)
     ax1.set_yscale("log")
     ax1.set_ylabel("GB/s (read + write)")
     ax1.set_title("ReLU and copy: effective bandwidth against size", fontsize=9.5)
     ax2.axhline(1.0, color="0.45", lw=1)
     ax2.axhline(0.85, color="0.45", lw=1, ls=":")
-    ax2.text(ax2.get_xlim()[0], 0.86, " target 85 %", fontsize=7, color="0.35", va="bottom")
+    ax2.text(ax2.get_xlim()[0], 0.86, " target 85 %", fontsize=9, color="0.35", va="bottom")
     ax2.set_ylim(0, max(1.15, ax2.get_ylim()[1]))
-    ax2.set_ylabel("fraction of the copy at the same size")
-    ax2.set_title("how close to the copy limit", fontsize=9.5)
+    ax2.set_ylabel("fraction of the copy")
+    ax2.set_title("how close to the copy limit (copy at the same size = 1)", fontsize=9.5)
     has_ref = len(sources) > 1
     extra = "" if rs.select(device="gpu") or has_ref else (
         "GPU: no GPU here and no reference results recorded yet "

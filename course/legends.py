@@ -1,0 +1,151 @@
+"""Where a figure's legends and point labels go: in a corner no plotted data passes through, else beside the axes.
+
+Sizes are estimated from the labels' lengths and the data placed in axes fractions from the axes' limits, so
+nothing is drawn twice (a widget redraws in well under a second).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.transforms import offset_copy
+
+__all__ = ["MIN_FONT_PT", "place_legend", "figure_legend", "label_points"]
+
+#: The smallest text a figure may carry, in points, at the size it is drawn in the notebook.
+MIN_FONT_PT = 9.0
+
+
+def _data_in_axes_fraction(ax: Any) -> tuple[np.ndarray, list]:
+    """The plotted data of ``ax`` in axes fractions (0..1), without drawing: points (line vertices, with
+    points every 1/50 along each segment, and scatter offsets) and bar rectangles ``(x0, y0, x1, y1)``."""
+    ax.autoscale_view()
+    to_frac = ax.transScale + ax.transLimits
+    pts, rects = [np.empty((0, 2))], []
+    for line in ax.lines:
+        if not line.get_visible() or not line.get_transform().contains_branch(ax.transData):
+            continue
+        xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
+        keep = np.all(np.isfinite(xy), axis=1)
+        for k, scale in enumerate((ax.get_xscale(), ax.get_yscale())):
+            keep &= (xy[:, k] > 0) if scale == "log" else True
+        xy = xy[keep]
+        if not len(xy):
+            continue
+        f = to_frac.transform(xy)
+        if len(f) > 1 and line.get_linestyle() not in ("None", "none", "", " "):
+            t = np.linspace(0, 1, 50)[:, None, None]
+            f = (f[:-1][None] * (1 - t) + f[1:][None] * t).reshape(-1, 2)
+        pts.append(f)
+    for coll in ax.collections:
+        offsets = np.asarray(coll.get_offsets(), dtype=float) if hasattr(coll, "get_offsets") else np.empty((0, 2))
+        if len(offsets) and coll.get_offset_transform().contains_branch(ax.transData):
+            pts.append(to_frac.transform(offsets))
+    for patch in ax.patches:
+        if isinstance(patch, Rectangle) and patch.get_transform().contains_branch(ax.transData):
+            (x0, y0), (x1, y1) = to_frac.transform(np.array(patch.get_bbox().get_points()))
+            rects.append((min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
+    return np.concatenate(pts), rects
+
+
+_CORNERS = {"upper right": (1, 1), "upper left": (0, 1), "lower right": (1, 0), "lower left": (0, 0)}
+
+
+def place_legend(ax: Any, fontsize: float = MIN_FONT_PT, loc: str = "best") -> Any:
+    """The axes' legend in a corner of them that no plotted data passes through, else under them with its
+    labels wrapped to the axes' width.
+
+    Long labels ("CPU: <model> (recorded on <GPU>, <date>)") made legends wider than their axes, and the
+    constrained layout then squeezed the axes to a sliver to make room; a legend left to matplotlib's "best"
+    spot still covered curves when none was free.  The legend's size is estimated from its labels and the
+    data are placed in axes fractions from the axes' limits, so no drawing is needed.  ``loc`` names the
+    corner to try first.  Returns the legend, or None when nothing is labelled.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    fig, box = ax.figure, ax.get_position()
+    # the layout still takes the tick labels off the axes: count on 85 % of the width and 80 % of the height
+    width_in, height_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
+    char_in = 0.6 * fontsize / 72          # DejaVu Sans' mean advance, digits and capitals included
+    handle_in = 0.7                         # the line sample, its padding and the frame
+    rows_in = sum(lab.count("\n") + 1 for lab in labels) * 1.45 * fontsize / 72 + 0.15
+    legend_w, legend_h = (max(len(x) for lab in labels for x in lab.split("\n")) * char_in + handle_in) / width_in, \
+        rows_in / height_in
+    if legend_w <= 0.9 and legend_h <= 0.8:
+        order = [loc] + [c for c in _CORNERS if c != loc] if loc in _CORNERS else list(_CORNERS)
+        data = _data_in_axes_fraction(ax)
+        corner = next((c for c in order if _empty_corner_at(data, c, legend_w, legend_h)), None)
+        if corner is not None:
+            return ax.legend(handles, labels, fontsize=fontsize, loc=corner)
+    fits = max(int((width_in / 0.85 - handle_in) / char_in), 24)
+    lines = (ax.xaxis.label.get_text().count("\n") + 1) if ax.xaxis.label.get_text() else 0
+    drop_in = (1.4 * 10 * (1 + lines) + 8) / 72     # the tick labels and the x label above it, with their pads
+    under = offset_copy(ax.transAxes, fig=fig, y=-drop_in, units="inches")
+    return ax.legend(handles, [textwrap.fill(label, fits) for label in labels], fontsize=fontsize,
+                     loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
+
+
+def _empty_corner_at(data: tuple[np.ndarray, list], corner: str, width: float, height: float) -> bool:
+    """True if a box of ``width`` x ``height`` (axes fractions) in ``corner`` covers none of ``data``."""
+    pts, rects = data
+    pad = 0.02
+    cx, cy = _CORNERS[corner]
+    x0 = 1 - pad - width if cx else pad
+    y0 = 1 - pad - height if cy else pad
+    x1, y1 = x0 + width, y0 + height
+    inside = (pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)
+    return not inside.any() and not any(r[0] < x1 and r[2] > x0 and r[1] < y1 and r[3] > y0 for r in rects)
+
+
+def figure_legend(fig: Figure, axes: Sequence, heading: str = "", fontsize: float = MIN_FONT_PT) -> bool:
+    """One legend for all ``axes``, above them (headed by ``heading``), with labels wrapped to fit the figure's
+    width, so no panel is squeezed and no curve hidden.  Each axes' own legend is removed.  False when
+    nothing is labelled.
+    """
+    handles, labels = [], []
+    for a in axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+        if a.get_legend() is not None:
+            a.get_legend().remove()
+    if not handles:
+        return False
+    ncol = 2 if len(labels) > 1 else 1
+    fits = max(int((fig.get_figwidth() / ncol - 0.7) / (0.6 * fontsize / 72)), 24)
+    fig.legend(handles, [textwrap.fill(lab, fits) for lab in labels], loc="outside upper center", ncol=ncol,
+               fontsize=fontsize, frameon=False, title=heading or None, title_fontsize=fontsize)
+    return True
+
+
+def label_points(ax: Any, points: Sequence[tuple[float, float, str]], fontsize: float = MIN_FONT_PT,
+                 color: str = "k") -> None:
+    """Name each ``(x, y, text)`` point of ``ax`` beside it, on the side where its label overlaps no label
+    placed before (right above, right below, left above, left below, then further out), so that neighbours'
+    names stay readable.  Sizes are estimated from the text and the axes' limits: nothing is drawn.
+    Call it once the axes' data and scales are set.
+    """
+    ax.autoscale_view()
+    to_frac = ax.transScale + ax.transLimits
+    fig, box = ax.figure, ax.get_position()
+    w_in, h_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
+    placed: list[tuple[float, float, float, float]] = []
+    offsets = [(5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13)]
+    for x, y, text in points:
+        fx, fy = to_frac.transform((x, y))
+        tw, th = len(text) * 0.6 * fontsize / 72 / w_in, 1.3 * fontsize / 72 / h_in
+        for dx, dy in offsets:
+            x0 = fx + dx / 72 / w_in - (tw if dx < 0 else 0)
+            y0 = fy + dy / 72 / h_in - (th if dy < 0 else 0)
+            if not any(x0 < b[2] and x0 + tw > b[0] and y0 < b[3] and y0 + th > b[1] for b in placed):
+                break
+        placed.append((x0, y0, x0 + tw, y0 + th))
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color,
+                    ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top")

@@ -1,0 +1,205 @@
+"""Every figure the course draws is readable: no legend over data, no text off the canvas or on other text,
+no text under 9 pt, no colour outside the palette (``tests/_figure_checks.py`` says exactly what is checked).
+
+The figures are found without a list: every registered experiment's plot, drawn from the reference results
+shipped in ``course/reference`` (so the recorded curves are there, beside a live CPU-only set made from them),
+and the figure every app (each public ``*_app`` of the widget modules, as the widget fuzz finds them) draws
+at its defaults.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import warnings
+
+import numpy as np
+import pytest
+from _figure_checks import figure_problems, has_data, live_like
+from matplotlib.figure import Figure
+
+from course.plots import PALETTE, add_footer, figure_takeaway, figure_to_png, new_figure, place_legend, sweep_figure
+from course.report import discover
+from course.results import ResultSet, load_reference
+
+EXPERIMENTS = [(name, exp) for name, exp in discover().items() if exp.plotter is not None]
+
+
+def _experiment_figures(exp) -> list[Figure]:
+    refs = load_reference(exp.name)
+    if not refs:
+        return []
+    live = live_like(refs[0])
+    figs = []
+    try:
+        figs.append(exp.plotter(live, refs))
+    except (AttributeError, IndexError, KeyError, ValueError):  # a plot of one set that needs its GPU records
+        figs.append(exp.plotter(ResultSet.from_dict(refs[0].to_dict(), source="live"), refs))
+    # as the report draws it on the GPU machine: every device live, nothing recorded beside it
+    figs.append(exp.plotter(ResultSet.from_dict(refs[0].to_dict(), source="live"), []))
+    return figs
+
+
+@pytest.mark.parametrize("name,exp", EXPERIMENTS, ids=[n for n, _ in EXPERIMENTS])
+def test_experiment_figures_are_readable(name, exp):
+    figs = _experiment_figures(exp)
+    if not figs:
+        pytest.skip(f"no reference results ship for {name}")
+    for fig in figs:
+        said = figure_takeaway(fig)
+        assert re.search(r"\d", said) or not has_data(fig), f"{name}: no takeaway read off its numbers ({said!r})"
+        assert figure_problems(fig) == [], name
+
+
+def test_most_experiments_have_a_reference_to_draw():
+    drawn = [n for n, e in EXPERIMENTS if load_reference(n)]
+    assert len(drawn) >= 20, drawn
+
+
+# ----------------------------------------------------------------- the apps, at their defaults
+
+def _apps():
+    from test_widget_fuzz import APPS
+
+    return APPS
+
+
+APPS = _apps()
+
+
+@pytest.mark.widgets
+@pytest.mark.parametrize("name,builder", APPS, ids=[n for n, _ in APPS])
+def test_app_figure_is_readable(name, builder, monkeypatch):
+    import course.widgets as cw
+
+    drawn: list[list[str]] = []
+    real = cw.figure_to_png
+
+    def checked(fig, *args, **kwargs):
+        drawn.append(figure_problems(fig))
+        return real(fig, *args, **kwargs)
+
+    monkeypatch.setattr(cw, "figure_to_png", checked)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = builder()
+    if not drawn:
+        pytest.skip(f"{name} draws no figure at its defaults ({app.last_error or 'text only'})")
+    assert drawn[-1] == [], name
+    said = html.unescape(app.takeaway.value)
+    assert re.search(r"\d", said), f"{name}: no takeaway printed under its figure ({said!r})"
+
+
+# ----------------------------------------------------------------- figures a notebook draws from no measurement
+
+def _notebook_figures():
+    from course.bppsa import plots as bppsa_plots
+    from course.parallel import plots as pp
+    from course.recurrences import plots as rp
+    from course.scan import plots as sp
+    from course.vectorize import plots as vp
+
+    return {"02 flynn_figure": lambda: vp.flynn_figure(highlight="SIMD"),
+            "04 counts_figure": lambda: sp.counts_figure(2**20, highlight=2**10),
+            "05 tree_figure": lambda: bppsa_plots.tree_figure(7),
+            "05 work_figure": lambda: bppsa_plots.work_figure(T_max=30000, n=20, batch=16),
+            "06 bytes_figure": lambda: pp.bytes_figure(n=1_000_000, p_max=16),
+            "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
+            "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
+            "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True)}
+
+
+def _digits(predicted: bool):
+    from course.backprop.data import digits_figure, load_digits
+
+    data = load_digits()
+    labels = np.asarray(data.y_test[:12])
+    return digits_figure(data, 12, predictions=np.where(np.arange(12) % 5 == 0, (labels + 1) % 10, labels)
+                         if predicted else None)
+
+
+NOTEBOOK_FIGURES = _notebook_figures()
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOK_FIGURES))
+def test_notebook_figures_are_readable(name):
+    fig = NOTEBOOK_FIGURES[name]()
+    assert re.search(r"\d", figure_takeaway(fig)), name
+    assert figure_problems(fig) == [], name
+
+
+def test_a_notebook_shows_a_figure_with_its_takeaway_as_caption_and_alt_text():
+    from course.plots import figure_html
+
+    fig = NOTEBOOK_FIGURES["07 chunk_figure"]()
+    said = html.escape(figure_takeaway(fig), quote=True)
+    page = figure_html(fig)
+    assert f"alt='{said}'" in page and f"<figcaption>{said}</figcaption>" in page and "base64," in page
+
+
+# ----------------------------------------------------------------- the checks themselves can fail
+
+def _curve_figure(**legend) -> Figure:
+    fig, (ax,) = new_figure()
+    x = np.linspace(0, 1, 50)
+    ax.plot(x, x, color=PALETTE["blue"], label="rising")
+    ax.plot(x, 1 - x, color=PALETTE["vermillion"], label="falling")
+    if legend:
+        ax.legend(**legend)
+    add_footer(fig, devices=["cpu"])
+    return fig
+
+
+def test_a_legend_over_crossing_lines_is_caught():
+    problems = figure_problems(_curve_figure(loc="center", fontsize=9))
+    assert any("legend covers data" in p for p in problems), problems
+
+
+def test_place_legend_finds_the_empty_corner_or_goes_under():
+    fig = _curve_figure()
+    place_legend(fig.axes[0])
+    assert figure_problems(fig) == []
+
+
+def test_small_text_off_palette_colour_and_collisions_are_caught():
+    fig, (ax,) = new_figure()
+    ax.plot([1, 2], [1, 2], color="#1f77b4")
+    ax.text(1.5, 1.5, "small", fontsize=7)
+    ax.text(1.5, 1.5, "on top", fontsize=9)
+    ax.set_title("a title far too long for its axes " * 6, fontsize=10)
+    problems = " | ".join(figure_problems(fig))
+    for expected in ("at 7.0 pt", "colour", "collides with", "leaves the canvas"):
+        assert expected in problems, (expected, problems)
+
+
+def test_greys_and_tints_of_the_palette_pass():
+    from course.plots import tint
+
+    fig, (ax,) = new_figure()
+    ax.bar([0, 1], [1, 2], color=[tint("green"), "0.6"])
+    assert figure_problems(fig) == []
+
+
+# ----------------------------------------------------------------- takeaways are read off the data
+
+def test_a_sweep_takeaway_says_the_plotted_numbers():
+    rs = ResultSet("demo")
+    for n, t in ((256, 2e-3), (512, 1.5e-2), (1024, 0.125)):
+        rs.add(device="cpu", n=n, median_s=t)
+    fig = sweep_figure(rs, x="n", y="median_s", xlabel="n (size)")
+    said = figure_takeaway(fig)
+    assert "125 ms" in said and "n = 1,024" in said, said
+
+
+def test_the_takeaway_is_the_pngs_alt_text():
+    from io import BytesIO
+
+    from PIL import Image
+
+    rs = ResultSet("demo")
+    for n in (1, 2, 4):
+        rs.add(device="cpu", n=n, gflops=10.0 * n)
+    fig = sweep_figure(rs, x="n", y="gflops", ylabel="GFLOP/s", higher_is_better=True, speedup=False)
+    said = figure_takeaway(fig)
+    assert "peaks at 40 GFLOP/s at n = 4" in said, said
+    assert Image.open(BytesIO(figure_to_png(fig))).text["Description"] == said
