@@ -360,12 +360,12 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
         ax.set_title("above 1: the GPU is faster", fontsize=9)
     else:
         recorded = any(rs.source == "reference" and rs.select(device="gpu") for rs in sources)
-        ax.text(0.5, 0.5, empty_note or ("Reference GPU results were recorded at other settings than\nthose "
-                                         "measured here: no ratio to show at these." if recorded else
+        ax.text(0.5, 0.5, empty_note or ("Reference GPU results were\nrecorded at other settings\nthan those "
+                                         "measured here:\nno ratio to show at these." if recorded else
                                          "No GPU here and no reference GPU results\nrecorded for this experiment "
                                          "yet:\nno speedup to show. Run on Colab (GPU runtime)\nor a GPU machine "
                                          "to see it."),
-                ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.3", wrap=True)
+                ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.3")
         ax.set_xticks([])
         ax.set_yticks([])
 

@@ -355,7 +355,10 @@ def test_a_displayed_app_leaves_its_figure_and_lines_as_static_outputs_only_for_
     assert bundles[0]["text/plain"] == "n = 3 & more"
     png = base64.b64decode(bundles[1]["image/png"])
     assert png.startswith(b"\x89PNG") and png == bytes(app.image.value)
-    assert bundles[1]["text/plain"] == "GPU (recorded on Test GPU)"   # the figure in words: the page's alt text
+    # the figure in words, the page's alt text: its takeaway first, then its titles and legend entries
+    takeaway, *words = bundles[1]["text/plain"].splitlines()
+    assert "GPU (recorded on Test GPU)" in takeaway and "2" in takeaway    # read off the curve's numbers
+    assert words == ["GPU (recorded on Test GPU)"]
 
     app.update_fn = lambda n: (_ for _ in ()).throw(BadInputError("n must be >= 0"))
     app.controls["n"].value = -1                            # an error: its message comes first
