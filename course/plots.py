@@ -167,7 +167,7 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
     ``measured=False`` is for a figure that times nothing (a diagram, a count, a computed curve):
     its footer then says so instead of "Measured live".
     """
-    lines = []
+    lines, references = [], list(references)
     if not measured:
         lines.append(f"Nothing timed. This machine: {live_device_text(devices)}")
     elif live is not None:
@@ -177,6 +177,8 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
             devs += [f"GPU: {g.get('name')}" for g in prov.get("gpus", [])]
         verb = "Recorded (not measured in this run) on" if live.source == "reference" else "Measured live on"
         lines.append(f"{verb} {' + '.join(devs)} ({live.date})")
+    elif references:        # drawn from recorded results alone: nothing here was measured
+        lines.append(f"Nothing measured in this run. This machine: {live_device_text(devices)}")
     else:
         lines.append(f"Measured live on {live_device_text(devices)}")
     # "Dashed" only where a dashed curve is drawn: bars and dots from a reference are labelled as such instead
