@@ -174,6 +174,11 @@ def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ())
     ax.margins(x=0.25)
     ax.grid(True, axis="x", which="both", alpha=0.25)
     add_footer(fig, live, references)
+    if rows:   # read off the medians (read off the bars, it would quote the boxes' widths)
+        medians = [float(np.median(s)) for _, s, _, _ in rows]
+        lo, hi = int(np.argmin(medians)), int(np.argmax(medians))
+        set_takeaway(fig, f"Median time per call: slowest {' '.join(rows[hi][0].split())}, {medians[hi]:.3g} µs; "
+                          f"fastest {' '.join(rows[lo][0].split())}, {medians[lo]:.3g} µs.")
     return fig
 
 
