@@ -106,7 +106,22 @@ def _notebook_figures():
             "06 bytes_figure": lambda: pp.bytes_figure(n=1_000_000, p_max=16),
             "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
             "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
-            "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True)}
+            "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True),
+            "06 tensor_parallel_figure": _tensor_parallel}
+
+
+def _tensor_parallel():
+    """The measured tensor- against data-parallel bars (made-up times: only the drawing is checked)."""
+    from course.parallel.model import AlphaBeta
+    from course.parallel.plots import tensor_parallel_figure
+
+    rs = ResultSet("tensor_parallel_mpi", params={"cores": 2, "sizes": [256, 1024, 256], "batch": 64})
+    for p in (1, 2, 4):
+        for k, scheme in enumerate(("tensor", "data")):
+            rs.add(device="cpu", p=p, scheme=scheme, part="step", median_s=(2 + k) * 1e-3 / p, allreduced_bytes=64)
+            rs.add(device="cpu", p=p, scheme=scheme, part="communicate", median_s=1e-5 * (1 + 30 * k) * p,
+                   allreduced_bytes=64)
+    return tensor_parallel_figure(rs, AlphaBeta(1e-6, 1e-9, 4, 0.1))
 
 
 def _digits(predicted: bool):
