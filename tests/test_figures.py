@@ -107,7 +107,21 @@ def _notebook_figures():
             "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
             "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
             "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True),
-            "06 tensor_parallel_figure": _tensor_parallel}
+            "06 tensor_parallel_figure": _tensor_parallel, "01 ladder_figure": _step_ladder}
+
+
+def _step_ladder():
+    """Lesson 01's training-step ladder, live CPU rungs beside recorded GPU ones (made-up times)."""
+    from course.backprop.ladder import ladder_figure
+
+    live = ResultSet("backprop_train_step")
+    for w in (128, 512):
+        for k, rung in enumerate(("eager", "no_readback")):
+            live.add(device="cpu", rung=rung, title=f"({'ab'[k]}) {rung}", width=w, median_s=1e-3 * w / 128 * (1 - 0.3 * k))
+    ref = ResultSet.from_dict(live.to_dict(), source="reference")
+    ref.records = [{**r, "device": "gpu", "median_s": r["median_s"] / 50} for r in ref.records]
+    return ladder_figure(live, [ref, ResultSet.from_dict(ResultSet("backprop_train_step").to_dict(),
+                                                         source="reference")])
 
 
 def _tensor_parallel():
