@@ -107,7 +107,18 @@ def _notebook_figures():
             "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
             "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
             "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True),
-            "06 tensor_parallel_figure": _tensor_parallel, "01 ladder_figure": _step_ladder}
+            "06 tensor_parallel_figure": _tensor_parallel, "01 ladder_figure": _step_ladder,
+            "04 scan_kernel_variants, single pass": _scan_variants}
+
+
+def _scan_variants():
+    """Lesson 04's kernel-variant bars with the single-pass scan among them (its rate made up from the
+    library's: only the drawing is checked)."""
+    rs = ResultSet.from_dict(load_reference("scan_kernel_variants")[0].to_dict())
+    lib = rs.select(variant="cupy.cumsum")[0]
+    rs.records.insert(1, {**lib, "variant": "single-pass (look-back)", "gb_per_s": 0.8 * lib["gb_per_s"],
+                          "of_copy": 0.6})
+    return discover()["scan_kernel_variants"].plotter(rs, [])
 
 
 def _step_ladder():
