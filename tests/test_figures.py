@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from _figure_checks import figure_problems, has_data, live_like
 from matplotlib.figure import Figure
+from numba import cuda
 
 from course.plots import PALETTE, add_footer, figure_takeaway, figure_to_png, new_figure, place_legend, sweep_figure
 from course.report import discover
@@ -108,7 +109,21 @@ def _notebook_figures():
             "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
             "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True),
             "06 tensor_parallel_figure": _tensor_parallel, "01 ladder_figure": _step_ladder,
-            "04 scan_kernel_variants, single pass": _scan_variants}
+            "04 scan_kernel_variants, single pass": _scan_variants,
+            "03 kernels.show blelloch": lambda: _kernel_picture("blelloch"),
+            "03 kernels.show guard, out of bounds": lambda: _kernel_picture("guard", unguarded=True)}
+
+
+def _no_guard(out, a, n):
+    """The guard exercise without its guard: the last block's spare threads step out of bounds."""
+    i = cuda.grid(1)
+    out[i] = a[i]
+
+
+def _kernel_picture(name: str, unguarded: bool = False):
+    from course.kernels import show
+
+    return show(name, _no_guard if unguarded else None)
 
 
 def _scan_variants():
