@@ -143,7 +143,8 @@ def _step_ladder():
     live = ResultSet("backprop_train_step")
     for w in (128, 512):
         for k, rung in enumerate(("eager", "no_readback")):
-            live.add(device="cpu", rung=rung, title=f"({'ab'[k]}) {rung}", width=w, median_s=1e-3 * w / 128 * (1 - 0.3 * k))
+            live.add(device="cpu", rung=rung, title=f"({'ab'[k]}) {rung}", width=w,
+                     median_s=1e-3 * w / 128 * (1 - 0.3 * k))
     ref = ResultSet.from_dict(live.to_dict(), source="reference")
     ref.records = [{**r, "device": "gpu", "median_s": r["median_s"] / 50} for r in ref.records]
     return ladder_figure(live, [ref, ResultSet.from_dict(ResultSet("backprop_train_step").to_dict(),
