@@ -71,7 +71,8 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
                     fontsize=9, rotation=90, ha="right", va="bottom")
     if y == "gb_per_s":
         for dev, bw in (bandwidth or {}).items():
-            ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
+            # dotted: measured here, yet neither a live curve (solid) nor a recorded one (dashed)
+            ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls=":", lw=1.4,
                        label=f"{dev.upper()} copy bandwidth (large arrays, main memory): {bw / 1e9:.1f} GB/s")
     for a in fig.axes[:2]:
         if a.lines:
