@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from _figure_checks import figure_problems, has_data, live_like
 from matplotlib.figure import Figure
+from numba import cuda
 
 from course.plots import PALETTE, add_footer, figure_takeaway, figure_to_png, new_figure, place_legend, sweep_figure
 from course.report import discover
@@ -106,7 +107,62 @@ def _notebook_figures():
             "06 bytes_figure": lambda: pp.bytes_figure(n=1_000_000, p_max=16),
             "07 closed_form_figure": lambda: rp.closed_form_figure(2000, a=0.5),
             "07 chunk_figure": lambda: rp.chunk_figure(T=32, n=6, chunk=8),
-            "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True)}
+            "01 digits_figure": lambda: _digits(False), "01 digits_figure, predicted": lambda: _digits(True),
+            "06 tensor_parallel_figure": _tensor_parallel, "01 ladder_figure": _step_ladder,
+            "04 scan_kernel_variants, single pass": _scan_variants,
+            "03 kernels.show blelloch": lambda: _kernel_picture("blelloch"),
+            "03 kernels.show guard, out of bounds": lambda: _kernel_picture("guard", unguarded=True)}
+
+
+def _no_guard(out, a, n):
+    """The guard exercise without its guard: the last block's spare threads step out of bounds."""
+    i = cuda.grid(1)
+    out[i] = a[i]
+
+
+def _kernel_picture(name: str, unguarded: bool = False):
+    from course.kernels import show
+
+    return show(name, _no_guard if unguarded else None)
+
+
+def _scan_variants():
+    """Lesson 04's kernel-variant bars with the single-pass scan among them (its rate made up from the
+    library's: only the drawing is checked)."""
+    rs = ResultSet.from_dict(load_reference("scan_kernel_variants")[0].to_dict())
+    lib = rs.select(variant="cupy.cumsum")[0]
+    rs.records.insert(1, {**lib, "variant": "single-pass (look-back)", "gb_per_s": 0.8 * lib["gb_per_s"],
+                          "of_copy": 0.6})
+    return discover()["scan_kernel_variants"].plotter(rs, [])
+
+
+def _step_ladder():
+    """Lesson 01's training-step ladder, live CPU rungs beside recorded GPU ones (made-up times)."""
+    from course.backprop.ladder import ladder_figure
+
+    live = ResultSet("backprop_train_step")
+    for w in (128, 512):
+        for k, rung in enumerate(("eager", "no_readback")):
+            live.add(device="cpu", rung=rung, title=f"({'ab'[k]}) {rung}", width=w,
+                     median_s=1e-3 * w / 128 * (1 - 0.3 * k))
+    ref = ResultSet.from_dict(live.to_dict(), source="reference")
+    ref.records = [{**r, "device": "gpu", "median_s": r["median_s"] / 50} for r in ref.records]
+    return ladder_figure(live, [ref, ResultSet.from_dict(ResultSet("backprop_train_step").to_dict(),
+                                                         source="reference")])
+
+
+def _tensor_parallel():
+    """The measured tensor- against data-parallel bars (made-up times: only the drawing is checked)."""
+    from course.parallel.model import AlphaBeta
+    from course.parallel.plots import tensor_parallel_figure
+
+    rs = ResultSet("tensor_parallel_mpi", params={"cores": 2, "sizes": [256, 1024, 256], "batch": 64})
+    for p in (1, 2, 4):
+        for k, scheme in enumerate(("tensor", "data")):
+            rs.add(device="cpu", p=p, scheme=scheme, part="step", median_s=(2 + k) * 1e-3 / p, allreduced_bytes=64)
+            rs.add(device="cpu", p=p, scheme=scheme, part="communicate", median_s=1e-5 * (1 + 30 * k) * p,
+                   allreduced_bytes=64)
+    return tensor_parallel_figure(rs, AlphaBeta(1e-6, 1e-9, 4, 0.1))
 
 
 def _digits(predicted: bool):

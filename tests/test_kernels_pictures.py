@@ -8,6 +8,7 @@ from numba import cuda
 
 from course.errors import BadInputError
 from course.kernels import EXERCISES, draw_trace, show, simulate
+from course.plots import PALETTE
 
 
 @pytest.mark.parametrize("name", sorted(EXERCISES))
@@ -34,7 +35,7 @@ def test_a_failing_kernel_is_drawn_up_to_its_failure_with_the_bad_access_marked(
         out[i] = a[i]
     fig = show("guard", unguarded)
     assert "stopped" in fig._suptitle.get_text()
-    reds = [ln for ln in fig.axes[0].lines if ln.get_color() == "red"]
+    reds = [ln for ln in fig.axes[0].lines if ln.get_color() == PALETTE["vermillion"]]
     assert reds
 
 

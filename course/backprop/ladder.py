@@ -248,21 +248,24 @@ def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) 
 
     Draws only records with a ``rung``; a reference without any says so in the footer instead.
     """
-    from ..plots import add_footer, footer_text, log2_x, new_figure, place_legend
+    from ..plots import add_footer, log2_x, new_figure, place_legend, series_style
 
     fig, (ax,) = new_figure(1, width=9, height=4)
-    missing = []
+    missing, drawn, styles = [], [], {}
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         recs = [r for r in rs.records if r.get("rung")]
         if not recs:
             missing.append(rs.label)
             continue
+        drawn += [rs] if ref else []
         for dev in ("cpu", "gpu"):
             for rung in dict.fromkeys(r["rung"] for r in recs if r["device"] == dev):
                 pts = sorted((r["width"], r["median_s"], r["title"]) for r in recs
                              if r["device"] == dev and r["rung"] == rung)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="--" if ref else "-", marker="o", ms=3,
+                # one colour and marker per rung, live and recorded alike (solid and dashed)
+                style = series_style(styles.setdefault((dev, rung), len(styles)), recorded=ref)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], ms=4, **style,
                         label=f"{dev.upper()} {pts[0][2]}" + (f" ({rs.label})" if ref else " (live)"))
     log2_x(ax)
     ax.set_yscale("log")
@@ -270,7 +273,6 @@ def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) 
     ax.set_ylabel("time per training step (s)")
     ax.set_title("The step's ladder: each rung removes a host cost")
     place_legend(ax)
-    add_footer(fig, live, references)
-    if missing:
-        footer_text(fig, "No ladder (records with a rung) in: " + "; ".join(missing))
+    # one footer (a second one would be written over the first)
+    add_footer(fig, live, drawn, extra="No ladder (records with a rung) in: " + "; ".join(missing) if missing else "")
     return fig

@@ -13,19 +13,22 @@ where it did both; a red cross marks an access out of bounds.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..plots import add_footer, new_figure
+from ..plots import PALETTE, add_footer, new_figure, set_takeaway
 from .exercises import exercise
 from .simulator import KernelFailed, simulate
 from .trace import Trace, who
 
 __all__ = ["show", "draw_trace"]
 
-_COLOURS = {"R": "#4C72B0", "W": "#DD8452", "RW": "#8172B2"}
+# the palette's, and a write hatched as well, so the kinds are told apart without their colours
+_COLOURS = {"R": PALETTE["blue"], "W": PALETTE["orange"], "RW": PALETTE["purple"]}
+_HATCHES = {"R": None, "W": "////", "RW": "xxxx"}
 
 
 def draw_trace(trace: Trace, title: str = "", max_phases: int = 10) -> Figure:
@@ -39,7 +42,7 @@ def draw_trace(trace: Trace, title: str = "", max_phases: int = 10) -> Figure:
     row = {bt: k for k, bt in enumerate(threads)}
     phases = sorted({a.phase for a in trace.accesses})[:max_phases] or [0]
     width = min(2.0 + len(phases) * (0.6 + 0.11 * x0), 18)
-    fig, axes = new_figure(len(phases), width=width, height=1.6 + 0.22 * len(threads))
+    fig, axes = new_figure(len(phases), width=width, height=1.6 + 0.26 * len(threads))
     cells: dict = {}
     for a in trace.accesses:
         if a.phase in phases:
@@ -52,31 +55,40 @@ def draw_trace(trace: Trace, title: str = "", max_phases: int = 10) -> Figure:
             if p != ph:
                 continue
             if not ok:
-                ax.plot(x, y, marker="x", color="red", ms=9, mew=2)
+                ax.plot(x, y, marker="x", color=PALETTE["vermillion"], ms=9, mew=2)
                 continue
             kind = "RW" if len(kinds) > 1 else kinds
-            ax.add_patch(_square(x, y, _COLOURS[kind]))
+            ax.add_patch(_square(x, y, kind))
         for name in names:
             n = int(np.prod(trace.shapes[name][0]))
             ax.add_patch(_frame(offsets[name], len(threads), n))
-            ax.text(offsets[name] + (n - 1) / 2, -1.0, name, ha="center", va="bottom", fontsize=8)
+            ax.text(offsets[name] + (n - 1) / 2, -1.0, name, ha="center", va="bottom", fontsize=9)
         ax.set_xlim(-0.8, x0 - 0.2)
         ax.set_ylim(len(threads) - 0.4, -1.6)
         ax.set_xticks([])
         ax.set_yticks(range(len(threads)))
-        ax.set_yticklabels([_label(b, t, trace.ndim) for b, t in threads], fontsize=7)
+        # the rows are the same threads in every panel: named once, at the left
+        ax.set_yticklabels([_label(b, t, trace.ndim) for b, t in threads] if ax is axes[0] else [], fontsize=9)
+        ax.tick_params(axis="y", length=0)
         ax.set_title(f"phase {ph}" + (" (before the first barrier)" if ph == 0 and len(phases) > 1 else ""), fontsize=9)
         for s in ax.spines.values():
             s.set_visible(False)
-    fig.suptitle(title + "\nblue: read, orange: write, purple: both, red x: out of bounds", fontsize=9)
+    key = "blue: read, orange hatched: write, purple cross-hatched: both, vermillion x: out of bounds"
+    fits = int(width * 72 / (0.55 * 9)) - 2          # characters of 9 pt across the figure: a narrow one wraps
+    fig.suptitle("\n".join(textwrap.fill(line, fits) for line in (title, key)), fontsize=9)
     add_footer(fig, extra="Run on numba's CUDA simulator (one Python thread per CUDA thread).", measured=False,
                devices=["cpu"])
+    drawn = [a for a in trace.accesses if a.phase in phases]
+    oob = sum(not a.in_bounds for a in drawn)
+    set_takeaway(fig, f"{len(threads)} thread(s) over {len(phases)} barrier phase(s): "
+                      f"{sum(a.kind == 'R' for a in drawn)} reads and {sum(a.kind == 'W' for a in drawn)} writes"
+                      + (f"; {oob} of these accesses out of bounds." if oob else "; none out of bounds."))
     return fig
 
 
-def _square(x: float, y: float, colour: str):
+def _square(x: float, y: float, kind: str):
     from matplotlib.patches import Rectangle
-    return Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, color=colour)
+    return Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, fc=_COLOURS[kind], ec="w", lw=0.5, hatch=_HATCHES[kind])
 
 
 def _frame(x0: int, rows: int, n: int):

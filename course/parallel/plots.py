@@ -239,7 +239,8 @@ def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet 
     return fig
 
 
-TP_COLORS = {"tensor": "#e7298a", "data": "#1f77b4"}
+TP_COLORS = {"tensor": PALETTE["vermillion"], "data": PALETTE["blue"]}
+TP_MARKERS = {"tensor": "s", "data": "o"}      # told apart by shape as well as colour
 
 
 def tensor_parallel_bytes_figure(p: int, hidden: int, batch: int, d_in: int = 256, d_out: int | None = None,
@@ -260,7 +261,8 @@ def tensor_parallel_bytes_figure(p: int, hidden: int, batch: int, d_in: int = 25
                        "ms per step (α–β MODEL)", "Time of the all-reduces: α–β MODEL fitted here"))
     for ax, ys, ylabel, title in panels:
         for scheme, y in ys.items():
-            ax.plot(widths, y, color=TP_COLORS[scheme], label=f"{scheme} parallel")
+            ax.plot(widths, y, color=TP_COLORS[scheme], marker=TP_MARKERS[scheme], ms=4, markevery=4,
+                    label=f"{scheme} parallel")
         ax.axvline(hidden, color="0.3", ls=":", lw=1)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -268,11 +270,17 @@ def tensor_parallel_bytes_figure(p: int, hidden: int, batch: int, d_in: int = 25
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9.5)
         ax.grid(alpha=0.25, which="both")
-        ax.legend(fontsize=7.5, loc="upper left")
+        place_legend(ax, loc="upper left")
     fig.suptitle(f"Block {d_in}-hidden-{d_out}, batch {batch}, p = {p} ranks, float64", fontsize=10)
     footer_text(fig, "Counted, not timed: tensor parallelism all-reduces activations (batch · (d_in + d_out) "
                        "numbers per step), data parallelism every gradient (it grows with the width)."
                 + ("\nThe right panel is a MODEL (α and β fitted to this machine's MPI timings)." if fit else ""))
+    at = [d_in, hidden, d_out]
+    tp, dp = tensor_parallel_bytes(at, batch, p) / 1e6, data_parallel_bytes(at, p) / 1e6
+    set_takeaway(fig, f"At hidden width {hidden:,}, each of the {p} ranks sends {tp:.3g} MB per step under tensor "
+                      f"parallelism and {dp:.3g} MB under data parallelism (counted, not timed); "
+                      + ("tensor parallelism sends less." if tp < dp else "data parallelism sends less."
+                         if dp < tp else "the two send the same."))
     return fig
 
 
@@ -284,20 +292,30 @@ def tensor_parallel_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figur
     w = 0.38
     sizes, batch = rs.params.get("sizes", [0, 0, 0]), rs.params.get("batch", 0)
     for ax, part in zip(axes, ("step", "communicate")):
+        # the all-reduces span decades: on a log axis (small bars would vanish), standing on a floor under the
+        # smallest, as a bar from 0 has no bottom there
+        log = part == "communicate"
+        floor = min(r["median_s"] for r in rs.select(part=part)) * 1e3 / 3 if log else 0.0
         for i, scheme in enumerate(("tensor", "data")):
             recs = [rs.select(p=p, scheme=scheme, part=part)[0] for p in ps]
             xs = np.arange(len(ps)) + (i - 0.5) * w
-            ax.bar(xs, [r["median_s"] * 1e3 for r in recs], w, color=TP_COLORS[scheme], label=f"{scheme} parallel",
-                   log=part == "communicate")      # the all-reduces span decades: small bars would vanish
+            ax.bar(xs, [r["median_s"] * 1e3 - floor for r in recs], w, bottom=floor, color=TP_COLORS[scheme],
+                   label=f"{scheme} parallel", hatch="//" if scheme == "tensor" else None, edgecolor="w")
+            if log:
+                ax.set_yscale("log")
             if fit is not None and part == "communicate":
                 pred = [communication_model_s(scheme, sizes, batch, p, fit.alpha, fit.beta) for p in ps]
                 ax.plot(xs, np.array(pred) * 1e3, "D", mfc="none", color="k", ms=6,
                         label="α–β model" if i == 0 else None)
         ax.set_xticks(range(len(ps)), [f"p = {p}" for p in ps])
         ax.set_ylabel("ms (median)" + (", log scale" if part == "communicate" else ""))
-        ax.legend(fontsize=7.5)
+        place_legend(ax)
         ax.grid(alpha=0.25, axis="y")
     axes[0].set_title(f"One step of the block {'-'.join(map(str, sizes))}, batch {batch}", fontsize=9.5)
     axes[1].set_title("Its all-reduces alone (the course's ring)", fontsize=9.5)
     add_footer(fig, rs, extra=_over_text(rs, ps))
+    step = {k: rs.select(p=ps[-1], scheme=k, part="step")[0]["median_s"] * 1e3 for k in ("tensor", "data")}
+    set_takeaway(fig, f"On p = {ps[-1]} ranks one step takes {step['tensor']:.3g} ms with tensor parallelism and "
+                      f"{step['data']:.3g} ms with data parallelism (median, measured here; "
+                      f"tensor takes {step['tensor'] / step['data']:.2g}× data parallelism's time).")
     return fig

@@ -4,7 +4,7 @@ the hand-written kernel's variants (bank conflicts, tile shape), and every opera
 from __future__ import annotations
 
 from ..errors import BadInputError
-from ..plots import add_footer, bar_figure, new_figure
+from ..plots import add_footer, bar_figure, new_figure, set_takeaway
 from ..report import experiment
 from ..results import ResultSet
 from ..timing import benchmark
@@ -97,9 +97,17 @@ def _(rs, references):
         return fig
     items = [(r["variant"] + (f", {r['of_copy']:.0%} of the copy" if r.get("of_copy") else "")
               + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu") for r in src.select(device="gpu")]
-    return bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time\n"
-                      f"({src.label})", unit="GB/s", live=rs if src is rs else None,
-                      references=[] if src is rs else [src])
+    fig = bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time\n"
+                     f"({src.label})", unit="GB/s", live=rs if src is rs else None,
+                     references=[] if src is rs else [src])
+    single, lib = src.select(variant="single-pass (look-back)"), src.select(variant="cupy.cumsum")
+    if single and lib:       # the lesson's question, answered from the bars
+        s_gb, l_gb = single[0]["gb_per_s"], lib[0]["gb_per_s"]
+        set_takeaway(fig, f"The course's single-pass scan reaches {s_gb:.3g} GB/s"
+                          + (f" ({single[0]['of_copy']:.0%} of the device copy)" if single[0].get("of_copy") else "")
+                          + f", against {l_gb:.3g} GB/s for cupy.cumsum (CUB's single pass): "
+                            f"{s_gb / l_gb:.2g}× the library's rate.")
+    return fig
 
 
 @experiment("scan_operators", title="Every operator at one size: Blelloch against the sequential loop",

@@ -71,7 +71,8 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
                     fontsize=9, rotation=90, ha="right", va="bottom")
     if y == "gb_per_s":
         for dev, bw in (bandwidth or {}).items():
-            ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls="--", lw=1,
+            # dotted: measured here, yet neither a live curve (solid) nor a recorded one (dashed)
+            ax.axhline(bw / 1e9, color=COLORS.get(dev, "0.5"), ls=":", lw=1.4,
                        label=f"{dev.upper()} copy bandwidth (large arrays, main memory): {bw / 1e9:.1f} GB/s")
     for a in fig.axes[:2]:
         if a.lines:
@@ -150,8 +151,11 @@ def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ())
         ref = rs.source == "reference"
         for r in rs.records:
             label = f"{r['device'].upper()}: {r['what']}" + (" [reference]" if ref else "")
+            # the rows say what each one measures at length: in short lines, so the plot keeps its width
+            label = textwrap.fill(label, 46)
             rows.append((label, np.asarray(r.get("samples_s") or [r["median_s"]], float) * 1e6, r, ref))
-    fig, (ax,) = new_figure(1, width=9.5, height=0.9 + 0.42 * max(len(rows), 1))
+    lines = sum(row[0].count("\n") + 1 for row in rows)
+    fig, (ax,) = new_figure(1, width=9.5, height=0.9 + 0.2 * lines + 0.22 * max(len(rows), 1))
     rng = np.random.default_rng(0)
     for i, (_, s, r, ref) in enumerate(rows):
         color = COLORS.get(r["device"], "0.5")
@@ -165,12 +169,17 @@ def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ())
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=9)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("time per call (µs, log scale): each dot one call; box = middle half; bar = median")
+    ax.set_xlabel("time per call (µs, log scale)\neach dot one call; box = middle half; bar = median")
     ax.set_title("Latency of the smallest operations" + ("" if any(r[2]["device"] == "gpu" for r in rows) else
                  " — no GPU here and no reference recorded yet: CPU only"), fontsize=10)
     ax.margins(x=0.25)
     ax.grid(True, axis="x", which="both", alpha=0.25)
     add_footer(fig, live, references)
+    if rows:   # read off the medians (read off the bars, it would quote the boxes' widths)
+        medians = [float(np.median(s)) for _, s, _, _ in rows]
+        lo, hi = int(np.argmin(medians)), int(np.argmax(medians))
+        set_takeaway(fig, f"Median time per call: slowest {' '.join(rows[hi][0].split())}, {medians[hi]:.3g} µs; "
+                          f"fastest {' '.join(rows[lo][0].split())}, {medians[lo]:.3g} µs.")
     return fig
 
 
@@ -249,7 +258,7 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     GPU ran here, the references' GPU runs (hatched, labelled with their own size and where recorded)."""
     refs = [] if rs.select(device="gpu") else [ref for ref in references if ref.select(device="gpu")]
     recs = list(rs.records) + [r | {"_ref": ref} for ref in refs for r in ref.select(device="gpu")]
-    fig, (ax,) = new_figure(1, height=0.9 + 0.5 * max(len(recs), 1))
+    fig, (ax,) = new_figure(1, height=0.9 + 0.55 * max(len(recs), 1))
     ms = [r["median_s"] * 1e3 for r in recs]
     # CPU and GPU side by side can differ a thousandfold: on a linear axis the GPU's bars vanish
     wide = bool(ms) and min(ms) > 0 and max(ms) / min(ms) > 20
@@ -258,11 +267,11 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         if "_ref" in r:
             b.set_hatch("//")
             b.set_alpha(0.6)
-    for i, r in enumerate(recs):
-        ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms — {r['kernels']:,} kernel(s), "
-                f"{r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=9)
+    for i, r in enumerate(recs):          # two short lines each, so the label stays on the canvas
+        ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms, {r['kernels']:,} kernel(s)\n"
+                f" {r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=9)
     ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" + (
-        f" (recorded, n = {r['n']:,}" + ("" if r["steps"] == rs.params.get("steps") else f", {r['steps']} steps")
+        f"\n(recorded, n = {r['n']:,}" + ("" if r["steps"] == rs.params.get("steps") else f", {r['steps']} steps")
         + ")" if "_ref" in r else "") for r in recs], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("ms per run of the whole chain" + (" (log scale)" if wide else ""))
@@ -273,8 +282,8 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         ax.set_xlim(min(ms) / 3, max(ms) * 40)       # room on the right for the labels
     else:
         ax.margins(x=0.9)
-    add_footer(fig, rs, refs, extra=_no_gpu_note(rs, refs) + (
-        " Hatched: recorded elsewhere, at its own size; compare GB/s, not ms." if refs else ""))
+    add_footer(fig, rs, refs, extra=(_no_gpu_note(rs, refs) + (
+        " Hatched: recorded elsewhere, at its own size; compare GB/s, not ms." if refs else "")).strip())
     said = []
     for dev in dict.fromkeys(r["device"] for r in recs):
         by_mode = {r["mode"]: r for r in recs if r["device"] == dev}

@@ -183,9 +183,9 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     live = [r for r in rs.records if r.get("rung") != "copy"]
     refs = [r for r in _reference_gpu_rows(references, op, dtype) if r.get("rung") != "copy"]
     rows = live + ([] if rs.select(device="gpu") else refs)
-    fig, (ax1, ax2) = new_figure(2, width=11, height=1.2 + 0.42 * max(len(rows), 3))
+    fig, (ax1, ax2) = new_figure(2, width=11, height=1.2 + 0.48 * max(len(rows), 3))
     n = rs.params.get("n")
-    labels = [f"{r['label']} [{r['flynn']}]" + ((f" (recorded, n = {r['n']:,})" if r.get("n") not in (None, n)
+    labels = [f"{r['label']} [{r['flynn']}]" + ((f"\n(recorded, n = {r['n']:,})" if r.get("n") not in (None, n)
                                                  else " (recorded)") if "_ref" in r else "") for r in rows]
     ypos = np.arange(len(rows))
     for ax, key in ((ax1, "elements_per_s"), (ax2, "gb_per_s")):
@@ -208,11 +208,12 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
                 txt = f" {v:.3g}/s" + (f"  ×{sp:,.0f}" if sp and r["rung"] != "loop" else "")
             else:
                 frac = r.get("copy_fraction")
-                txt = f" {v:.3g} GB/s" + (f" ({_pct(frac)} of copy)" if frac else "")
-            ax.text(v, i, txt, va="center", fontsize=9)
+                txt = f" {v:.3g} GB/s" + (f"\n {_pct(frac)} of copy" if frac else "")   # short lines: on the canvas
+            # on a white ground: the copy limits' lines and the grid pass behind the numbers, not through them
+            ax.text(v, i, txt, va="center", fontsize=9, bbox={"fc": "w", "ec": "none", "alpha": 0.85, "pad": 0.3})
         ax.margins(x=0.35)
-    ax1.set_xlabel("elements per second (log)   ×N = speedup over the Python loop")
-    ax2.set_xlabel("effective bandwidth, GB/s (read x + write y)")
+    ax1.set_xlabel("elements per second (log)\n×N = speedup over the Python loop")
+    ax2.set_xlabel("effective bandwidth, GB/s (log)\nread x + write y")
     # the copy limits named in a legend (labels beside the lines wrote over the bars and over each other);
     # solid when measured in this run, dashed when recorded elsewhere, as every curve of the course
     for c in [r for r in rs.records if r.get("rung") == "copy"] + [
