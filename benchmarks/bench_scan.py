@@ -4,7 +4,7 @@ CPU, float32 inclusive addition scans at n = 2^20 ... 2^26, timed in interleaved
 each ratio's interquartile range is under 10 %, or the budget ends and the ratio is called noisy):
 
 * peers outside the code measured: a compiled sequential loop (numba, one core: the fewest bytes and
-  additions), ``numpy.cumsum`` (``out=``), and the STREAM copy on all cores (``course.stream``), whose
+  additions), ``numpy.cumsum`` (``out=``), and the STREAM copy on all cores (``course.memory_bandwidth``), whose
   bandwidth gives each algorithm's bound from the bytes it moves per element;
 * ``course.scan.blocked.blocked_scan``, scan-then-add (over whole blocks, and tiled) and
   reduce-then-scan on all cores: the scan real hardware runs (and on one thread, to show what the two
@@ -28,11 +28,11 @@ import numpy as np
 
 from course.devices import gpu_available
 from course.hardware.machine import copy_bandwidth
+from course.memory_bandwidth import stream_bandwidth
 from course.results import ResultSet
 from course.scan.algorithms import blelloch_scan
 from course.scan.blocked import blocked_scan, bytes_per_element, scan_threads, sequential_cumsum, warm_up
 from course.scan.timing import make_input
-from course.stream import stream_bandwidth
 from course.timing import benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers, however run

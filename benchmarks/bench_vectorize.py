@@ -4,7 +4,7 @@
 
 * ReLU, float32, 2^24 elements, into a preallocated output: effective bandwidth / the best measured
   copy bandwidth.  CPU target >= 0.95, for ``course.vectorize.compiled_relu`` (a compiled loop on all
-  cores); the copy peers are ``numpy.copyto`` and the STREAM copy on all cores (``course.stream``),
+  cores); the copy peers are ``numpy.copyto`` and the STREAM copy on all cores (``course.memory_bandwidth``),
   timed in interleaved rounds with the ReLUs until each ratio's IQR is under 10 % (or the budget ends:
   "noisy").  numpy's ``maximum(x, 0, out=)`` and ``maximum(x, zeros, out=)`` are reported beside it.
   GPU (when one answers), 2^26 elements: ``course.vectorize.gpu.vector_relu`` (16-byte loads) against
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     out = np.empty_like(x)
     zeros = np.zeros_like(x)
     out[:] = 0
-    from course.stream import stream_copy
-    from course.stream import warm_up as stream_warm_up
+    from course.memory_bandwidth import stream_copy
+    from course.memory_bandwidth import warm_up as stream_warm_up
 
     stream_warm_up("float32")
     v.compiled_relu(x, out)

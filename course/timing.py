@@ -401,7 +401,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     budget_s : seconds for the whole measurement, warm-up included: no round starts once it is
         spent, but ``min_rounds`` rounds always run.
     timer : ``timer(fn, device=, warmup=0, repeat=per_round, name=)`` takes the samples: the course's
-        stopwatch by default (CUDA events on a GPU), :func:`course.peers.benchmark_torch` for PyTorch;
+        stopwatch by default (CUDA events on a GPU), :func:`course.torch_peer.benchmark_torch` for PyTorch;
         a dict gives one timer per name.
     before : ``before(name)`` runs untimed before each function's turn (e.g. letting the other
         library's worker threads go quiet).

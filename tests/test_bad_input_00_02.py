@@ -31,7 +31,7 @@ from course.backprop.train import train
 from course.backprop.validate import check_batch, check_labels
 from course.errors import CourseError
 from course.hardware.machine import copy_bandwidth, matmul_flops, matmul_sweep, time_matmul
-from course.stream import stream_bandwidth, stream_threads
+from course.memory_bandwidth import stream_bandwidth, stream_threads
 from course.threads import set_threads, thread_limit
 from course.timing import benchmark
 from course.vectorize.exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop

@@ -130,14 +130,14 @@ def test_every_pytorch_comparison_times_pytorch_through_course_peers(name):
 
 
 def test_benchmark_torch_on_the_cpu_is_the_course_stopwatch():
-    from course.peers import benchmark_torch
+    from course.torch_peer import benchmark_torch
 
     t = benchmark_torch(sum, [1, 2], device="cpu", warmup=1, repeat=3)
     assert t.repeat == 3 and t.device == "cpu" and t.warmup == 1
 
 
 def test_benchmark_torch_on_a_gpu_without_one_says_why():
-    from course.peers import benchmark_torch, torch_cuda_available
+    from course.torch_peer import benchmark_torch, torch_cuda_available
 
     if torch_cuda_available():
         pytest.skip("PyTorch sees a GPU here")
@@ -146,7 +146,7 @@ def test_benchmark_torch_on_a_gpu_without_one_says_why():
 
 
 def test_course_disable_torch_hides_pytorch(monkeypatch):
-    from course.peers import torch_available
+    from course.torch_peer import torch_available
 
     monkeypatch.setenv("COURSE_DISABLE_TORCH", "1")
     assert torch_available() is False

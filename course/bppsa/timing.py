@@ -34,9 +34,9 @@ import numpy as np
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..limits import check_fits, out_of_memory_errors
-from ..peers import benchmark_torch, torch_available, torch_device, torch_threads
 from ..results import ResultSet
 from ..timing import interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_available, torch_device, torch_threads
 from .algorithm import work_counts
 from .fast import chunked_steps
 from .models import METHODS, TanhRNN
@@ -135,7 +135,7 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
         out, h = rnn(x)
         return loss_fn(head(h[-1]), y)
 
-    # PyTorch is timed as every PyTorch peer is (course.peers.benchmark_torch: its own CUDA events on
+    # PyTorch is timed as every PyTorch peer is (course.torch_peer.benchmark_torch: its own CUDA events on
     # a GPU), in the same alternating rounds as rnn_timings.
     with torch_threads(threads):
         loss = forward()

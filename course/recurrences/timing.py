@@ -8,7 +8,7 @@ events on a GPU).  The implementations, by name:
   :func:`course.bppsa.backprop_sequential` (T dependent n×n matrix-vector products);
 * ``"scan"``: diagonal, :func:`course.recurrences.linear.recurrence_scan` (the Blelloch scan with
   the affine operator); dense, lesson 05's :func:`course.bppsa.backprop_scan` (n×n products);
-* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.peers.benchmark_torch`;
+* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.torch_peer.benchmark_torch`;
 * ``"numba chunked"`` and ``"numba per-channel"`` (diagonal, GPU only): the hand-written kernels
   of :mod:`course.recurrences.kernels` with chunks of 64 steps, or one thread per channel.
 
@@ -28,9 +28,9 @@ from ..bppsa.algorithm import backprop_scan, backprop_sequential
 from ..devices import get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..limits import check_dtype, check_fits
-from ..peers import benchmark_torch, torch_device
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
+from ..torch_peer import benchmark_torch, torch_device
 from .linear import recurrence_loop, recurrence_scan
 from .work import KINDS, work_counts
 

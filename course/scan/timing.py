@@ -153,7 +153,7 @@ def _torch_cumsum(x: Any) -> Any:
 
 
 def _torch() -> Any:
-    from ..peers import torch_cuda_available
+    from ..torch_peer import torch_cuda_available
 
     if not torch_cuda_available():
         raise BadInputError("PyTorch with CUDA is not installed here, so torch.cumsum cannot be timed; "
@@ -177,7 +177,7 @@ def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
     f = scan_function(algorithm, op, dev)
     x = make_input(n, op, dtype, dev) if x is None else x
     if algorithm == "torch":              # timed on a torch tensor, as every PyTorch peer is
-        from ..peers import benchmark_torch
+        from ..torch_peer import benchmark_torch
 
         torch = _torch()
         t = benchmark_torch(torch.cumsum, torch.from_dlpack(x), 0, device=dev, warmup=1, repeat=repeat,

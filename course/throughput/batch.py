@@ -34,9 +34,9 @@ from ..backprop import MLP
 from ..devices import cupy_module, get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..limits import check_dtype, check_fits
-from ..peers import benchmark_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
 from .ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
 
 __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "time_torch_matmul",

@@ -149,7 +149,7 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
 
 def _torch_host_call(rs: ResultSet, kw: dict) -> None:
     """PyTorch's host time per call of a 1-element add on the GPU (where PyTorch has CUDA)."""
-    from ..peers import torch_cuda_available
+    from ..torch_peer import torch_cuda_available
 
     if not torch_cuda_available():
         return

@@ -37,9 +37,9 @@ from ..devices import array_device, get_xp, normalize_device, resolve_devices, s
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..hardware.machine import matmul_flops
 from ..limits import check_dtype, check_fits
-from ..peers import benchmark_torch, torch_available, torch_cuda_available
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
 from .simd import fastest_call_s
 
 __all__ = ["MATMUL_RUNGS", "MATMUL_LIMITS", "CPU_FLOAT16_MATMUL_MAX_N", "matmul", "matmul_loop", "matmul_dots",

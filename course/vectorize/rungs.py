@@ -320,7 +320,7 @@ def compiled_relu(x: np.ndarray, out: np.ndarray | None = None, threads: int | N
 
     numpy 2's ``maximum(x, 0)`` handles a scalar operand in a loop that is not
     vectorized; a loop compiled for this CPU (numba) is turned into SIMD instructions
-    and run on every core with ``prange``, like the STREAM copy of :mod:`course.stream`,
+    and run on every core with ``prange``, like the STREAM copy of :mod:`course.memory_bandwidth`,
     so it reads ``x`` and writes ``out`` at the memory's speed.
 
     >>> compiled_relu(np.array([-1.0, 2.0], dtype=np.float32)).tolist()

@@ -64,7 +64,7 @@ TARGETS = {
 }
 _HEADLESS_CODE = (
     "import sys, json\n"
-    "import course.gpu_check, course.__main__, course.report as r\n"
+    "import course.gpu_machine, course.__main__, course.report as r\n"
     "r.discover()\n"
     "bad = sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(sys.argv[1])))\n"
     "print(json.dumps(bad))\n"
@@ -212,7 +212,7 @@ def _block_scan(quick: bool) -> dict:
 
 def _bppsa(quick: bool) -> tuple[dict, dict]:
     from .bppsa.timing import PAPER, rnn_timings, torch_rnn_timings
-    from .peers import torch_cuda_available
+    from .torch_peer import torch_cuda_available
 
     seq_over_scan, torch_vs_scan, notes = None, {}, []
     for T in (10000, 30000):
