@@ -66,9 +66,9 @@ def test_a_tile_over_48_kib_is_refused_before_anything_is_compiled_or_launched()
 
 def test_every_tile_shape_the_course_uses_fits_in_shared_memory():
     for dtype in sk.KERNEL_DTYPES:
-        sk.check_shared_memory(dtype, 256, 8)      # the default
+        sk.require_shared_memory(dtype, 256, 8)      # the default
     for t, i in [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)]:   # the report's shapes
-        sk.check_shared_memory("float32", t, i)
+        sk.require_shared_memory("float32", t, i)
 
 
 def test_course_disable_gpu_switches_the_numba_kernels_off_too(monkeypatch):
@@ -78,7 +78,9 @@ def test_course_disable_gpu_switches_the_numba_kernels_off_too(monkeypatch):
             return True
 
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
-    monkeypatch.setattr(sk, "cuda", AlwaysThere())
+    import course.kernel_runtime as kr
+
+    monkeypatch.setattr(kr, "numba_cuda", AlwaysThere)
     assert sk.kernels_unavailable_reason() is None
     monkeypatch.setenv("COURSE_DISABLE_GPU", "1")
     assert "COURSE_DISABLE_GPU" in sk.kernels_unavailable_reason()

@@ -93,9 +93,9 @@ def test_numba_scan_on_tiny_grids_shows_no_performance_warning(strategy):
 
 @pytest.mark.gpu
 def test_largest_float64_tile_that_fits_runs_on_the_gpu():
-    from course.scan.kernels import block_scan, check_shared_memory
+    from course.scan.kernels import block_scan, require_shared_memory
 
-    check_shared_memory("float64", 1024, 4)
+    require_shared_memory("float64", 1024, 4)
     x = np.random.default_rng(0).random(50_000)
     got = course.to_numpy(block_scan(course.to_device(x, "gpu"), exclusive=False, threads=1024, items=4))
     np.testing.assert_allclose(got, np.cumsum(x), rtol=1e-10)
