@@ -88,7 +88,7 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 
 
 def require_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",
-               fraction: float = 0.5) -> None:
+                 fraction: float = 0.5) -> None:
     """Raise :class:`DeviceMemoryError` if ``nbytes`` exceeds ``fraction`` of free memory.
 
     Called before a big allocation so that a slider pushed too far gives a

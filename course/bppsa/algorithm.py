@@ -158,7 +158,7 @@ def scan_elements(jacobians: Any, grad: Any) -> Any:
     J, g, xp, T, B, n = validate_chain(jacobians, grad)
     dtype = xp.result_type(J.dtype, g.dtype)
     require_fits(scan_memory(T, n, B or 1, np.dtype(dtype).itemsize)["peak"], array_device(J),
-               what=f"the scan over {T + 1} matrices of {n}×{n}" + (f" for a batch of {B}" if B else ""))
+                 what=f"the scan over {T + 1} matrices of {n}×{n}" + (f" for a batch of {B}" if B else ""))
     elems = xp.empty((T + 1,) + J.shape[1:], dtype=dtype)
     elems[0] = 0
     elems[0, ..., :, 0] = g                          # grad -> first column of element 0

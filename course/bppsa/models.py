@@ -113,8 +113,8 @@ class TanhRNN:
         if self.dtype.kind != "f":
             raise BadInputError(f"an RNN needs a floating-point dtype, got {self.dtype.name}")
         _validate_draw(h * (self.input_size + h + 2) + self.n_classes * (h + 1), self.device, self.dtype,
-                    what=f"the weights of an RNN with hidden_size={h:,}, input_size={self.input_size:,}, "
-                         f"n_classes={self.n_classes:,}")
+                       what=f"the weights of an RNN with hidden_size={h:,}, input_size={self.input_size:,}, "
+                            f"n_classes={self.n_classes:,}")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         k = 1.0 / np.sqrt(h)
@@ -127,7 +127,7 @@ class TanhRNN:
         """Random inputs ``x (T, batch, input_size)`` and labels ``(batch,)`` on the model's device."""
         T, batch = whole_number("T", T, hint="the sequence length"), whole_number("batch", batch)
         _validate_draw(T * batch * self.input_size, self.device, self.dtype,
-                    what=f"inputs of T={T:,} steps x batch {batch:,} x {self.input_size:,} numbers")
+                       what=f"inputs of T={T:,} steps x batch {batch:,} x {self.input_size:,} numbers")
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((T, batch, self.input_size))
         y = rng.integers(0, self.n_classes, batch)
@@ -166,7 +166,7 @@ class TanhRNN:
         hs = cache["hs"]
         T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
         require_fits(2 * T * B * h * h * self.dtype.itemsize, self.device,
-                   what=f"{T:,} × {B} Jacobians of {h}×{h}")
+                     what=f"{T:,} × {B} Jacobians of {h}×{h}")
         return (1 - hs[1:] ** 2)[..., :, None] * self.params["W_hh"]
 
     def scan_elements(self, cache: dict, G_T: Any) -> Any:
@@ -179,7 +179,7 @@ class TanhRNN:
         hs, W = cache["hs"], self.params["W_hh"]
         T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
         require_fits(scan_memory(T, h, B, self.dtype.itemsize)["peak"], self.device,
-                   what=f"the scan over {T + 1:,} × {B} matrices of {h}×{h}")
+                     what=f"the scan over {T + 1:,} × {B} matrices of {h}×{h}")
         elems = self.xp.empty((T + 1, B, h, h), dtype=self.dtype)
         elems[0] = 0
         elems[0, :, :, 0] = G_T
@@ -276,7 +276,7 @@ class MLPChain:
             raise BadInputError(f"a network needs a floating-point dtype, got {self.dtype.name}: integer "
                                 "weights would round to zero")
         _validate_draw(L * n * (n + 1) + self.n_classes * (n + 1), self.device, self.dtype,
-                    what=f"the weights of {L:,} layers of width {n:,}")
+                       what=f"the weights of {L:,} layers of width {n:,}")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         gain = np.sqrt(2.0 / n) if activation == "relu" else 1.0 / np.sqrt(n)
@@ -290,7 +290,7 @@ class MLPChain:
     def example_data(self, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
         batch = whole_number("batch", batch)
         _validate_draw(batch * self.width, self.device, self.dtype,
-                    what=f"inputs of batch {batch:,} x width {self.width:,}")
+                       what=f"inputs of batch {batch:,} x width {self.width:,}")
         rng = np.random.default_rng(seed)
         return (to_device(rng.standard_normal((batch, self.width)), self.device, self.dtype),
                 to_device(rng.integers(0, self.n_classes, batch), self.device))

@@ -101,7 +101,7 @@ def conv2d(x: Any, weight: Any, padding: int = 1, stride: int = 1) -> np.ndarray
     c_out, c_in, kh, kw, H, W, Ho, Wo = _validate_conv(x.shape, w, padding, stride)
     padding, stride = int(padding), int(stride)
     require_fits(8 * (c_in * (H + 2 * padding) * (W + 2 * padding) + 2 * c_out * Ho * Wo), "cpu",
-               what=f"a {H}x{W} image padded by {padding} and its {c_out}x{Ho}x{Wo} output")
+                 what=f"a {H}x{W} image padded by {padding} and its {c_out}x{Ho}x{Wo} output")
     xp_ = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
     out = np.zeros((c_out, Ho, Wo))
     for di in range(kh):
@@ -123,11 +123,11 @@ def conv2d_jacobian(weight: Any, H: int, W: int, padding: int = 1, stride: int =
     """
     w = np.asarray(weight)
     c_out, c_in, kh, kw, H, W, Ho, Wo = _validate_conv((w.shape[1] if w.ndim == 4 else -1, H, W), w,
-                                                     padding, stride)
+                                                        padding, stride)
     padding, stride = int(padding), int(stride)
     # building it indexes a (C_out, H_out, W_out, C_in, kh, kw) grid: ~100 bytes per entry at the peak
     require_fits(100 * c_out * Ho * Wo * c_in * kh * kw, "cpu",
-               what=f"the Jacobian of a {c_out}x{c_in}x{kh}x{kw} convolution on a {H}x{W} image")
+                 what=f"the Jacobian of a {c_out}x{c_in}x{kh}x{kw} convolution on a {H}x{W} image")
     o, i, j, c, di, dj = np.meshgrid(np.arange(c_out), np.arange(Ho), np.arange(Wo), np.arange(c_in),
                                      np.arange(kh), np.arange(kw), indexing="ij", sparse=True)
     ii = i * stride + di - padding
@@ -258,7 +258,7 @@ def chain_fill_in(depth: int, size: int = 16, channels: int = 2, seed: int = 0) 
     n = channels * size * size                      # rows of each Jacobian
     reach = min(2 * depth + 1, 2 * size - 1) ** 2   # taps of the widest product, per channel pair
     require_fits(3 * 12 * n * min(n, channels * reach), "cpu",
-               what=f"products of {depth} convolution Jacobians on {channels}x{size}x{size} images")
+                 what=f"products of {depth} convolution Jacobians on {channels}x{size}x{size} images")
     rng = np.random.default_rng(seed)
     prod = None
     out = []

@@ -76,7 +76,7 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
             raise BadInputError(f"method {m!r} is not one of {', '.join(map(repr, METHODS))}")
     rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
     require_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, dev,
-               what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
+                 what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     x, y = rnn.example_data(T, batch, seed=seed + 1)
     _, cache = rnn.forward(x, y)       # every backward pass starts from these saved values
     grads: dict[str, Any] = {}
@@ -120,7 +120,7 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
     T, batch, hidden_size, input_size = _rnn_sizes(T, batch, hidden_size, input_size)
     repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
     require_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, dev,
-               what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
+                 what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     tdev = torch_device(dev)        # a clear error without PyTorch, or without its CUDA build
     import torch
 

@@ -130,8 +130,8 @@ def _validate_simulation(x: np.ndarray, algorithm: str, trace: bool) -> None:
                             "here: choose fewer workers")
     copies = 1 + (message_counts(algorithm, p) if trace else 0)      # the buffers, and one per step
     require_fits(copies * p * n * (x.dtype.itemsize + 8), "cpu",
-               what=f"the simulated {algorithm} all-reduce's buffers ({p:,} x {n:,}"
-                    f"{f', kept after each of {copies - 1:,} steps: trace=False keeps none' if trace else ''})")
+                 what=f"the simulated {algorithm} all-reduce's buffers ({p:,} x {n:,}"
+                      f"{f', kept after each of {copies - 1:,} steps: trace=False keeps none' if trace else ''})")
 
 
 # ---------------------------------------------------------------------------- the chunk schedule

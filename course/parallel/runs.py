@@ -215,7 +215,7 @@ def tensor_parallel_check(p: int, sizes: Sequence[int] = (16, 24, 10), batch: in
     p, batch = validate_workers(p), whole_number("batch", batch, hint="samples per step (every rank takes them all)")
     column_bounds(sizes[1], p)                           # a clear error before anything starts
     require_fits(4 * p * 8 * batch * max(sizes) + 16 * p * sizes[1] * (sizes[0] + sizes[2]), "cpu",
-               what=f"{p} ranks' slices of a {sizes} block at batch {batch:,}")
+                 what=f"{p} ranks' slices of a {sizes} block at batch {batch:,}")
     out = run_mpi("tensor_parallel", p, {"sizes": sizes, "batch": batch, "seed": seed, "activation": activation},
                   timeout_s, progress)
     from .data_parallel import make_batches
@@ -248,7 +248,7 @@ def tensor_parallel_sweep(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = 
             raise BadInputError(f"batch = {batch} cannot be split over p = {p} ranks for data parallelism: "
                                 f"use batch >= p.")
     require_fits(4 * max(ps) * 8 * (batch * max(sizes) + sizes[1] * (sizes[0] + sizes[2])), "cpu",
-               what=f"{max(ps)} ranks' copies of a {sizes} block at batch {batch:,}")
+                 what=f"{max(ps)} ranks' copies of a {sizes} block at batch {batch:,}")
     rs = ResultSet("tensor_parallel_mpi", params={"ps": list(ps), "sizes": sizes, "batch": batch,
                                                   "repeat": repeat, "cores": cores()})
     for p in ps:

@@ -87,7 +87,7 @@ def validate_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, 
         dtype = np.result_type(dtype, h0.dtype)
         h0 = xp.broadcast_to(h0, a.shape[1:])
     require_fits(2 * a.size * np.dtype(dtype).itemsize, array_device(a),
-               what=f"the recurrence's result and a temporary, {a.shape[0]:,} steps of shape {tuple(a.shape[1:])}")
+                 what=f"the recurrence's result and a temporary, {a.shape[0]:,} steps of shape {tuple(a.shape[1:])}")
     return a.astype(dtype, copy=False), b.astype(dtype, copy=False), h0.astype(dtype), xp
 
 

@@ -53,7 +53,7 @@ def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype
     d_in, n = whole_number("d_in", d_in, hint="inputs per step"), whole_number("n", n, hint="the state size")
     d_out = whole_number("d_out", d_out, hint="outputs per step")
     require_fits(8 * (2 * d_in * n + n * d_out + 2 * n + d_out), "cpu",
-               what=f"the weights of a selective scan with d_in={d_in:,}, n={n:,}, d_out={d_out:,}")
+                 what=f"the weights of a selective scan with d_in={d_in:,}, n={n:,}, d_out={d_out:,}")
     rng = np.random.default_rng(seed)
     p = {"W_delta": rng.normal(0, 1 / np.sqrt(d_in), (d_in, n)), "c_delta": np.full(n, -2.0),
          "log_lam": np.log(np.geomspace(0.01, 1.0, n)), "W_B": rng.normal(0, 1 / np.sqrt(d_in), (d_in, n)),

@@ -102,7 +102,7 @@ def shared_memory_bytes(dtype: Any = "float32", threads: int = 256, items: int =
 
 
 def require_shared_memory(dtype: Any = "float32", threads: int = 256, items: int = 8,
-                        conflict_free: bool = True) -> int:
+                          conflict_free: bool = True) -> int:
     """Refuse a tile shape whose shared memory exceeds :data:`SHARED_MEMORY_LIMIT`, before compiling.
 
     The CUDA simulator would run it; a real GPU refuses to launch it.  Returns the bytes used.

@@ -159,7 +159,7 @@ OPERATORS: dict[str, Op] = {"add": add, "max": maximum, "matmul": matmul, "affin
 
 
 def associative_on_samples(op: Op, samples: Any, *, rtol: float = 1e-6, atol: float = 1e-9,
-                      verbose: bool = True) -> bool:
+                           verbose: bool = True) -> bool:
     """Test ``op(op(a, b), c) == op(a, op(b, c))`` on sampled triples.
 
     ``samples`` is a stack of elements (shape ``(m, *elem_shape)``, m >= 3); triples are

@@ -111,7 +111,7 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
     for d in devs:
         validate_dtype(dt, d)
         require_fits(4 * max(bs) * sum(sizes) * dt.itemsize + 3 * sum(a * b for a, b in zip(sizes, sizes[1:]))
-                   * dt.itemsize, d, what=f"an MLP {sizes} at batch {max(bs):,}")
+                     * dt.itemsize, d, what=f"an MLP {sizes} at batch {max(bs):,}")
     rs = ResultSet("batching", params={"batch_sizes": bs, "sizes": sizes, "devices": devs, "dtype": dt.name,
                                       "repeat": repeat, "stream_steps": stream_steps,
                                       "total_budget_s": total_budget_s, "stopped_early": False})
@@ -186,7 +186,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
             if dtn != "bfloat16":
                 validate_dtype(dtn, d)
             require_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
-                       what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
+                         what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
     rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devs,
                                              "repeat": repeat, "stopped_early": False})
     if "bfloat16" in dtypes and not torch_available():

@@ -171,9 +171,9 @@ def async_app() -> LiveApp:
                 fits = max((2 ** k for k in range(4, n.bit_length()) if async_cost_s(2 ** k, chain) <= WIDGET_LIMIT_S),
                            default=None)
                 require_affordable(f"A chain of {chain} operations on {n:,} elements on the CPU", cost,
-                           f"operations × elements over the rate of a chain of 8 on {2 ** 20:,} elements",
-                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
-                           + " or a shorter chain.")
+                                   f"operations × elements over the rate of a chain of 8 on {2 ** 20:,} elements",
+                                   (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                                   + " or a shorter chain.")
         sets = [cache.get((d, n, chain), lambda d=d: async_chain(d, n=n, chain=chain, repeat=5, budget_s=0.5))
                 for d in devs]
         sets += [r for r in refs]
@@ -280,9 +280,9 @@ def fusion_app() -> LiveApp:
                 fits = max((2 ** k for k in range(10, n.bit_length()) if fusion_cost_s(2 ** k, steps, dtype)
                             <= WIDGET_LIMIT_S), default=None)
                 require_affordable(f"The chain of {steps} steps over {n:,} {dtype} values on the CPU", cost,
-                           f"every mode's calls, scaled from the same chain timed at {FUSION_RATE_N:,} values",
-                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
-                           + (" or fewer steps, or float32." if dtype == "float16" else " or fewer steps."))
+                                   f"every mode's calls, scaled from the same chain timed at {FUSION_RATE_N:,} values",
+                                   (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                                   + (" or fewer steps, or float32." if dtype == "float16" else " or fewer steps."))
         rs = cache.get((steps, n, dtype, tuple(devs)), lambda: fusion_compare(
             n=n, steps=steps, dtype=dtype, devices=devs, repeat=5, budget_s=0.3))
         return fusion_figure(rs, refs), note + _notes(rs)
@@ -353,10 +353,10 @@ def roofline_app(op: str = "add", exponent: int = 20, live: ResultSet | None = N
             smaller = max(k for k in range(exponent + 1) if k == 0 or estimate_s(
                 POINT_CALLS * point_flops(op, 2 ** k), point_rate(op, dtype)) <= WIDGET_LIMIT_S)
             require_affordable(f"{op} at 2^{exponent} in {dtype} on the CPU",
-                       estimate_s(POINT_CALLS * point_flops(op, 2 ** exponent), point_rate(op, dtype)),
-                       "counted FLOPs over the rate measured at a small size",
-                       f"Choose a size of at most 2^{smaller} for {op} in {dtype}"
-                       + (", or float32." if dtype != "float32" else "."))
+                               estimate_s(POINT_CALLS * point_flops(op, 2 ** exponent), point_rate(op, dtype)),
+                               "counted FLOPs over the rate measured at a small size",
+                               f"Choose a size of at most 2^{smaller} for {op} in {dtype}"
+                               + (", or float32." if dtype != "float32" else "."))
         point = cache.get((op, exponent, dtype, d), lambda: roofline_point(op, 2 ** exponent, dtype, d))
         peaks = (live if live is not None and peaks_of(live, d)["flops"].get(dtype)
                  else cached_peaks(d, (dtype,)))

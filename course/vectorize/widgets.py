@@ -131,10 +131,10 @@ def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: 
                 fits = max((2 ** k for k in range(4, n.bit_length()) if ladder_cost_s(op, 2 ** k, dtype, lanes)
                             <= WIDGET_LIMIT_S), default=None)
                 require_affordable(f"Every rung of {op} on {n:,} {dtype} values", cost,
-                           f"a straight line through the same ladder timed at {_LADDER_REF_N[0]:,} and "
-                           f"{_LADDER_REF_N[1]:,} elements",
-                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
-                           + (" or float32." if dtype == "float16" else "."))
+                                   f"a straight line through the same ladder timed at {_LADDER_REF_N[0]:,} and "
+                                   f"{_LADDER_REF_N[1]:,} elements",
+                                   (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                                   + (" or float32." if dtype == "float16" else "."))
         rs = cache.get((op, n, dtype, lanes, tuple(devs)), lambda: ladder(
             op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5))
         refs = load_reference("vectorize_ladder") if "gpu" not in devs else []
