@@ -69,11 +69,11 @@ def check_numerics(rs: ResultSet) -> bool:
 def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
     import cupy as cp
 
-    from course.peers import torch_cuda_available
     from course.scan.kernels import block_scan
     from course.scan.singlepass import single_pass_scan
     from course.scan.timing import make_input
     from course.timing import benchmark
+    from course.torch_peer import torch_cuda_available
 
     x = make_input(n, "add", "float32", "gpu")
     out = cp.empty_like(x)
@@ -87,7 +87,7 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
     if torch_cuda_available():
         import torch
 
-        from course.peers import benchmark_torch
+        from course.torch_peer import benchmark_torch
 
         torch_x = torch.from_dlpack(x)
         samples["torch.cumsum"] = []
@@ -112,7 +112,7 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
 
 def time_bppsa(rs: ResultSet, Ts: tuple, repeat: int) -> dict:
     from course.bppsa.timing import rnn_timings, torch_rnn_timings
-    from course.peers import torch_cuda_available
+    from course.torch_peer import torch_cuda_available
 
     print("\n  BPPSA backward, tanh RNN hidden 20, batch 16, float32; each ratio = baseline time / fast time")
     print(f"  {'T':>7} {'fast ms':>9} {'sequential ms':>14} {'cuDNN ms':>9} {'vs course loop':>15} {'vs cuDNN':>9}")

@@ -24,11 +24,11 @@ import numpy as np
 
 from course.bppsa.algorithm import backprop_scan, backprop_sequential
 from course.devices import gpu_available, gpu_unavailable_reason
-from course.peers import benchmark_torch, torch_available, torch_cuda_available
 from course.recurrences import recurrence_loop, recurrence_scan, work_counts
 from course.recurrences.timing import recurrence_input
 from course.results import ResultSet
 from course.timing import benchmark
+from course.torch_peer import benchmark_torch, torch_available, torch_cuda_available
 
 N = 16
 CPU_T, GPU_T, GPU_LOOP_T = 2**14, 2**20, 2**14
@@ -39,7 +39,7 @@ GPU_TARGET = 4.0        # per-channel kernel time / chunked kernel time, at leas
 def alternate(fns: dict, device: str, rounds: int, repeat: int) -> dict:
     """Median time of each no-argument function over ``rounds`` alternating rounds of ``repeat`` calls.
 
-    PyTorch's functions (names starting with "PyTorch") are timed with ``course.peers.benchmark_torch``.
+    PyTorch's functions (names starting with "PyTorch") are timed with ``course.torch_peer.benchmark_torch``.
     """
     samples: dict = {k: [] for k in fns}
     for _ in range(rounds):

@@ -2,7 +2,7 @@
 
 * **Copy bandwidth** — the figure the roofline uses (``course.hardware.copy_bandwidth``, through
   ``course.throughput.roofline.measure_peaks``) against code that shares nothing with it: on the CPU the STREAM
-  copy on all cores (``course.stream``, numba ``prange``); on a GPU the device-to-device copy and the
+  copy on all cores (``course.memory_bandwidth``, numba ``prange``); on a GPU the device-to-device copy and the
   vendor's data-sheet bandwidth (labelled as such).  Target: ratio course / peer >= 0.90 — the tool
   must not understate the limit it teaches.
 * **Peak FLOP/s** — the roofline's peak against the best BLAS matrix product (``numpy.matmul`` /
@@ -29,8 +29,8 @@ import numpy as np
 
 from course.devices import get_xp, gpu_available, synchronize
 from course.hardware.machine import vendor_bandwidth
+from course.memory_bandwidth import stream_bandwidth
 from course.results import ResultSet
-from course.stream import stream_bandwidth
 from course.throughput.batch import torch_available
 from course.throughput.fusion import fusion_compare
 from course.throughput.roofline import measure_peaks, peak_matmul_sizes, peaks_of, theoretical_peak

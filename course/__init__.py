@@ -45,7 +45,7 @@ from .errors import (
     ResultsError,
     UnsupportedDtypeError,
 )
-from .limits import check_dtype, check_fits
+from .limits import require_fits, validate_dtype
 from .results import ResultSet, load_reference, provenance, save_reference
 from .timing import Timing, benchmark
 
@@ -57,7 +57,7 @@ _LAZY = ("hardware", "backprop", "vectorize", "throughput", "scan", "bppsa", "pa
 __all__ = [
     "Device", "devices", "cpu_info", "gpu_info", "gpu_available", "gpu_unavailable_reason",
     "require_gpu", "normalize_device", "get_xp", "array_device", "to_device", "to_numpy",
-    "synchronize", "check_dtype", "check_fits",
+    "synchronize", "validate_dtype", "require_fits",
     "Timing", "benchmark",
     "ResultSet", "provenance", "load_reference", "save_reference",
     "CourseError", "BadInputError", "GPUUnavailableError", "DeviceMemoryError",

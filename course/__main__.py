@@ -1,5 +1,5 @@
 """Command line: ``python -m course report [--quick] [--out DIR]``, ``python -m course devices``,
-``python -m course gpu-check [--quick] [--out DIR]`` (see :mod:`course.gpu_check`)."""
+``python -m course gpu-check [--quick] [--out DIR]`` (see :mod:`course.gpu_machine`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "gpu-check":
-        from .gpu_check import run_gpu_check
+        from .gpu_machine import run_gpu_check
 
         return run_gpu_check(args.out, quick=args.quick, skip=tuple(args.skip))
 

@@ -4,7 +4,7 @@ Each check runs the learner's function on fresh inputs, compares it with the
 course's own implementation and prints exactly what is wrong (shape, sign,
 scale...) or that it is right; it also returns True/False so a notebook test
 can assert on it.  Each lesson keeps its checks in its own folder (``course/scan/checks.py``, ...);
-this module gathers them under one name, and :mod:`course.checking` holds what they share.
+this module gathers them under one name, and :mod:`course.grading` holds what they share.
 
 A lesson's checks are imported when one of them is first used (``__all__`` is read from the source),
 so ``import course.check`` costs nothing in a notebook: the kernel checks of lessons 02-04, for

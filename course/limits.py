@@ -1,8 +1,8 @@
-"""What a device can hold: the dtypes its arrays support (:func:`check_dtype`) and the memory it
-has left (:func:`available_memory`).  :func:`check_fits` is called before every big allocation, so
+"""What a device can hold: the dtypes its arrays support (:func:`validate_dtype`) and the memory it
+has left (:func:`available_memory`).  :func:`require_fits` is called before every big allocation, so
 that a slider pushed too far gives a message saying what to choose instead of a dead kernel.
 
->>> check_dtype("float32", "cpu")
+>>> validate_dtype("float32", "cpu")
 dtype('float32')
 """
 
@@ -19,13 +19,13 @@ from .cpu import memory_bytes
 from .devices import cupy_module, normalize_device, require_gpu
 from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 
-__all__ = ["check_dtype", "check_fits", "available_memory", "out_of_memory_errors"]
+__all__ = ["validate_dtype", "require_fits", "available_memory", "out_of_memory_errors"]
 
 _CPU_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
                "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
 
 
-def check_dtype(dtype: Any, device: Any = "cpu") -> np.dtype:
+def validate_dtype(dtype: Any, device: Any = "cpu") -> np.dtype:
     """Return ``numpy.dtype(dtype)`` if ``device`` can hold it; else a clear error.
 
     ``bfloat16`` has no numpy or CuPy array type; lessons that time bfloat16
@@ -87,8 +87,8 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
-def check_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",
-               fraction: float = 0.5) -> None:
+def require_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",
+                 fraction: float = 0.5) -> None:
     """Raise :class:`DeviceMemoryError` if ``nbytes`` exceeds ``fraction`` of free memory.
 
     Called before a big allocation so that a slider pushed too far gives a

@@ -21,14 +21,14 @@ from typing import Any
 from .cpu import runnable_processes, usable_cores
 from .errors import BadInputError, whole_number
 
-__all__ = ["get_threads", "set_threads", "thread_limit", "check_threads", "default_threads", "threads_note",
+__all__ = ["get_threads", "set_threads", "thread_limit", "validate_threads", "default_threads", "threads_note",
            "core_threads"]
 
 _threads: int | None = None
 _default: tuple[int, str] | None = None     # (threads, why) decided at the first measurement
 
 
-def check_threads(n: Any, what: str = "threads") -> int:
+def validate_threads(n: Any, what: str = "threads") -> int:
     """``n`` as a count of threads (1 to 4096), or a :class:`BadInputError` naming ``what``."""
     return whole_number(what, n, hi=4096, hint="a whole number of threads, e.g. 1 or the cores this machine has")
 
@@ -37,7 +37,7 @@ def _default_threads() -> int:
     env = os.environ.get("COURSE_THREADS", "").strip()
     if env:
         try:
-            return check_threads(int(env), "COURSE_THREADS")
+            return validate_threads(int(env), "COURSE_THREADS")
         except ValueError:
             raise BadInputError(f"COURSE_THREADS must be a whole number >= 1, got {env!r}") from None
     return default_threads()[0]
@@ -114,7 +114,7 @@ def set_threads(n: int | None = None) -> int:
     True
     """
     global _threads
-    _threads = None if n is None else check_threads(n)
+    _threads = None if n is None else validate_threads(n)
     return get_threads()
 
 
@@ -128,7 +128,7 @@ class thread_limit:
     """
 
     def __init__(self, n: int | None = None):
-        self.n = get_threads() if n is None else check_threads(n)
+        self.n = get_threads() if n is None else validate_threads(n)
         self._limits = None
         self._torch_before: int | None = None
 

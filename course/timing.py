@@ -50,7 +50,7 @@ import numpy as np
 from .cpu import machine_load
 from .devices import cupy_module, normalize_device, require_gpu, synchronize
 from .errors import BadInputError, whole_number
-from .threads import check_threads, get_threads, thread_limit, threads_note
+from .threads import get_threads, thread_limit, threads_note, validate_threads
 
 __all__ = ["Timing", "benchmark", "interleaved_rounds", "sweep_within_budget", "noisy_note", "NOISY_SPREAD",
            "BUSY_LOAD", "MAX_REPEAT"]
@@ -289,7 +289,7 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
             raise BadInputError(f"keyword(s) {both} given both directly and in fn_kwargs; give each once")
         kwargs = {**kwargs, **fn_kwargs}
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    n_threads = get_threads() if blas_threads is None else check_threads(blas_threads, "blas_threads")
+    n_threads = get_threads() if blas_threads is None else validate_threads(blas_threads, "blas_threads")
     with thread_limit(n_threads):
         timing = _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads)
     timing.threads_why = threads_note() if blas_threads is None and dev == "cpu" else ""
@@ -401,7 +401,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     budget_s : seconds for the whole measurement, warm-up included: no round starts once it is
         spent, but ``min_rounds`` rounds always run.
     timer : ``timer(fn, device=, warmup=0, repeat=per_round, name=)`` takes the samples: the course's
-        stopwatch by default (CUDA events on a GPU), :func:`course.peers.benchmark_torch` for PyTorch;
+        stopwatch by default (CUDA events on a GPU), :func:`course.torch_peer.benchmark_torch` for PyTorch;
         a dict gives one timer per name.
     before : ``before(name)`` runs untimed before each function's turn (e.g. letting the other
         library's worker threads go quiet).
@@ -431,7 +431,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     min_rounds, per_round = whole_number("min_rounds", min_rounds, hi=cap, hint=hint), whole_number(
         "per_round", per_round, hi=MAX_REPEAT)
     repeat = whole_number("repeat", repeat, hi=cap, hint=hint)
-    n_threads = get_threads() if blas_threads is None else check_threads(blas_threads, "blas_threads")
+    n_threads = get_threads() if blas_threads is None else validate_threads(blas_threads, "blas_threads")
     timers = timer if isinstance(timer, dict) else dict.fromkeys(fns, timer)
     samples: dict[str, list[float]] = {k: [] for k in fns}
     load, began, stopped = machine_load(), time.perf_counter(), False

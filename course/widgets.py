@@ -51,7 +51,7 @@ from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
-           "measured_rate", "estimate_s", "check_cost", "cost_error", "STATIC_ENV",
+           "measured_rate", "estimate_s", "require_affordable", "cost_error", "STATIC_ENV",
            "figure_words", "describe_figures"]
 
 _T = TypeVar("_T")
@@ -370,7 +370,7 @@ def cost_error(what: str, seconds: float, how: str, instead: str,
                          f"each refresh under {limit_s:g} s. {instead}")
 
 
-def check_cost(what: str, seconds: float, how: str, instead: str, limit_s: float = WIDGET_LIMIT_S) -> None:
+def require_affordable(what: str, seconds: float, how: str, instead: str, limit_s: float = WIDGET_LIMIT_S) -> None:
     """Refuse (with :func:`cost_error`) a setting estimated to take more than ``limit_s`` seconds."""
     if seconds > limit_s:
         raise cost_error(what, seconds, how, instead, limit_s)

@@ -31,7 +31,7 @@ from course.backprop.train import train
 from course.backprop.validate import check_batch, check_labels
 from course.errors import CourseError
 from course.hardware.machine import copy_bandwidth, matmul_flops, matmul_sweep, time_matmul
-from course.stream import stream_bandwidth, stream_threads
+from course.memory_bandwidth import stream_bandwidth, stream_threads
 from course.threads import set_threads, thread_limit
 from course.timing import benchmark
 from course.vectorize.exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
@@ -120,7 +120,7 @@ def refused_at_once(call, name: str) -> CourseError:
 
 @pytest.fixture
 def one_gib_free(monkeypatch):
-    """A laptop's memory: check_fits sees 1 GiB free, whatever this machine has."""
+    """A laptop's memory: require_fits sees 1 GiB free, whatever this machine has."""
     monkeypatch.setattr(limits, "available_memory", lambda device="cpu": 2**30)
 
 
@@ -299,9 +299,9 @@ NAN = float("nan")
     pytest.param(lambda: benchmark(lambda: None, budget_s=True), "budget_s", id="benchmark budget True"),
     pytest.param(lambda: effective_bandwidth(NAN, 8, "float32"), "seconds", id="effective_bandwidth nan"),
     pytest.param(lambda: effective_bandwidth(0.0, 8, "float32"), "seconds", id="effective_bandwidth 0"),
-    pytest.param(lambda: limits.check_fits(NAN), "nbytes", id="check_fits nan"),
-    pytest.param(lambda: limits.check_fits("8"), "nbytes", id="check_fits str"),
-    pytest.param(lambda: limits.check_fits(8, fraction=0.0), "fraction", id="check_fits fraction 0"),
+    pytest.param(lambda: limits.require_fits(NAN), "nbytes", id="require_fits nan"),
+    pytest.param(lambda: limits.require_fits("8"), "nbytes", id="require_fits str"),
+    pytest.param(lambda: limits.require_fits(8, fraction=0.0), "fraction", id="require_fits fraction 0"),
     pytest.param(lambda: _model().train_step(*_xy(), lr=NAN), "lr", id="train_step lr nan"),
 ])
 def test_a_nan_or_zero_where_a_positive_float_is_wanted_is_refused_by_name(call, name):

@@ -203,7 +203,7 @@ SIZE_ARGS: list[tuple[str, Callable[[object], object], str, int, str]] = [
     ("torch_rnn_timings.T", lambda v: bp_timing.torch_rnn_timings(v, 3, 2), "T", 1, "error"),
     ("symbolic_scan.T", lambda v: bp_plots.symbolic_scan(v), "T", 1, "error"),
     # lesson 06
-    ("check_workers.p", lambda v: par_allreduce.check_workers(v), "p", 1, "ok"),
+    ("validate_workers.p", lambda v: par_allreduce.validate_workers(v), "p", 1, "ok"),
     ("chunk_bounds.n", lambda v: par_allreduce.chunk_bounds(v, 3), "N", 1, "ok"),
     ("chunk_bounds.p", lambda v: par_allreduce.chunk_bounds(10, v), "p", 1, "error"),
     ("ring_chunks.p", lambda v: par_allreduce.ring_chunks(0, 0, v), "p", 1, "ok"),

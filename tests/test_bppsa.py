@@ -12,9 +12,9 @@ from course.bppsa.algorithm import (
     backprop_scan,
     backprop_sequential,
     bppsa_operator,
-    check_chain,
     gradients_from_scan,
     scan_elements,
+    validate_chain,
     work_counts,
 )
 
@@ -156,7 +156,7 @@ def test_wrong_number_of_axes_is_refused():
 
 def test_integer_arrays_are_refused():
     with pytest.raises(BadInputError, match="floating point"):
-        check_chain(np.zeros((2, 3, 3), dtype=int), np.zeros(3, dtype=int))
+        validate_chain(np.zeros((2, 3, 3), dtype=int), np.zeros(3, dtype=int))
 
 
 @pytest.mark.gpu

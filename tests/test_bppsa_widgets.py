@@ -63,7 +63,7 @@ def test_timing_app_refuses_a_size_that_does_not_fit(monkeypatch):
 
     def tiny(nbytes, device="cpu", what="", fraction=0.5):
         raise course.DeviceMemoryError(f"{what} need too much")
-    monkeypatch.setattr(models, "check_fits", tiny)
+    monkeypatch.setattr(models, "require_fits", tiny)
     app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
     assert isinstance(app.last_error, course.DeviceMemoryError)
     assert "need too much" in "".join(o.get("text", "") for o in app.errors.outputs)

@@ -95,23 +95,23 @@ def test_cpu_namespace_is_numpy_and_transfers_are_explicit_copies():
 
 
 def test_check_dtype_explains_bfloat16_and_unknown_dtypes():
-    assert course.check_dtype("float32") == np.float32
+    assert course.validate_dtype("float32") == np.float32
     with pytest.raises(UnsupportedDtypeError, match="bfloat16"):
-        course.check_dtype("bfloat16")
+        course.validate_dtype("bfloat16")
     with pytest.raises(UnsupportedDtypeError, match="not a dtype"):
-        course.check_dtype("float33")
+        course.validate_dtype("float33")
     with pytest.raises(UnsupportedDtypeError, match="not supported"):
-        course.check_dtype("datetime64[s]")
+        course.validate_dtype("datetime64[s]")
 
 
 def test_check_fits_refuses_sizes_beyond_memory_with_the_numbers():
-    course.check_fits(1024, "cpu")
+    course.require_fits(1024, "cpu")
     with pytest.raises(DeviceMemoryError) as err:
-        course.check_fits(10 * 2**50, "cpu", what="a 10 PiB array")
+        course.require_fits(10 * 2**50, "cpu", what="a 10 PiB array")
     assert "a 10 PiB array" in str(err.value) and "smaller size" in str(err.value)
     assert isinstance(err.value, MemoryError)
     with pytest.raises(BadInputError):
-        course.check_fits(-1, "cpu")
+        course.require_fits(-1, "cpu")
 
 
 @pytest.mark.gpu

@@ -66,9 +66,9 @@ def test_a_tile_over_48_kib_is_refused_before_anything_is_compiled_or_launched()
 
 def test_every_tile_shape_the_course_uses_fits_in_shared_memory():
     for dtype in sk.KERNEL_DTYPES:
-        sk.check_shared_memory(dtype, 256, 8)      # the default
+        sk.require_shared_memory(dtype, 256, 8)      # the default
     for t, i in [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)]:   # the report's shapes
-        sk.check_shared_memory("float32", t, i)
+        sk.require_shared_memory("float32", t, i)
 
 
 def test_course_disable_gpu_switches_the_numba_kernels_off_too(monkeypatch):
@@ -78,7 +78,9 @@ def test_course_disable_gpu_switches_the_numba_kernels_off_too(monkeypatch):
             return True
 
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
-    monkeypatch.setattr(sk, "cuda", AlwaysThere())
+    import course.kernel_runtime as kr
+
+    monkeypatch.setattr(kr, "numba_cuda", AlwaysThere)
     assert sk.kernels_unavailable_reason() is None
     monkeypatch.setenv("COURSE_DISABLE_GPU", "1")
     assert "COURSE_DISABLE_GPU" in sk.kernels_unavailable_reason()
@@ -130,14 +132,14 @@ def test_every_pytorch_comparison_times_pytorch_through_course_peers(name):
 
 
 def test_benchmark_torch_on_the_cpu_is_the_course_stopwatch():
-    from course.peers import benchmark_torch
+    from course.torch_peer import benchmark_torch
 
     t = benchmark_torch(sum, [1, 2], device="cpu", warmup=1, repeat=3)
     assert t.repeat == 3 and t.device == "cpu" and t.warmup == 1
 
 
 def test_benchmark_torch_on_a_gpu_without_one_says_why():
-    from course.peers import benchmark_torch, torch_cuda_available
+    from course.torch_peer import benchmark_torch, torch_cuda_available
 
     if torch_cuda_available():
         pytest.skip("PyTorch sees a GPU here")
@@ -146,7 +148,7 @@ def test_benchmark_torch_on_a_gpu_without_one_says_why():
 
 
 def test_course_disable_torch_hides_pytorch(monkeypatch):
-    from course.peers import torch_available
+    from course.torch_peer import torch_available
 
     monkeypatch.setenv("COURSE_DISABLE_TORCH", "1")
     assert torch_available() is False

@@ -93,9 +93,9 @@ def test_numba_scan_on_tiny_grids_shows_no_performance_warning(strategy):
 
 @pytest.mark.gpu
 def test_largest_float64_tile_that_fits_runs_on_the_gpu():
-    from course.scan.kernels import block_scan, check_shared_memory
+    from course.scan.kernels import block_scan, require_shared_memory
 
-    check_shared_memory("float64", 1024, 4)
+    require_shared_memory("float64", 1024, 4)
     x = np.random.default_rng(0).random(50_000)
     got = course.to_numpy(block_scan(course.to_device(x, "gpu"), exclusive=False, threads=1024, items=4))
     np.testing.assert_allclose(got, np.cumsum(x), rtol=1e-10)
@@ -167,7 +167,7 @@ def test_torch_events_time_torch_work_and_the_product_equals_numpy():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("this PyTorch has no CUDA")
-    from course.peers import benchmark_torch
+    from course.torch_peer import benchmark_torch
 
     a = torch.rand(1024, 1024, device="cuda")
     t = benchmark_torch(torch.matmul, a, a, device="gpu", repeat=5)
@@ -211,7 +211,7 @@ def test_bppsa_on_the_gpu_gives_the_cpu_gradients_and_sweeps_past_a_refused_size
 
 @pytest.mark.gpu
 def test_gpu_check_writes_a_summary_naming_the_gpu(tmp_path):
-    from course.gpu_check import run_gpu_check
+    from course.gpu_machine import run_gpu_check
 
     status = run_gpu_check(tmp_path, quick=True, skip=("tests", "benchmarks", "targets", "report"),
                            progress=lambda s: None)

@@ -17,11 +17,11 @@ PKG = ROOT / "course"
 
 LESSONS = {"hardware": "00", "backprop": "01", "vectorize": "02", "throughput": "03", "scan": "04",
            "bppsa": "05", "parallel": "06", "recurrences": "07"}
-#: The spine; ``report``, ``check``, ``gpu_check`` and ``__main__`` gather the lessons at run time.
+#: The spine; ``report``, ``check``, ``gpu_machine`` and ``__main__`` gather the lessons at run time.
 SPINE = {"__init__", "__main__", "errors", "cpu", "devices", "limits", "threads", "timing", "results", "plots",
-         "widgets", "report", "check", "checking", "peers", "stream", "gpu_check", "predictions", "cuda_c",
-         "legends", "takeaways"}
-GATHERERS = {"course.__main__", "course.gpu_check"}
+         "widgets", "report", "check", "grading", "torch_peer", "memory_bandwidth", "gpu_machine", "predictions",
+         "cuda_c", "kernel_runtime", "legends", "takeaways"}
+GATHERERS = {"course.__main__", "course.gpu_machine"}
 #: The one place a lesson reaches forward, on purpose: lesson 03's roofline can place lesson 04's
 #: scan among its points (imported only when that point is asked for).
 FORWARD = {("course.throughput.roofline", "course.scan.algorithms")}

@@ -169,7 +169,7 @@ def test_mlp_backward_names_the_layer_order(capsys):
 
 
 def test_array_mismatch_says_what_is_wrong_with_an_array():
-    from course.checking import array_mismatch
+    from course.grading import array_mismatch
 
     want = np.arange(1.0, 7.0).reshape(2, 3)
     assert array_mismatch("dW", want.copy(), want) is None

@@ -7,8 +7,8 @@ from course.errors import BadInputError
 from course.scan.algorithms import (
     add,
     affine,
+    associative_on_samples,
     blelloch_scan,
-    check_associative,
     hillis_steele_scan,
     identity_for,
     matmul,
@@ -93,7 +93,7 @@ def test_maximum_identity_is_the_dtype_minimum():
 def test_non_associative_operator_is_detected_and_makes_tree_and_sequence_disagree():
     def minus(a, b):
         return a - b
-    assert not check_associative(minus, np.arange(6.0), verbose=False)
+    assert not associative_on_samples(minus, np.arange(6.0), verbose=False)
     x = np.arange(1.0, 9.0)
     assert not np.allclose(blelloch_scan(x, op=minus, identity=0.0),
                            sequential_scan(x, op=minus, identity=0.0))
@@ -101,21 +101,21 @@ def test_non_associative_operator_is_detected_and_makes_tree_and_sequence_disagr
 
 def test_associativity_check_passes_ready_operators(capsys):
     rng = np.random.default_rng(0)
-    assert check_associative(add, rng.normal(size=10))
-    assert check_associative(maximum, rng.normal(size=(10, 3)))
-    assert check_associative(matmul, rng.normal(size=(10, 3, 3)))
-    assert check_associative(affine, rng.normal(size=(10, 2)))
+    assert associative_on_samples(add, rng.normal(size=10))
+    assert associative_on_samples(maximum, rng.normal(size=(10, 3)))
+    assert associative_on_samples(matmul, rng.normal(size=(10, 3, 3)))
+    assert associative_on_samples(affine, rng.normal(size=(10, 2)))
     assert capsys.readouterr().out == ""
 
 
 def test_associativity_check_explains_the_failure(capsys):
-    check_associative(lambda a, b: (a + b) / 2, np.arange(5.0))
+    associative_on_samples(lambda a, b: (a + b) / 2, np.arange(5.0))
     assert "not associative: for sample 0" in capsys.readouterr().out
 
 
 def test_associativity_check_needs_three_samples():
     with pytest.raises(BadInputError, match="at least 3 sample"):
-        check_associative(add, np.ones(2))
+        associative_on_samples(add, np.ones(2))
 
 
 def test_input_is_not_modified():

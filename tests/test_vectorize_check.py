@@ -43,7 +43,7 @@ def test_a_softmax_loop_over_rows_is_refused_as_not_vectorized(capsys):
 
 
 def test_lines_are_counted_not_timed():
-    from course.checking import python_lines_run
+    from course.grading import python_lines_run
 
     x = np.ones(1000)
     assert python_lines_run(np.maximum, x, 0.0) == 0

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..devices import normalize_device, synchronize, to_numpy
 from ..errors import whole_number
-from ..peers import benchmark_torch, torch_available, torch_cuda_available, torch_synchronize
 from ..timing import interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available, torch_synchronize
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..checking import array_mismatch, call_learner, python_lines_run, verdict
+from ..grading import array_mismatch, call_learner, python_lines_run, verdict
 from .gradcheck import central_differences
 from .layers import MLP, Linear, Sigmoid, softmax_cross_entropy, softmax_cross_entropy_backward
 

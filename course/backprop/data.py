@@ -21,7 +21,7 @@ import numpy as np
 
 from ..devices import normalize_device, to_device
 from ..errors import BadInputError, random_generator, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -74,7 +74,7 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
     seed : the split is a function of the seed alone.
     """
     dev = normalize_device(device)
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     if dt.kind != "f":
         raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
     if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
@@ -114,7 +114,7 @@ def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0,
     n = whole_number("n", n, lo=0, hint="the number of examples to cover")
     batch_size = whole_number("batch_size", batch_size, hint="the examples in one step, e.g. 64")
     rng = random_generator(seed)
-    check_fits(8 * n, "cpu", what=f"the order of {n:,} examples")
+    require_fits(8 * n, "cpu", what=f"the order of {n:,} examples")
     order = rng.permutation(n) if shuffle else np.arange(n)
     for start in range(0, n, batch_size):
         yield order[start:start + batch_size]

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..devices import cupy_module, resolve_devices
 from ..errors import whole_number
-from ..peers import benchmark_torch, torch_cuda_available
 from ..results import ResultSet
 from ..timing import interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_cuda_available
 from .bench import torch_mlp_step
 from .counting import CountingNumpy
 from .fast_step import RUNG_TITLES, FastStep, declared_counts

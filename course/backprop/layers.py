@@ -33,18 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp, normalize_device
+from ..devices import array_device, get_xp, normalize_device, xp_of
 from ..errors import BadInputError, random_generator, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from .validate import check_batch, check_labels
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
            "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "xp_of"]
-
-
-def xp_of(a: Any) -> Any:
-    """The array namespace (numpy or cupy) that ``a`` lives in."""
-    return get_xp("gpu") if array_device(a) == "gpu" else np
 
 
 # ----------------------------------------------------------------------------- layers
@@ -232,7 +227,7 @@ def mse_backward(cache: tuple[Any], out: Any = None) -> Any:
 
 def _float_dtype(dtype: Any, device: Any) -> np.dtype:
     """``dtype`` as a numpy float dtype the device holds; an integer one would round every weight to 0."""
-    dt = check_dtype(dtype, device)
+    dt = validate_dtype(dtype, device)
     if dt.kind != "f":
         raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
     return dt
@@ -244,9 +239,9 @@ def _check_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> No
     pairs = list(zip(sizes[:-1], sizes[1:]))
     params = sum(a * b + b for a, b in pairs)
     arch = "-".join(map(str, sizes))
-    check_fits(3 * params * dtype.itemsize, device,
+    require_fits(3 * params * dtype.itemsize, device,
                what=f"the {params:,} {dtype.name} weights of a {arch} network, their gradients and updates")
-    check_fits(max(a * b for a, b in pairs) * (16 + dtype.itemsize), "cpu",
+    require_fits(max(a * b for a, b in pairs) * (16 + dtype.itemsize), "cpu",
                what=f"the float64 draw of the largest layer of {arch}")
 
 

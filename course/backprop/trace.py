@@ -34,7 +34,7 @@ import numpy as np
 
 from ..devices import normalize_device, resolve_devices, synchronize, to_device
 from ..errors import whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
@@ -235,7 +235,7 @@ def trace_from_results(rs: ResultSet, device: str = "cpu") -> StepTrace | None:
 def random_batch(model: MLP, batch: int, seed: int = 0) -> tuple[Any, Any]:
     """A random standard-normal batch and random labels for ``model``, on its device."""
     batch = whole_number("batch", batch, hint="the examples in one step")
-    check_fits(batch * (model.sizes[0] * (8 + model.dtype.itemsize) + 8), "cpu",
+    require_fits(batch * (model.sizes[0] * (8 + model.dtype.itemsize) + 8), "cpu",
                what=f"a random batch of {batch:,} examples of {model.sizes[0]:,} features")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, model.sizes[0])).astype(model.dtype)
@@ -251,7 +251,7 @@ def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float3
     batch = whole_number("batch", batch, hint="the examples in one step")
     model = MLP(sizes, activation=activation, dtype=dtype, device=dev)
     widest = max(sizes)
-    check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize + 3 * model.n_parameters()
+    require_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize + 3 * model.n_parameters()
                    * model.dtype.itemsize + batch * widest), dev,
                what=f"an MLP {list(sizes)} step on a batch of {batch:,}")
     x, y = random_batch(model, batch)
@@ -279,7 +279,7 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
         for w in widths:
             sizes = [n_in] + [int(w)] * depth + [n_out]
             model = MLP(sizes, dtype=dtype, device=d)
-            check_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize
+            require_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize
                            + 3 * model.n_parameters() * model.dtype.itemsize), d,
                        what=f"an MLP {sizes} step at batch {batch}")
             models[f"{d} width {w}"] = d, int(w), model, partial(model.train_step, *random_batch(model, batch), 1e-3)

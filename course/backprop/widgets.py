@@ -33,7 +33,6 @@ from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
     MeasurementCache,
-    check_cost,
     device_buttons,
     dtype_dropdown,
     estimate_s,
@@ -41,6 +40,7 @@ from ..widgets import (
     measured_rate,
     noise_html,
     progress,
+    require_affordable,
     size_slider,
 )
 from .checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward
@@ -109,7 +109,7 @@ def step_rate(sizes: Sequence[int], dtype: str) -> float:
 
 def _check_steps(what: str, sizes, steps: float, batch: int, dtype: str, instead: str) -> None:
     """Refuse ``steps`` training steps of this network at ``batch`` whose estimated time is over the widget limit."""
-    check_cost(what, estimate_s(steps * step_flops(sizes, batch), step_rate(sizes, dtype)),
+    require_affordable(what, estimate_s(steps * step_flops(sizes, batch), step_rate(sizes, dtype)),
                f"counted FLOPs over this network's {dtype} step rate measured at batch {_RATE_BATCH}", instead)
 
 
@@ -271,7 +271,7 @@ def step_sweep_app(depth: int = 2, batch: int = 256, largest: int = 256) -> Live
     def update(depth, batch, dtype, largest):
         widths = tuple(wd for wd in _SWEEP_WIDTHS if wd <= largest)
         if (depth, batch, dtype, widths) not in sweeps:
-            check_cost(f"The sweep up to width {largest} ({depth} hidden layers, batch {batch}, {dtype})",
+            require_affordable(f"The sweep up to width {largest} ({depth} hidden layers, batch {batch}, {dtype})",
                        sum(estimate_s(STEP_CALLS["sweep"] * step_flops([784] + [wd] * depth + [10], batch),
                                       step_rate([784] + [wd] * depth + [10], dtype)) for wd in widths),
                        f"counted FLOPs over each network's step rate measured at batch {_RATE_BATCH}",

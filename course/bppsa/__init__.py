@@ -22,15 +22,15 @@ from .algorithm import (
     backprop_scan_elements,
     backprop_sequential,
     bppsa_operator,
-    check_chain,
     gradients_from_scan,
     inplace_scan,
     scan_elements,
     scan_memory,
+    validate_chain,
     work_counts,
 )
 
 __all__ = [
     "backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
-    "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "check_chain", "CHUNK_FRACTION",
+    "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "validate_chain", "CHUNK_FRACTION",
 ]

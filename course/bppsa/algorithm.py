@@ -43,17 +43,17 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp
+from ..devices import array_device, get_xp, xp_of
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 
 __all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
-           "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "check_chain", "CHUNK_FRACTION"]
+           "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "validate_chain", "CHUNK_FRACTION"]
 
 
 # ------------------------------------------------------------------ input checks
 
-def check_chain(jacobians: Any, grad: Any) -> tuple[Any, Any, Any, int, int | None, int]:
+def validate_chain(jacobians: Any, grad: Any) -> tuple[Any, Any, Any, int, int | None, int]:
     """Check a (jacobians, grad) pair; return ``(J, g, xp, T, B, n)``.
 
     ``jacobians`` has shape ``(T, n, n)`` (one chain) or ``(T, B, n, n)`` (a batch
@@ -114,7 +114,7 @@ def backprop_sequential(jacobians: Any, grad: Any) -> Any:
     array([[3., 1.],
            [1., 1.]])
     """
-    J, g, xp, T, B, n = check_chain(jacobians, grad)
+    J, g, xp, T, B, n = validate_chain(jacobians, grad)
     dtype = xp.result_type(J.dtype, g.dtype)
     G = xp.empty((T + 1,) + g.shape, dtype=dtype)
     G[T] = g
@@ -155,10 +155,10 @@ def scan_elements(jacobians: Any, grad: Any) -> Any:
 
     Returns an array ``(T+1, n, n)`` or ``(T+1, B, n, n)``.
     """
-    J, g, xp, T, B, n = check_chain(jacobians, grad)
+    J, g, xp, T, B, n = validate_chain(jacobians, grad)
     dtype = xp.result_type(J.dtype, g.dtype)
-    check_fits(scan_memory(T, n, B or 1, np.dtype(dtype).itemsize)["peak"], array_device(J),
-               what=f"the scan over {T + 1} matrices of {n}×{n}" + (f" for a batch of {B}" if B else ""))
+    require_fits(scan_memory(T, n, B or 1, np.dtype(dtype).itemsize)["peak"], array_device(J),
+                 what=f"the scan over {T + 1} matrices of {n}×{n}" + (f" for a batch of {B}" if B else ""))
     elems = xp.empty((T + 1,) + J.shape[1:], dtype=dtype)
     elems[0] = 0
     elems[0, ..., :, 0] = g                          # grad -> first column of element 0
@@ -215,7 +215,7 @@ def backprop_scan_elements(elems: Any, trace: bool = False) -> Any:
     **The buffer is overwritten** (the scan works in place); with ``trace=True`` it
     is left alone.  Returns G ``(T+1, [B,] n)``, or ``(G, trace)``.
     """
-    xp = get_xp(array_device(elems))
+    xp = xp_of(elems)
     if elems.ndim not in (3, 4) or elems.shape[-1] != elems.shape[-2] or elems.shape[0] < 2:
         raise BadInputError(f"scan elements must have shape (T+1, [B,] n, n) with T >= 1, got "
                             f"{tuple(elems.shape)}; build them with scan_elements(jacobians, grad).")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import central_differences
-from ..checking import array_mismatch, call_learner, verdict
+from ..grading import array_mismatch, call_learner, verdict
 from ..scan import blelloch_scan
 
 __all__ = ["check_bppsa_operator", "check_rnn_jacobian_t", "check_backprop_sequential", "check_bppsa_backward"]

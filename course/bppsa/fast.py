@@ -37,7 +37,7 @@ import numpy as np
 
 from ..devices import array_device, get_xp
 from ..errors import BadInputError, whole_number
-from .algorithm import check_chain
+from .algorithm import validate_chain
 
 __all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps", "RNNBackwardPlan"]
 
@@ -131,7 +131,7 @@ def backprop_chunked(jacobians: Any, grad: Any, chunk: int | None = None) -> Any
     -------
     G : ``(T+1, n)`` or ``(T+1, B, n)``.
     """
-    J, g, xp, T, B, n = check_chain(jacobians, grad)
+    J, g, xp, T, B, n = validate_chain(jacobians, grad)
     L = _chunk_length(T, chunk)
     dtype = xp.result_type(J.dtype, g.dtype)
     J = J.astype(dtype, copy=False)

@@ -41,7 +41,7 @@ from ..backprop.gradcheck import central_differences, rel_error
 from ..backprop.layers import softmax_cross_entropy, softmax_cross_entropy_backward
 from ..devices import get_xp, normalize_device, to_device, to_numpy
 from ..errors import BadInputError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
 from .fast import RNNBackwardPlan, backprop_chunked
 
@@ -51,11 +51,11 @@ __all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]
 METHODS = ("sequential", "jacobian", "scan", "fast")
 
 
-def _check_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
+def _validate_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
     """Refuse before drawing ``count`` random numbers (float64 on the host, then ``dtype`` on ``device``)."""
-    check_fits(8 * count, "cpu", what=what)
+    require_fits(8 * count, "cpu", what=what)
     if device != "cpu":
-        check_fits(count * dtype.itemsize, device, what=what)
+        require_fits(count * dtype.itemsize, device, what=what)
 
 
 def _method(method: str) -> str:
@@ -109,12 +109,12 @@ class TanhRNN:
         self.hidden_size = h = whole_number("hidden_size", hidden_size, hint="the state size")
         self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
         self.device = normalize_device(device)
-        self.dtype = check_dtype(dtype, self.device)
+        self.dtype = validate_dtype(dtype, self.device)
         if self.dtype.kind != "f":
             raise BadInputError(f"an RNN needs a floating-point dtype, got {self.dtype.name}")
-        _check_draw(h * (self.input_size + h + 2) + self.n_classes * (h + 1), self.device, self.dtype,
-                    what=f"the weights of an RNN with hidden_size={h:,}, input_size={self.input_size:,}, "
-                         f"n_classes={self.n_classes:,}")
+        _validate_draw(h * (self.input_size + h + 2) + self.n_classes * (h + 1), self.device, self.dtype,
+                       what=f"the weights of an RNN with hidden_size={h:,}, input_size={self.input_size:,}, "
+                            f"n_classes={self.n_classes:,}")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         k = 1.0 / np.sqrt(h)
@@ -126,8 +126,8 @@ class TanhRNN:
     def example_data(self, T: int, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
         """Random inputs ``x (T, batch, input_size)`` and labels ``(batch,)`` on the model's device."""
         T, batch = whole_number("T", T, hint="the sequence length"), whole_number("batch", batch)
-        _check_draw(T * batch * self.input_size, self.device, self.dtype,
-                    what=f"inputs of T={T:,} steps x batch {batch:,} x {self.input_size:,} numbers")
+        _validate_draw(T * batch * self.input_size, self.device, self.dtype,
+                       what=f"inputs of T={T:,} steps x batch {batch:,} x {self.input_size:,} numbers")
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((T, batch, self.input_size))
         y = rng.integers(0, self.n_classes, batch)
@@ -146,7 +146,7 @@ class TanhRNN:
                                 f"got {tuple(x.shape)}")
         T, B = int(x.shape[0]), int(x.shape[1])
         h = self.hidden_size
-        check_fits((T + 1) * B * h * self.dtype.itemsize, self.device, what="the RNN's hidden states")
+        require_fits((T + 1) * B * h * self.dtype.itemsize, self.device, what="the RNN's hidden states")
         labels = xp.asarray(labels)
         if labels.shape != (B,):
             raise BadInputError(f"labels must have shape ({B},), one class per sequence; got "
@@ -165,8 +165,8 @@ class TanhRNN:
         """``J (T, B, h, h)``: ``J[t] = ∂h_{t+1}/∂h_t = diag(1 - h_{t+1}²) · W_hh`` per sequence."""
         hs = cache["hs"]
         T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
-        check_fits(2 * T * B * h * h * self.dtype.itemsize, self.device,
-                   what=f"{T:,} × {B} Jacobians of {h}×{h}")
+        require_fits(2 * T * B * h * h * self.dtype.itemsize, self.device,
+                     what=f"{T:,} × {B} Jacobians of {h}×{h}")
         return (1 - hs[1:] ** 2)[..., :, None] * self.params["W_hh"]
 
     def scan_elements(self, cache: dict, G_T: Any) -> Any:
@@ -178,8 +178,8 @@ class TanhRNN:
         """
         hs, W = cache["hs"], self.params["W_hh"]
         T, B, h = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
-        check_fits(scan_memory(T, h, B, self.dtype.itemsize)["peak"], self.device,
-                   what=f"the scan over {T + 1:,} × {B} matrices of {h}×{h}")
+        require_fits(scan_memory(T, h, B, self.dtype.itemsize)["peak"], self.device,
+                     what=f"the scan over {T + 1:,} × {B} matrices of {h}×{h}")
         elems = self.xp.empty((T + 1, B, h, h), dtype=self.dtype)
         elems[0] = 0
         elems[0, :, :, 0] = G_T
@@ -271,12 +271,12 @@ class MLPChain:
             raise BadInputError(f"activation must be 'tanh' or 'relu', got {activation!r}")
         self.activation = activation
         self.device = normalize_device(device)
-        self.dtype = check_dtype(dtype, self.device)
+        self.dtype = validate_dtype(dtype, self.device)
         if self.dtype.kind != "f":
             raise BadInputError(f"a network needs a floating-point dtype, got {self.dtype.name}: integer "
                                 "weights would round to zero")
-        _check_draw(L * n * (n + 1) + self.n_classes * (n + 1), self.device, self.dtype,
-                    what=f"the weights of {L:,} layers of width {n:,}")
+        _validate_draw(L * n * (n + 1) + self.n_classes * (n + 1), self.device, self.dtype,
+                       what=f"the weights of {L:,} layers of width {n:,}")
         self.xp = get_xp(self.device)
         rng = np.random.default_rng(seed)
         gain = np.sqrt(2.0 / n) if activation == "relu" else 1.0 / np.sqrt(n)
@@ -289,8 +289,8 @@ class MLPChain:
 
     def example_data(self, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
         batch = whole_number("batch", batch)
-        _check_draw(batch * self.width, self.device, self.dtype,
-                    what=f"inputs of batch {batch:,} x width {self.width:,}")
+        _validate_draw(batch * self.width, self.device, self.dtype,
+                       what=f"inputs of batch {batch:,} x width {self.width:,}")
         rng = np.random.default_rng(seed)
         return (to_device(rng.standard_normal((batch, self.width)), self.device, self.dtype),
                 to_device(rng.integers(0, self.n_classes, batch), self.device))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 from .algorithm import backprop_scan, backprop_sequential
@@ -46,7 +46,7 @@ def random_chain(T: int, n: int, seed: int = 0, dtype: Any = "float32") -> tuple
     if T * n * n > MAX_ELEMENTS:
         raise BadInputError(f"T = {T:,} steps of {n}×{n} Jacobians is {T * n * n:,} numbers, more than the "
                             f"{MAX_ELEMENTS:,} this sweep allows; choose a smaller T or n")
-    check_fits(3 * T * n * n * np.dtype(dtype).itemsize, "cpu", what=f"a chain of {T:,} {n}×{n} Jacobians")
+    require_fits(3 * T * n * n * np.dtype(dtype).itemsize, "cpu", what=f"a chain of {T:,} {n}×{n} Jacobians")
     rng = np.random.default_rng(seed)
     q, r = np.linalg.qr(rng.standard_normal((T, n, n)))
     q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from ..devices import get_xp, normalize_device
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 
 __all__ = ["tanh_jacobian_t", "relu_jacobian_t", "conv2d", "conv2d_jacobian", "conv2d_jacobian_t",
            "csr_bytes", "dense_bytes", "jacobian_memory", "conv_jacobian_memory", "vgg11_first_conv_claim",
@@ -71,7 +71,7 @@ def relu_jacobian_t(x: Any) -> sp.csr_matrix:
     return d
 
 
-def _check_conv(x_shape: tuple, weight: np.ndarray, padding: int, stride: int) -> tuple[int, ...]:
+def _validate_conv(x_shape: tuple, weight: np.ndarray, padding: int, stride: int) -> tuple[int, ...]:
     if weight.ndim != 4:
         raise BadInputError(f"weight must have shape (C_out, C_in, kh, kw), got {weight.shape}")
     if len(x_shape) != 3:
@@ -98,10 +98,10 @@ def conv2d(x: Any, weight: Any, padding: int = 1, stride: int = 1) -> np.ndarray
     The reference the sparse Jacobian is checked against.
     """
     x, w = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
-    c_out, c_in, kh, kw, H, W, Ho, Wo = _check_conv(x.shape, w, padding, stride)
+    c_out, c_in, kh, kw, H, W, Ho, Wo = _validate_conv(x.shape, w, padding, stride)
     padding, stride = int(padding), int(stride)
-    check_fits(8 * (c_in * (H + 2 * padding) * (W + 2 * padding) + 2 * c_out * Ho * Wo), "cpu",
-               what=f"a {H}x{W} image padded by {padding} and its {c_out}x{Ho}x{Wo} output")
+    require_fits(8 * (c_in * (H + 2 * padding) * (W + 2 * padding) + 2 * c_out * Ho * Wo), "cpu",
+                 what=f"a {H}x{W} image padded by {padding} and its {c_out}x{Ho}x{Wo} output")
     xp_ = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
     out = np.zeros((c_out, Ho, Wo))
     for di in range(kh):
@@ -122,12 +122,12 @@ def conv2d_jacobian(weight: Any, H: int, W: int, padding: int = 1, stride: int =
     generated without any forward data.
     """
     w = np.asarray(weight)
-    c_out, c_in, kh, kw, H, W, Ho, Wo = _check_conv((w.shape[1] if w.ndim == 4 else -1, H, W), w,
-                                                     padding, stride)
+    c_out, c_in, kh, kw, H, W, Ho, Wo = _validate_conv((w.shape[1] if w.ndim == 4 else -1, H, W), w,
+                                                        padding, stride)
     padding, stride = int(padding), int(stride)
     # building it indexes a (C_out, H_out, W_out, C_in, kh, kw) grid: ~100 bytes per entry at the peak
-    check_fits(100 * c_out * Ho * Wo * c_in * kh * kw, "cpu",
-               what=f"the Jacobian of a {c_out}x{c_in}x{kh}x{kw} convolution on a {H}x{W} image")
+    require_fits(100 * c_out * Ho * Wo * c_in * kh * kw, "cpu",
+                 what=f"the Jacobian of a {c_out}x{c_in}x{kh}x{kw} convolution on a {H}x{W} image")
     o, i, j, c, di, dj = np.meshgrid(np.arange(c_out), np.arange(Ho), np.arange(Wo), np.arange(c_in),
                                      np.arange(kh), np.arange(kw), indexing="ij", sparse=True)
     ii = i * stride + di - padding
@@ -257,8 +257,8 @@ def chain_fill_in(depth: int, size: int = 16, channels: int = 2, seed: int = 0) 
     channels = whole_number("channels", channels)
     n = channels * size * size                      # rows of each Jacobian
     reach = min(2 * depth + 1, 2 * size - 1) ** 2   # taps of the widest product, per channel pair
-    check_fits(3 * 12 * n * min(n, channels * reach), "cpu",
-               what=f"products of {depth} convolution Jacobians on {channels}x{size}x{size} images")
+    require_fits(3 * 12 * n * min(n, channels * reach), "cpu",
+                 what=f"products of {depth} convolution Jacobians on {channels}x{size}x{size} images")
     rng = np.random.default_rng(seed)
     prod = None
     out = []

@@ -33,10 +33,10 @@ import numpy as np
 
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, GPUUnavailableError, whole_number
-from ..limits import check_fits, out_of_memory_errors
-from ..peers import benchmark_torch, torch_available, torch_device, torch_threads
+from ..limits import out_of_memory_errors, require_fits
 from ..results import ResultSet
 from ..timing import interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_available, torch_device, torch_threads
 from .algorithm import work_counts
 from .fast import chunked_steps
 from .models import METHODS, TanhRNN
@@ -75,8 +75,8 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
         if m not in METHODS:
             raise BadInputError(f"method {m!r} is not one of {', '.join(map(repr, METHODS))}")
     rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
-    check_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, dev,
-               what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
+    require_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, dev,
+                 what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     x, y = rnn.example_data(T, batch, seed=seed + 1)
     _, cache = rnn.forward(x, y)       # every backward pass starts from these saved values
     grads: dict[str, Any] = {}
@@ -119,8 +119,8 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
     dev = normalize_device(device)
     T, batch, hidden_size, input_size = _rnn_sizes(T, batch, hidden_size, input_size)
     repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
-    check_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, dev,
-               what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
+    require_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, dev,
+                 what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     tdev = torch_device(dev)        # a clear error without PyTorch, or without its CUDA build
     import torch
 
@@ -135,7 +135,7 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
         out, h = rnn(x)
         return loss_fn(head(h[-1]), y)
 
-    # PyTorch is timed as every PyTorch peer is (course.peers.benchmark_torch: its own CUDA events on
+    # PyTorch is timed as every PyTorch peer is (course.torch_peer.benchmark_torch: its own CUDA events on
     # a GPU), in the same alternating rounds as rnn_timings.
     with torch_threads(threads):
         loss = forward()

@@ -32,11 +32,11 @@ from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
     MeasurementCache,
-    check_cost,
     device_buttons,
     estimate_s,
     measured_rate,
     progress,
+    require_affordable,
     size_slider,
 )
 from .algorithm import work_counts
@@ -202,10 +202,10 @@ def timing_app(T: int = 100, hidden: int = 20, batch: int = 16) -> LiveApp:
             cost = timing_cost_s(T, hidden, batch)
             if cost > WIDGET_LIMIT_S:
                 fits = [t for t in SWEEP_T if t < T and timing_cost_s(t, hidden, batch) <= WIDGET_LIMIT_S]
-                check_cost(f"Timing T = {T:,} with hidden size {hidden} and batch {batch}", cost,
-                           f"rounds of T steps at the rate measured at a small T, plus a {TIMING_BUDGET_S:g} s "
-                           "budget", (f"Choose T = {fits[-1]:,} or less here" if fits else "Choose a smaller T")
-                           + ", or a smaller hidden size or batch.")
+                require_affordable(f"Timing T = {T:,} with hidden size {hidden} and batch {batch}", cost,
+                                   f"rounds of T steps at the rate measured at a small T, plus a {TIMING_BUDGET_S:g} s "
+                                   "budget", (f"Choose T = {fits[-1]:,} or less here" if fits else "Choose a smaller T")
+                                   + ", or a smaller hidden size or batch.")
         return cache.get(key, lambda: timing_update(T, hidden, batch, device, torch, budget_s=TIMING_BUDGET_S))
 
     app = LiveApp(update, controls, title="Backward pass of a tanh RNN: sequential backprop vs BPPSA, measured live")

@@ -6,7 +6,7 @@
   size on every device, with its widget;
 * :mod:`~course.hardware.experiments`: the same sweep for ``python -m course report``.
 
-The memory's speed measured on every core at once (STREAM) is in :mod:`course.stream`: lessons
+The memory's speed measured on every core at once (STREAM) is in :mod:`course.memory_bandwidth`: lessons
 02 and 03 compare with it too.
 """
 

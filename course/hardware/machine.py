@@ -23,7 +23,7 @@ import numpy as np
 
 from ..devices import cpu_info, get_xp, gpu_available, gpu_info, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, noisy_note
 
@@ -94,7 +94,7 @@ def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
     nbytes = whole_number("nbytes", nbytes, lo=4, hint="at least 4 bytes (one float32 value), e.g. 2**26")
     threads = whole_number("threads", threads, hi=1024, hint="the threads that copy slices at once")
     threads = 1 if dev == "gpu" else threads
-    check_fits(2 * nbytes, dev, what=f"two arrays of {nbytes / 2**20:.0f} MiB")
+    require_fits(2 * nbytes, dev, what=f"two arrays of {nbytes / 2**20:.0f} MiB")
     xp = get_xp(dev)
     n = nbytes // 4
     src = xp.ones(n, dtype=xp.float32)
@@ -134,10 +134,10 @@ def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int
     (:meth:`course.timing.Timing.as_record`) with n, dtype and ``gflops`` (2n³ flops per call)."""
     dev = normalize_device(device)
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     if dt.kind != "f":
         raise BadInputError(f"time_matmul times float dtypes (float16, float32, float64), got {dt.name}")
-    check_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
+    require_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
     xp = get_xp(dev)
     rng = np.random.default_rng(seed)
     a = xp.asarray(rng.standard_normal((n, n)).astype(dt))
@@ -163,7 +163,7 @@ def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
     if not sizes:
         raise BadInputError("matmul_sweep needs at least one size")
     devs = resolve_devices(devices or None)
-    dt = check_dtype(dtype, "cpu")
+    dt = validate_dtype(dtype, "cpu")
     rs = ResultSet("matmul_sweep", params={"sizes": sizes, "dtype": dt.name, "devices": devs,
                                            "repeat": repeat, "budget_s": budget_s})
     jobs = [(d, n) for d in devs for n in sizes]

@@ -1,8 +1,17 @@
 """Kernel exercises: write small ``numba.cuda`` kernels, run them on the CUDA simulator inside the
 notebook (no environment variable, no restart) or on a GPU, see what each thread read and wrote,
-and have them checked; count what a GPU would pay for them (:mod:`~course.kernels.counts`: sectors, bank
-conflicts, divergent warps, barriers) and make three slow kernels fast against those counts
-(:mod:`~course.kernels.tuning`); :mod:`~course.kernels.warps` holds the counted warp-level demonstrations.
+and have them checked.  Read in this order:
+
+* :mod:`~course.kernels.exercises`: each exercise as data (inputs, launch shape, numpy oracle, budget);
+* :mod:`~course.kernels.reference`: the course's own answer to each;
+* :mod:`~course.kernels.simulator` runs a kernel on the CUDA simulator (or a GPU) and
+  :mod:`~course.kernels.trace` records what every thread read and wrote;
+* :mod:`~course.kernels.grading`: what is wrong with a learner's kernel, said precisely, and
+  :mod:`~course.kernels.checks`: the exercises' checks (``course.check.<name>``);
+* :mod:`~course.kernels.pictures`: what every thread read and wrote, drawn per barrier phase;
+* :mod:`~course.kernels.counts`: what a GPU would pay (sectors, bank conflicts, divergent warps, barriers);
+* :mod:`~course.kernels.tuning` and :mod:`~course.kernels.tuned`: three slow kernels made fast against
+  those counts; :mod:`~course.kernels.warps`: the counted warp-level demonstrations.
 
 >>> from course import kernels
 >>> sorted(kernels.EXERCISES)[:3]

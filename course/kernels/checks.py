@@ -1,4 +1,4 @@
-"""The kernel exercises' checks, collected as ``course.check.<name>`` (see ``course/check/__init__.py``).
+"""The kernel exercises' checks, collected as ``course.check.<name>`` (see ``course/check.py``).
 
 Each runs your kernel on the CUDA simulator (and on a GPU where one answers), prints precisely what
 is wrong or that it is right, and returns True/False.

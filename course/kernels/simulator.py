@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError, GPUUnavailableError
+from ..kernel_runtime import gpu_kernels_available
 from .trace import KernelRunawayError, Trace, TracedArray
 
 __all__ = ["simulate", "run_on_gpu", "gpu_kernels_available", "python_function", "KernelFailed"]
@@ -256,12 +257,6 @@ def simulate(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> tuple[dic
         exc = budget.failures[0] if budget.failures else exc  # the thread's own exception, not its copy
         raise KernelFailed(f"{type(exc).__name__}: {exc}", exc, trace) from exc
     return data, trace
-
-
-def gpu_kernels_available() -> bool:
-    """True when a CUDA GPU answers ``numba.cuda`` here (and ``COURSE_DISABLE_GPU`` is not set)."""
-    from ..scan.kernels import kernels_unavailable_reason, simulator_enabled
-    return not simulator_enabled() and kernels_unavailable_reason() is None
 
 
 def run_on_gpu(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> dict:

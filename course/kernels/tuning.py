@@ -29,7 +29,7 @@ from .trace import KernelIndexError
 __all__ = ["Tuning", "TUNINGS", "GPU_SCALE", "tuning", "TuningGrade", "grade_tuning", "report_tuning", "time_tuning"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Tuning:
     """One optimisation exercise: launch shape, inputs, oracle, targets (count -> most allowed) and hints."""
 
@@ -61,36 +61,63 @@ def _exclusive_tiles(a: np.ndarray, tile: int) -> np.ndarray:
 
 _TR, _SCAN_TILE = tuned.TR_TILE, tuned.SCAN_T * tuned.SCAN_ITEMS
 
+def _transpose_inputs(r: np.random.Generator, k: int) -> dict:
+    return {"out": np.full((2 * _TR * k, _TR * k), np.nan, np.float32), "a": _ints(r, _TR * k, 2 * _TR * k)}
+
+
+def _transpose_oracle(g: dict) -> dict:
+    return {"out": g["a"].T}
+
+
+def _transpose_blocks(k: int) -> tuple[int, int]:
+    return (2 * k, k)
+
+
+def _reduction_inputs(r: np.random.Generator, k: int) -> dict:
+    return {"out": np.full(2 * k, np.nan, np.float32), "a": _ints(r, 2 * k * tuned.RED_T)}
+
+
+def _reduction_oracle(g: dict) -> dict:
+    return {"out": g["a"].reshape(-1, tuned.RED_T).sum(axis=1).astype(np.float32)}
+
+
+def _scan_inputs(r: np.random.Generator, k: int) -> dict:
+    return {"out": np.full(2 * k * _SCAN_TILE, np.nan, np.float32), "a": _ints(r, 2 * k * _SCAN_TILE)}
+
+
+def _scan_oracle(g: dict) -> dict:
+    return {"out": _exclusive_tiles(g["a"], _SCAN_TILE)}
+
+
+def _two_blocks_per_scale(k: int) -> int:
+    return 2 * k
+
+
 TUNINGS: dict[str, Tuning] = {t.name: t for t in [
-    Tuning("transpose", f"Matrix transpose of a {_TR} x {2 * _TR} matrix, blocks of {_TR} x {tuned.TR_ROWS}",
-           (2, 1), (_TR, tuned.TR_ROWS),
-           lambda r, k: {"out": np.full((2 * _TR * k, _TR * k), np.nan, np.float32),
-                         "a": _ints(r, _TR * k, 2 * _TR * k)},
-           lambda g: {"out": g["a"].T},
-           {"global_sectors": 2 * 2 * _TR * _TR * 4 // 32, "bank_conflicts": 0},
-           {"global_sectors": "a warp's 32 lanes should touch 32 consecutive floats (4 sectors) on both the read "
-                              "and the write: stage the tile in shared memory and write it out row by row",
-            "bank_conflicts": "a column of a 32 x 32 float32 tile lies in one bank; give the tile one spare column"},
-           tuned.transpose_naive, tuned.transpose_tiled_padded, lambda k: (2 * k, k)),
-    Tuning("reduction", f"Block reduction: one sum per block of {tuned.RED_T}, 2 blocks",
-           2, tuned.RED_T,
-           lambda r, k: {"out": np.full(2 * k, np.nan, np.float32), "a": _ints(r, 2 * k * tuned.RED_T)},
-           lambda g: {"out": g["a"].reshape(-1, tuned.RED_T).sum(axis=1).astype(np.float32)},
-           {"divergent_warps": 12, "bank_conflicts": 0},
-           {"divergent_warps": "keep the active threads together (if t < s, s halving from the middle) so that "
-                               "whole warps are busy or idle until fewer than 32 threads are left",
-            "bank_conflicts": "active lanes should read consecutive words: cache[t] and cache[t + s], not "
-                              "cache[2 * s * t]"},
-           tuned.reduce_interleaved, tuned.reduce_sequential, lambda k: 2 * k),
-    Tuning("scan", f"Block scan: a tile of {tuned.SCAN_T} threads x {tuned.SCAN_ITEMS} items, 2 blocks",
-           2, tuned.SCAN_T,
-           lambda r, k: {"out": np.full(2 * k * _SCAN_TILE, np.nan, np.float32), "a": _ints(r, 2 * k * _SCAN_TILE)},
-           lambda g: {"out": _exclusive_tiles(g["a"], _SCAN_TILE)},
-           {"global_sectors": 2 * 2 * _SCAN_TILE * 4 // 32, "bank_conflicts": 0},
-           {"global_sectors": "keep the load and the store coalesced: lane t takes k * SCAN_T + t",
-            "bank_conflicts": "the runs (stride SCAN_ITEMS) and the tree (stride 2, 4, ...) pile lanes into few "
-                              "banks: store shared index i at i + i // 32 (size the arrays for it)"},
-           tuned.scan_plain, tuned.scan_padded, lambda k: 2 * k),
+    Tuning(name="transpose",
+           title=f"Matrix transpose of a {_TR} x {2 * _TR} matrix, blocks of {_TR} x {tuned.TR_ROWS}",
+           blocks=(2, 1), threads=(_TR, tuned.TR_ROWS), make=_transpose_inputs, oracle=_transpose_oracle,
+           targets={"global_sectors": 2 * 2 * _TR * _TR * 4 // 32, "bank_conflicts": 0},
+           hints={"global_sectors": "a warp's 32 lanes should touch 32 consecutive floats (4 sectors) on both the "
+                                    "read and the write: stage the tile in shared memory and write it out row by row",
+                  "bank_conflicts": "a column of a 32 x 32 float32 tile lies in one bank; give the tile one spare "
+                                    "column"},
+           slow=tuned.transpose_naive, answer=tuned.transpose_tiled_padded, gpu_blocks=_transpose_blocks),
+    Tuning(name="reduction", title=f"Block reduction: one sum per block of {tuned.RED_T}, 2 blocks",
+           blocks=2, threads=tuned.RED_T, make=_reduction_inputs, oracle=_reduction_oracle,
+           targets={"divergent_warps": 12, "bank_conflicts": 0},
+           hints={"divergent_warps": "keep the active threads together (if t < s, s halving from the middle) so "
+                                     "that whole warps are busy or idle until fewer than 32 threads are left",
+                  "bank_conflicts": "active lanes should read consecutive words: cache[t] and cache[t + s], not "
+                                    "cache[2 * s * t]"},
+           slow=tuned.reduce_interleaved, answer=tuned.reduce_sequential, gpu_blocks=_two_blocks_per_scale),
+    Tuning(name="scan", title=f"Block scan: a tile of {tuned.SCAN_T} threads x {tuned.SCAN_ITEMS} items, 2 blocks",
+           blocks=2, threads=tuned.SCAN_T, make=_scan_inputs, oracle=_scan_oracle,
+           targets={"global_sectors": 2 * 2 * _SCAN_TILE * 4 // 32, "bank_conflicts": 0},
+           hints={"global_sectors": "keep the load and the store coalesced: lane t takes k * SCAN_T + t",
+                  "bank_conflicts": "the runs (stride SCAN_ITEMS) and the tree (stride 2, 4, ...) pile lanes into "
+                                    "few banks: store shared index i at i + i // 32 (size the arrays for it)"},
+           slow=tuned.scan_plain, answer=tuned.scan_padded, gpu_blocks=_two_blocks_per_scale),
 ]}
 
 

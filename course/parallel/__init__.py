@@ -5,7 +5,7 @@ Read in this order:
 * :mod:`~course.parallel.collectives`: all-reduce three ways (naive, tree, ring) on p simulated
   workers in numpy, one step at a time, with the bytes each worker sends;
 * :mod:`~course.parallel.ring_mpi`: the same ring over MPI point-to-point messages (``Sendrecv``),
-  checked against MPI's own ``Allreduce``;
+  checked against MPI's own ``Allreduce``; :mod:`~course.parallel.worker` is what every rank runs;
 * :mod:`~course.parallel.data_parallel`: lesson 01's MLP trained on p ranks, each on a slice of the
   batch, gradients averaged by the ring; DDP-style buckets overlapped with backward;
 * :mod:`~course.parallel.pipeline`: the MLP's layers split over p ranks, GPipe's micro-batches,

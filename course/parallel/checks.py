@@ -22,8 +22,8 @@ __all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_averag
 
 
 def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any]:
-    """:func:`course.checking.call_learner`, imported late: ``course.check`` imports this module."""
-    from ..checking import call_learner as call
+    """:func:`course.grading.call_learner`, imported late: ``course.check`` imports this module."""
+    from ..grading import call_learner as call
 
     return call(fn, *args, context=context)
 

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 
-__all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "check_workers", "check_length",
+__all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "validate_workers", "validate_length",
            "chunk_bounds", "ring_chunks", "naive_allreduce", "tree_allreduce", "ring_allreduce",
            "allreduce", "bytes_per_worker", "message_counts"]
 
@@ -96,30 +96,30 @@ class AllreduceRun:
 
 # ---------------------------------------------------------------------------- checks of the input
 
-def check_workers(p: Any) -> int:
+def validate_workers(p: Any) -> int:
     """``p`` as an int, or a clear error: a whole number of workers >= 1."""
     return whole_number("p", p, hint="p is the number of workers")
 
 
-def check_length(n: Any, what: str = "N (the vector length)") -> int:
+def validate_length(n: Any, what: str = "N (the vector length)") -> int:
     """``n`` as an int, or a clear error: a whole number of elements >= 1."""
     return whole_number(what, n, hint="an all-reduce of nothing has nothing to send")
 
 
-def _check_vectors(x: Any) -> np.ndarray:
+def _validate_vectors(x: Any) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 2:
         raise BadInputError(f"the workers' vectors must be a 2-D array (p workers, N elements); got "
                             f"shape {x.shape}.")
-    check_workers(x.shape[0])
-    check_length(x.shape[1])
+    validate_workers(x.shape[0])
+    validate_length(x.shape[1])
     if x.dtype.kind != "f":
         raise BadInputError(f"the vectors must hold floating-point numbers (float32 or float64), as "
                             f"gradients do; got dtype {x.dtype.name}. Convert with x.astype('float64').")
     return x
 
 
-def _check_simulation(x: np.ndarray, algorithm: str, trace: bool) -> None:
+def _validate_simulation(x: np.ndarray, algorithm: str, trace: bool) -> None:
     """Refuse, before anything is allocated, a run with too many messages or whose buffers (and, with
     ``trace``, their copy after every step) would not fit in memory."""
     p, n = x.shape
@@ -129,9 +129,9 @@ def _check_simulation(x: np.ndarray, algorithm: str, trace: bool) -> None:
                             f"messages, one Python step each; at most {MAX_SIMULATED_MESSAGES:,} are simulated "
                             "here: choose fewer workers")
     copies = 1 + (message_counts(algorithm, p) if trace else 0)      # the buffers, and one per step
-    check_fits(copies * p * n * (x.dtype.itemsize + 8), "cpu",
-               what=f"the simulated {algorithm} all-reduce's buffers ({p:,} x {n:,}"
-                    f"{f', kept after each of {copies - 1:,} steps: trace=False keeps none' if trace else ''})")
+    require_fits(copies * p * n * (x.dtype.itemsize + 8), "cpu",
+                 what=f"the simulated {algorithm} all-reduce's buffers ({p:,} x {n:,}"
+                      f"{f', kept after each of {copies - 1:,} steps: trace=False keeps none' if trace else ''})")
 
 
 # ---------------------------------------------------------------------------- the chunk schedule
@@ -144,7 +144,7 @@ def chunk_bounds(n: int, p: int) -> np.ndarray:
     >>> chunk_bounds(10, 4).tolist()
     [0, 2, 5, 7, 10]
     """
-    n, p = check_length(n), check_workers(p)
+    n, p = validate_length(n), validate_workers(p)
     if p > MAX_SIMULATED_WORKERS:
         raise BadInputError(f"p must be at most {MAX_SIMULATED_WORKERS:,} here (one chunk per worker), got {p:,}")
     return (np.arange(p + 1) * n) // p
@@ -162,7 +162,7 @@ def ring_chunks(rank: int, step: int, p: int) -> tuple[int, int]:
     >>> [ring_chunks(0, s, 4) for s in range(6)]
     [(0, 3), (3, 2), (2, 1), (1, 0), (0, 3), (3, 2)]
     """
-    p = check_workers(p)
+    p = validate_workers(p)
     rank = whole_number("rank", rank, 0, p - 1, hint=f"workers are numbered 0 .. {p - 1}")
     if p == 1:
         raise BadInputError("a ring of p = 1 worker sends nothing: it has no steps; use p >= 2")
@@ -211,10 +211,10 @@ def naive_allreduce(x: Any, root: int = 0, trace: bool = True) -> AllreduceRun:
     >>> naive_allreduce(np.ones((3, 2))).result.tolist()
     [[3.0, 3.0], [3.0, 3.0], [3.0, 3.0]]
     """
-    x = _check_vectors(x)
+    x = _validate_vectors(x)
     p, n = x.shape
     root = whole_number("root", root, 0, p - 1, hint=f"the root is one of the workers, numbered 0 .. {p - 1}")
-    _check_simulation(x, "naive", trace)
+    _validate_simulation(x, "naive", trace)
     sim = _Sim(x, "naive", trace)
     others = [w for w in range(p) if w != root]
     for w in others:                        # the root can receive one message at a time
@@ -232,9 +232,9 @@ def tree_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     >>> len(tree_allreduce(np.ones((5, 3))).steps)   # 3 rounds up, 3 down
     6
     """
-    x = _check_vectors(x)
+    x = _validate_vectors(x)
     p, n = x.shape
-    _check_simulation(x, "tree", trace)
+    _validate_simulation(x, "tree", trace)
     sim = _Sim(x, "tree", trace)
     rounds = math.ceil(math.log2(p)) if p > 1 else 0
     for k in range(rounds):
@@ -258,9 +258,9 @@ def ring_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     >>> run.result.tolist()[2], run.sent.tolist()
     ([1.0, 1.0, 1.0, 1.0], [6, 6, 6, 6])
     """
-    x = _check_vectors(x)
+    x = _validate_vectors(x)
     p, n = x.shape
-    _check_simulation(x, "ring", trace)
+    _validate_simulation(x, "ring", trace)
     bounds = chunk_bounds(n, p)
     sim = _Sim(x, "ring", trace)
     for step in range(2 * (p - 1)):
@@ -295,7 +295,7 @@ def bytes_per_worker(algorithm: str, n: int, p: int, itemsize: int = 8) -> float
     >>> bytes_per_worker("ring", 1000, 4, 8), bytes_per_worker("naive", 1000, 4, 8)
     (12000.0, 24000.0)
     """
-    n, p = check_length(n), check_workers(p)
+    n, p = validate_length(n), validate_workers(p)
     itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 8 for float64")
     if algorithm == "ring":
         return 2 * (p - 1) / p * n * itemsize
@@ -313,7 +313,7 @@ def message_counts(algorithm: str, p: int) -> int:
     >>> [message_counts(a, 8) for a in ALGORITHMS]
     [14, 6, 14]
     """
-    p = check_workers(p)
+    p = validate_workers(p)
     if algorithm in ("naive", "ring"):
         return 2 * (p - 1)
     if algorithm == "tree":

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
-from .collectives import check_workers, chunk_bounds
+from ..limits import require_fits
+from .collectives import chunk_bounds, validate_workers
 
 __all__ = ["make_batches", "shard", "flat_gradients", "apply_update", "average_gradients",
            "single_process_train", "single_process_gradients", "data_parallel_train",
@@ -49,7 +49,7 @@ def make_batches(sizes: Sequence[int], batch: int, steps: int, seed: int = 0) ->
     if isinstance(sizes, (str, bytes)) or len(sizes) < 2:
         raise BadInputError(f"sizes must list the layer widths, input first and classes last, got {sizes!r}")
     d_in, classes = whole_number("sizes", sizes[0]), whole_number("sizes", sizes[-1])
-    check_fits(16 * steps * batch * (d_in + 1), "cpu", what=f"{steps:,} batches of {batch:,} x {d_in:,} inputs")
+    require_fits(16 * steps * batch * (d_in + 1), "cpu", what=f"{steps:,} batches of {batch:,} x {d_in:,} inputs")
     rng = np.random.default_rng(seed + 1)
     x = rng.standard_normal((steps, batch, d_in))
     y = rng.integers(0, classes, (steps, batch))
@@ -62,7 +62,7 @@ def shard(batch: int, p: int, rank: int) -> slice:
     >>> [shard(10, 3, r) for r in range(3)]
     [slice(0, 3, None), slice(3, 6, None), slice(6, 10, None)]
     """
-    p = check_workers(p)
+    p = validate_workers(p)
     batch = whole_number("batch", batch, hint="samples per step")
     rank = whole_number("rank", rank, 0, p - 1, hint=f"ranks are numbered 0 .. {p - 1}")
     if batch < p:

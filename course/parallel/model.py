@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import BadInputError
 from ..results import ResultSet
-from .collectives import check_workers
+from .collectives import validate_workers
 
 __all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "model_terms", "model_time", "fit_alpha_beta"]
 
@@ -69,7 +69,7 @@ def model_terms(algorithm: str, p: int, nbytes: float) -> tuple[float, float]:
     >>> model_terms("ring", 4, 1000), model_terms("naive", 4, 1000)
     ((6, 1500.0), (6, 6000.0))
     """
-    p = check_workers(p)
+    p = validate_workers(p)
     if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not 0 <= nbytes < math.inf:
         raise BadInputError(f"nbytes must be a number of bytes >= 0, got {nbytes!r}")
     if not isinstance(algorithm, str):

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..cpu import usable_cores
 from ..errors import BadInputError, CourseError
-from .collectives import check_workers
+from .collectives import validate_workers
 
 __all__ = ["MPIError", "TASK_NAMES", "find_mpiexec", "mpi_family", "mpi_unavailable_reason", "mpi_available",
            "max_ranks", "cores", "oversubscribed", "run_mpi", "INSTALL_HINT"]
@@ -131,8 +131,8 @@ def oversubscribed(p: int) -> bool:
     return p > cores()
 
 
-def _check_ranks(p: Any) -> int:
-    p = check_workers(p)
+def _validate_ranks(p: Any) -> int:
+    p = validate_workers(p)
     if p > max_ranks():
         raise BadInputError(f"p = {p} ranks is more than this machine can start sensibly ({cores()} cores, "
                             f"at most {max_ranks()} ranks: 4 per core). Use fewer ranks, or run on a "
@@ -183,7 +183,7 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
     """
     if task not in TASK_NAMES:
         raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASK_NAMES)}.")
-    p = _check_ranks(p)
+    p = _validate_ranks(p)
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
         raise BadInputError(f"timeout_s must be a positive number of seconds; got {timeout_s!r}.")
     why = mpi_unavailable_reason()

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
-from .collectives import check_workers, chunk_bounds
+from .collectives import chunk_bounds, validate_workers
 
 __all__ = ["stage_bounds", "stage_layers", "bubble_fraction", "measured_bubble", "gpipe_step",
            "ideal_timeline"]
@@ -46,7 +46,7 @@ MAX_TIMELINE_EVENTS = 10 ** 5  # stages x micro-batches drawn by ideal_timeline
 
 def stage_bounds(n_linear: int, p: int) -> np.ndarray:
     """Which Linear layers each of p stages holds: stage s has layers ``bounds[s] .. bounds[s+1]-1``."""
-    p = check_workers(p)
+    p = validate_workers(p)
     n_linear = whole_number("n_linear", n_linear, hint="the number of Linear layers")
     if p > n_linear:
         raise BadInputError(f"cannot split {n_linear} Linear layers over p = {p} stages: each stage needs "
@@ -72,13 +72,13 @@ def bubble_fraction(p: int, m: int) -> float:
     >>> bubble_fraction(1, 4), bubble_fraction(4, 1)
     (0.0, 0.75)
     """
-    p, m = check_workers(p), whole_number("m", m, hint="the number of micro-batches")
+    p, m = validate_workers(p), whole_number("m", m, hint="the number of micro-batches")
     return (p - 1) / (m + p - 1)
 
 
 def measured_bubble(events: Sequence[dict], p: int) -> float:
     """Idle share of a recorded timeline: ``1 - busy time / (p * makespan)``."""
-    p = check_workers(p)
+    p = validate_workers(p)
     if not len(events):
         raise BadInputError("events is empty: pass the busy intervals that gpipe_step recorded")
     start = min(e["t0"] for e in events)
@@ -89,7 +89,7 @@ def measured_bubble(events: Sequence[dict], p: int) -> float:
 
 def ideal_timeline(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> list[dict]:
     """GPipe's schedule with equal stages and no communication cost: the formula's picture."""
-    p, m = check_workers(p), whole_number("m", m, hint="the number of micro-batches")
+    p, m = validate_workers(p), whole_number("m", m, hint="the number of micro-batches")
     if p * m > MAX_TIMELINE_EVENTS:
         raise BadInputError(f"p x m must be at most {MAX_TIMELINE_EVENTS:,} (two events each), got {p:,} x {m:,}")
     for name, v in (("forward", forward), ("backward", backward)):

@@ -21,18 +21,18 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 from ..results import ResultSet
-from .collectives import check_length, check_workers
+from .collectives import validate_length, validate_workers
 from .data_parallel import single_process_train
 from .mpi import cores, oversubscribed, run_mpi
 from .pipeline import bubble_fraction, measured_bubble, stage_bounds
 from .tensor_parallel import (
-    check_block,
     column_bounds,
     data_parallel_bytes,
     single_process_block,
     tensor_parallel_bytes,
+    validate_block,
 )
 
 __all__ = ["SIZES_BYTES", "DP_SIZES", "PIPE_SIZES", "TP_SIZES", "ring_check", "allreduce_sweep",
@@ -56,10 +56,10 @@ MAX_MPI_REPEAT = 1000
 def _ranks_list(ps: Any) -> list[int]:
     if isinstance(ps, (str, bytes)) or not isinstance(ps, Sequence) or not len(ps):
         raise BadInputError(f"ps must be a non-empty list of rank counts, got {ps!r}")
-    return [check_workers(p) for p in ps]
+    return [validate_workers(p) for p in ps]
 
 
-def _check_sizes(sizes: Any) -> None:
+def _validate_sizes(sizes: Any) -> None:
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) < 2:
         raise BadInputError(f"sizes must list the layer widths, input first and classes last, got {sizes!r}")
     for s in sizes:
@@ -82,10 +82,10 @@ def ring_check(p: int, lengths: Sequence[int] = (1, 7, 1000, 12345), chunks: Cal
     must be a plain function defined in a cell or a file, using nothing but numpy as ``np``).
     Returns one dict per (algorithm, length): ``max_rel_error`` and ``identical_on_every_rank``.
     """
-    p = check_workers(p)
-    lengths = [check_length(n, "every vector length") for n in lengths]
+    p = validate_workers(p)
+    lengths = [validate_length(n, "every vector length") for n in lengths]
     longest = max(lengths, default=0)
-    check_fits(4 * p * 8 * longest, "cpu", what=f"{p} ranks' vectors of {longest:,} float64")
+    require_fits(4 * p * 8 * longest, "cpu", what=f"{p} ranks' vectors of {longest:,} float64")
     params: dict = {"lengths": lengths}
     if chunks is not None:
         if not callable(chunks):
@@ -108,7 +108,7 @@ def allreduce_sweep(ps: Sequence[int] = (2, 3, 4), nbytes: Sequence[int] = tuple
     repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed runs on every rank")
     for b in nbytes:
         whole_number("nbytes", b, 8, hint="message sizes are float64 vectors, so at least 8 bytes")
-    check_fits(4 * max(ps) * max(nbytes, default=0), "cpu", what=f"{max(ps)} ranks' messages")
+    require_fits(4 * max(ps) * max(nbytes, default=0), "cpu", what=f"{max(ps)} ranks' messages")
     rs = ResultSet("allreduce_mpi", params={"ps": list(ps), "nbytes": list(nbytes), "repeat": repeat,
                                             "algorithms": list(algorithms), "cores": cores()})
     for p in ps:
@@ -133,10 +133,10 @@ def train_data_parallel(p: int, sizes: Sequence[int] = (16, 32, 32, 10), batch: 
     """
     if mode not in ("ring", "ddp"):
         raise BadInputError(f"mode must be 'ring' or 'ddp'; got {mode!r}.")
-    p, batch = check_workers(p), whole_number("batch", batch, hint="samples per step, split over the ranks")
+    p, batch = validate_workers(p), whole_number("batch", batch, hint="samples per step, split over the ranks")
     steps = whole_number("steps", steps, hint="training steps")
-    _check_sizes(sizes)
-    check_fits(2 * p * 16 * steps * batch * (sizes[0] + 1), "cpu", what=f"{p} ranks' copies of {steps} batches")
+    _validate_sizes(sizes)
+    require_fits(2 * p * 16 * steps * batch * (sizes[0] + 1), "cpu", what=f"{p} ranks' copies of {steps} batches")
     if batch < p:
         raise BadInputError(f"batch = {batch} cannot be split over p = {p} ranks: use batch >= p.")
     out = run_mpi("data_parallel", p, {"sizes": list(sizes), "batch": batch, "steps": steps, "lr": lr,
@@ -157,8 +157,8 @@ def data_parallel_timing(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = t
     batch = whole_number("batch", batch)
     repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed steps on every rank")
     bucket_bytes = whole_number("bucket_bytes", bucket_bytes, hint="bytes of gradients per bucket")
-    _check_sizes(sizes)
-    check_fits(4 * max(ps) * 8 * batch * max(sizes), "cpu", what=f"{max(ps)} ranks' activations at batch {batch:,}")
+    _validate_sizes(sizes)
+    require_fits(4 * max(ps) * 8 * batch * max(sizes), "cpu", what=f"{max(ps)} ranks' activations at batch {batch:,}")
     rs = ResultSet("data_parallel_mpi", params={"ps": list(ps), "sizes": list(sizes), "batch": batch,
                                                 "repeat": repeat, "bucket_bytes": bucket_bytes,
                                                 "cores": cores()})
@@ -181,7 +181,7 @@ def pipeline_runs(p: int = 2, ms: Sequence[int] = (1, 2, 4, 8), sizes: Sequence[
     (``(p-1)/(m+p-1)``), ``max_abs_diff`` of the gradients against unsplit training, the span of the
     step, and ``events`` (every stage's busy intervals).
     """
-    _check_sizes(sizes)
+    _validate_sizes(sizes)
     stage_bounds(len(sizes) - 1, p)                      # a clear error before anything starts
     batch = whole_number("batch", batch)
     repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed steps on every rank")
@@ -189,7 +189,7 @@ def pipeline_runs(p: int = 2, ms: Sequence[int] = (1, 2, 4, 8), sizes: Sequence[
         raise BadInputError(f"ms must list the micro-batch counts to run, got {ms!r}")
     for m in ms:
         whole_number("ms", m, 1, batch, hint="each is a number of micro-batches cut from the batch")
-    check_fits(4 * p * 8 * batch * max(sizes), "cpu", what=f"{p} stages' activations at batch {batch:,}")
+    require_fits(4 * p * 8 * batch * max(sizes), "cpu", what=f"{p} stages' activations at batch {batch:,}")
     out = run_mpi("pipeline", p, {"sizes": list(sizes), "batch": batch, "ms": list(ms), "repeat": repeat},
                   timeout_s, progress)
     rs = ResultSet("pipeline_mpi", params={"p": p, "ms": list(ms), "sizes": list(sizes), "batch": batch,
@@ -211,11 +211,11 @@ def tensor_parallel_check(p: int, sizes: Sequence[int] = (16, 24, 10), batch: in
     parameters' gradients (``max_abs_diff_*``), and whether every rank ended with the same logits
     and ``dx`` (``ranks_agree``: each all-reduce leaves identical bits on every rank).
     """
-    sizes = check_block(sizes)
-    p, batch = check_workers(p), whole_number("batch", batch, hint="samples per step (every rank takes them all)")
+    sizes = validate_block(sizes)
+    p, batch = validate_workers(p), whole_number("batch", batch, hint="samples per step (every rank takes them all)")
     column_bounds(sizes[1], p)                           # a clear error before anything starts
-    check_fits(4 * p * 8 * batch * max(sizes) + 16 * p * sizes[1] * (sizes[0] + sizes[2]), "cpu",
-               what=f"{p} ranks' slices of a {sizes} block at batch {batch:,}")
+    require_fits(4 * p * 8 * batch * max(sizes) + 16 * p * sizes[1] * (sizes[0] + sizes[2]), "cpu",
+                 what=f"{p} ranks' slices of a {sizes} block at batch {batch:,}")
     out = run_mpi("tensor_parallel", p, {"sizes": sizes, "batch": batch, "seed": seed, "activation": activation},
                   timeout_s, progress)
     from .data_parallel import make_batches
@@ -239,7 +239,7 @@ def tensor_parallel_sweep(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = 
     and its all-reduces alone (the course's ring), the slowest rank's time; the bytes each rank sends
     per step (``bytes_sent``, from the ring's formula, which the simulation's count matches)."""
     ps = _ranks_list(ps)
-    sizes = check_block(sizes)
+    sizes = validate_block(sizes)
     batch = whole_number("batch", batch, hint="samples per step")
     repeat = whole_number("repeat", repeat, 1, MAX_MPI_REPEAT, hint="timed steps on every rank")
     for p in ps:
@@ -247,8 +247,8 @@ def tensor_parallel_sweep(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = 
         if batch < p:
             raise BadInputError(f"batch = {batch} cannot be split over p = {p} ranks for data parallelism: "
                                 f"use batch >= p.")
-    check_fits(4 * max(ps) * 8 * (batch * max(sizes) + sizes[1] * (sizes[0] + sizes[2])), "cpu",
-               what=f"{max(ps)} ranks' copies of a {sizes} block at batch {batch:,}")
+    require_fits(4 * max(ps) * 8 * (batch * max(sizes) + sizes[1] * (sizes[0] + sizes[2])), "cpu",
+                 what=f"{max(ps)} ranks' copies of a {sizes} block at batch {batch:,}")
     rs = ResultSet("tensor_parallel_mpi", params={"ps": list(ps), "sizes": sizes, "batch": batch,
                                                   "repeat": repeat, "cores": cores()})
     for p in ps:

@@ -40,10 +40,10 @@ import numpy as np
 
 from ..backprop.layers import ACTIVATIONS, MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
-from .collectives import bytes_per_worker, check_workers, chunk_bounds, ring_allreduce
+from .collectives import bytes_per_worker, chunk_bounds, ring_allreduce, validate_workers
 from .model import model_time
 
-__all__ = ["TensorShard", "TensorParallelRun", "check_block", "column_bounds", "split_block", "rank_step",
+__all__ = ["TensorShard", "TensorParallelRun", "validate_block", "column_bounds", "split_block", "rank_step",
            "run_rank_step", "simulate_tensor_parallel", "single_process_block", "tensor_parallel_bytes",
            "data_parallel_bytes", "communication_model_s", "gather_gradients"]
 
@@ -51,7 +51,7 @@ __all__ = ["TensorShard", "TensorParallelRun", "check_block", "column_bounds", "
 RankStep = Generator[np.ndarray, np.ndarray, tuple[float, np.ndarray, np.ndarray]]
 
 
-def check_block(sizes: Any) -> list[int]:
+def validate_block(sizes: Any) -> list[int]:
     """``sizes`` as ``[d_in, hidden, d_out]``, or a clear error: one pair of Linear layers."""
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) != 3:
         raise BadInputError(f"a tensor-parallel block is one pair of Linear layers: sizes must be [d_in, hidden, "
@@ -65,7 +65,7 @@ def column_bounds(hidden: int, p: int) -> np.ndarray:
     >>> column_bounds(10, 4).tolist()
     [0, 2, 5, 7, 10]
     """
-    hidden, p = whole_number("hidden", hidden, hint="the width split over the ranks"), check_workers(p)
+    hidden, p = whole_number("hidden", hidden, hint="the width split over the ranks"), validate_workers(p)
     if p > hidden:
         raise BadInputError(f"cannot split a hidden width of {hidden} over p = {p} ranks: each rank needs at "
                             f"least one column. Use p <= {hidden} or a wider layer.")
@@ -99,7 +99,7 @@ def split_block(sizes: Sequence[int], p: int, rank: int | None = None, seed: int
     Every rank builds the same unsplit weights from the seed and keeps its slice, so the p shards
     together are exactly the single-process model.
     """
-    sizes = check_block(sizes)
+    sizes = validate_block(sizes)
     bounds = column_bounds(sizes[1], p)
     if activation not in ACTIVATIONS:
         raise BadInputError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
@@ -167,7 +167,7 @@ def gather_gradients(shards: Sequence[TensorShard]) -> list[np.ndarray]:
             np.concatenate([s.dW2 for s in shards], axis=0), shards[0].db2.copy()]
 
 
-def _check_batch(sizes: list[int], x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def _validate_batch(sizes: list[int], x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y)
     if x.ndim != 2 or x.shape[1] != sizes[0] or x.shape[0] < 1:
         raise BadInputError(f"x must be a (batch, {sizes[0]}) array, got shape {x.shape}")
@@ -180,8 +180,8 @@ def simulate_tensor_parallel(sizes: Sequence[int], x: Any, y: Any, p: int, seed:
                              activation: str = "relu") -> TensorParallelRun:
     """One step of the block on p simulated ranks in this process: p :func:`rank_step` generators in
     lockstep, each all-reduce done by the simulated ring on their p shares."""
-    sizes = check_block(sizes)
-    x, y = _check_batch(sizes, x, y)
+    sizes = validate_block(sizes)
+    x, y = _validate_batch(sizes, x, y)
     shards = split_block(sizes, p, seed=seed, activation=activation)
     steps = [rank_step(s, x, y) for s in shards]
     shares = [next(s) for s in steps]
@@ -210,8 +210,8 @@ def single_process_block(sizes: Sequence[int], x: Any, y: Any, seed: int = 0,
 
     Returns ``{"loss", "logits", "dx", "gradients": [dW1, db1, dW2, db2]}``.
     """
-    sizes = check_block(sizes)
-    x, y = _check_batch(sizes, x, y)
+    sizes = validate_block(sizes)
+    x, y = _validate_batch(sizes, x, y)
     model = MLP(sizes, activation=activation, dtype="float64", seed=seed)
     logits = model.forward(x)
     loss, cache = softmax_cross_entropy(logits, y)
@@ -227,7 +227,7 @@ def tensor_parallel_bytes(sizes: Sequence[int], batch: int, p: int, itemsize: in
     >>> tensor_parallel_bytes([512, 2048, 512], batch=64, p=4)
     786432.0
     """
-    d_in, _, d_out = check_block(sizes)
+    d_in, _, d_out = validate_block(sizes)
     batch = whole_number("batch", batch, hint="samples per step")
     return bytes_per_worker("ring", batch * d_out, p, itemsize) + bytes_per_worker("ring", batch * d_in, p, itemsize)
 
@@ -238,7 +238,7 @@ def data_parallel_bytes(sizes: Sequence[int], p: int, itemsize: int = 8) -> floa
     >>> data_parallel_bytes([512, 2048, 512], p=4)
     25196544.0
     """
-    d_in, hidden, d_out = check_block(sizes)
+    d_in, hidden, d_out = validate_block(sizes)
     return bytes_per_worker("ring", d_in * hidden + hidden + hidden * d_out + d_out, p, itemsize)
 
 
@@ -249,7 +249,7 @@ def communication_model_s(scheme: str, sizes: Sequence[int], batch: int, p: int,
     >>> round(communication_model_s("tensor", [256, 1024, 256], 64, 2, 0.0, 1e-9) * 1e3, 3)
     0.262
     """
-    d_in, hidden, d_out = check_block(sizes)
+    d_in, hidden, d_out = validate_block(sizes)
     if scheme == "tensor":
         return sum(model_time("ring", p, 8 * batch * d, alpha, beta) for d in (d_out, d_in))
     if scheme == "data":

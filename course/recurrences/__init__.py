@@ -14,7 +14,8 @@ from about 2n× to a small constant.  The modules, in reading order:
 * :mod:`~course.recurrences.kernels`: a numba.cuda kernel for the diagonal scan, in chunks;
 * :mod:`~course.recurrences.timing`, :mod:`~course.recurrences.plots`,
   :mod:`~course.recurrences.widgets`: measurements, figures and apps;
-* :mod:`~course.recurrences.checks`: the exercises' checks (``course.check.<name>``).
+* :mod:`~course.recurrences.checks`: the exercises' checks (``course.check.<name>``), and
+  :mod:`~course.recurrences.experiments` (``python -m course report``).
 
 >>> import numpy as np
 >>> from course import recurrences as rec
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 from .linear import (
     METHODS,
-    check_recurrence,
     recurrence_backward,
     recurrence_closed_form,
     recurrence_log_space,
@@ -35,13 +35,14 @@ from .linear import (
     recurrence_scan,
     reverse_recurrence,
     solve_recurrence,
+    validate_recurrence,
 )
 from .selective import backward, forward, gradient_check, init_params, loss_and_grads, torch_gradients
 from .task import BASELINE_MSE, TrainingRun, adding_problem, train_adding
 from .work import KINDS, combine_flops, work_counts, work_table
 
 __all__ = [
-    "METHODS", "check_recurrence", "recurrence_loop", "recurrence_scan", "recurrence_closed_form",
+    "METHODS", "validate_recurrence", "recurrence_loop", "recurrence_scan", "recurrence_closed_form",
     "recurrence_log_space", "reverse_recurrence", "recurrence_backward", "solve_recurrence",
     "KINDS", "combine_flops", "work_counts", "work_table",
     "init_params", "forward", "backward", "loss_and_grads", "gradient_check", "torch_gradients",

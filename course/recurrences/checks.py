@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import central_differences
-from ..checking import array_mismatch, verdict
+from ..grading import array_mismatch, verdict
 from ..scan.algorithms import blelloch_scan
 from .linear import recurrence_loop, reverse_recurrence
 from .selective import PARAM_NAMES, forward, init_params
@@ -49,9 +49,9 @@ def state_gradients(a: Any, grad_h: Any) -> Any:
 # ------------------------------------------------------------------ helpers
 
 def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any]:
-    """:func:`course.checking.call_learner`, imported when a check runs: ``course.check`` imports
+    """:func:`course.grading.call_learner`, imported when a check runs: ``course.check`` imports
     this module while it collects the checks, so importing it here at load time would be circular."""
-    from ..checking import call_learner as call
+    from ..grading import call_learner as call
 
     return call(fn, *args, context=context)
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..devices import array_device, quiet_numba_launches
 from ..errors import BadInputError, GPUUnavailableError, whole_number
+from ..kernel_runtime import kernels_unavailable_reason, numba_cuda
 
 __all__ = ["kernels_available", "kernels_unavailable_reason", "diagonal_scan_kernels",
            "diagonal_scan", "chunk_plan", "KERNEL_DTYPES"]
@@ -43,28 +44,7 @@ __all__ = ["kernels_available", "kernels_unavailable_reason", "diagonal_scan_ker
 #: Element types the kernels are compiled for.
 KERNEL_DTYPES = ("float32", "float64")
 
-cuda: Any = None   # numba.cuda, imported on first use (the simulator must be chosen before)
-
-
-def _cuda():
-    global cuda     # a module global, so that the simulator can swap it inside the kernels
-    if cuda is None:
-        try:
-            from numba import cuda
-        except ImportError as exc:  # pragma: no cover - numba is a dependency of the course
-            raise GPUUnavailableError("numba is not installed: `pip install numba numba-cuda` to "
-                                      "run the hand-written kernels.") from exc
-    return cuda
-
-
-def kernels_unavailable_reason() -> str | None:
-    """None when the kernels can run (a GPU answers numba, or the simulator is on); why not otherwise.
-
-    The same answer as lesson 04's block-scan kernels give (``COURSE_DISABLE_GPU`` included).
-    """
-    from ..scan.kernels import kernels_unavailable_reason as numba_kernels_unavailable_reason
-
-    return numba_kernels_unavailable_reason()
+cuda: Any = None   # numba.cuda, bound on first use (course.kernel_runtime.numba_cuda)
 
 
 def kernels_available() -> bool:
@@ -75,7 +55,8 @@ def kernels_available() -> bool:
 @functools.cache
 def diagonal_scan_kernels(dtype: str = "float32"):
     """Compile ``(chunk_summaries, chunk_carries, chunk_apply)`` for one element type."""
-    _cuda()
+    global cuda    # the simulator swaps this module global inside the kernels
+    cuda = numba_cuda()
     if np.dtype(dtype).name not in KERNEL_DTYPES:
         raise BadInputError(f"the diagonal-scan kernels are compiled for {KERNEL_DTYPES}; got {dtype}.")
     ONE, ZERO = np.dtype(dtype).type(1), np.dtype(dtype).type(0)
@@ -114,7 +95,7 @@ def diagonal_scan_kernels(dtype: str = "float32"):
     return chunk_summaries, chunk_carries, chunk_apply
 
 
-def _check(a, b, h0, chunk, threads):
+def _validate(a, b, h0, chunk, threads):
     if array_device(a) != array_device(b):
         raise BadInputError("a and b live on different devices: move one with course.to_device.")
     if a.ndim != 2 or a.shape != b.shape or a.shape[0] == 0:
@@ -145,11 +126,12 @@ def diagonal_scan(a: Any, b: Any, h0: Any = None, chunk: int = 64, threads: int 
     on_gpu = array_device(a) == "gpu"
     if not on_gpu:
         a, b = np.asarray(a), np.asarray(b)
-    _check(a, b, h0, chunk, threads)
+    _validate(a, b, h0, chunk, threads)
     reason = kernels_unavailable_reason()
     if reason:
         raise GPUUnavailableError(f"diagonal_scan cannot run: {reason}")
-    _cuda()
+    global cuda    # the simulator swaps this module global inside the kernels
+    cuda = numba_cuda()
     summaries, carries, apply = diagonal_scan_kernels(np.dtype(a.dtype).name)
     T, n = (int(s) for s in a.shape)
     K = -(-T // chunk)

@@ -35,19 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp, to_numpy
+from ..devices import array_device, get_xp, to_numpy, xp_of
 from ..errors import BadInputError
-from ..limits import check_fits
+from ..limits import require_fits
 from ..scan.algorithms import affine, blelloch_scan
 
-__all__ = ["check_recurrence", "recurrence_loop", "recurrence_scan", "recurrence_closed_form",
+__all__ = ["validate_recurrence", "recurrence_loop", "recurrence_scan", "recurrence_closed_form",
            "recurrence_log_space", "reverse_recurrence", "recurrence_backward", "METHODS",
            "solve_recurrence"]
 
 
 # ------------------------------------------------------------------ input checks
 
-def check_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any]:
+def validate_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any]:
     """Check ``a``, ``b`` (and ``h0``); return ``(a, b, h0, xp)`` as arrays of one float dtype.
 
     ``a`` and ``b`` have the same shape ``(T, *channels)`` with T >= 1 and live on one device;
@@ -57,7 +57,7 @@ def check_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any
     :class:`~course.errors.DeviceMemoryError` when the result would not fit (broadcast views
     included), before anything is allocated.
 
-    >>> a, b, h0, xp = check_recurrence([0.5, 0.5], [1.0, 2.0])
+    >>> a, b, h0, xp = validate_recurrence([0.5, 0.5], [1.0, 2.0])
     >>> h0
     array(0.)
     """
@@ -86,8 +86,8 @@ def check_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any
                                 f"value per channel) or a scalar; got shape {tuple(h0.shape)}.")
         dtype = np.result_type(dtype, h0.dtype)
         h0 = xp.broadcast_to(h0, a.shape[1:])
-    check_fits(2 * a.size * np.dtype(dtype).itemsize, array_device(a),
-               what=f"the recurrence's result and a temporary, {a.shape[0]:,} steps of shape {tuple(a.shape[1:])}")
+    require_fits(2 * a.size * np.dtype(dtype).itemsize, array_device(a),
+                 what=f"the recurrence's result and a temporary, {a.shape[0]:,} steps of shape {tuple(a.shape[1:])}")
     return a.astype(dtype, copy=False), b.astype(dtype, copy=False), h0.astype(dtype), xp
 
 
@@ -110,7 +110,7 @@ def recurrence_loop(a: Any, b: Any, h0: Any = None) -> Any:
     >>> recurrence_loop([2.0, 2.0], [1.0, 1.0], h0=1.0)
     array([3., 7.])
     """
-    a, b, h0, xp = check_recurrence(a, b, h0)
+    a, b, h0, xp = validate_recurrence(a, b, h0)
     h = xp.empty_like(b)
     state = h0
     for t in range(a.shape[0]):          # each step needs the one before
@@ -143,8 +143,8 @@ def recurrence_scan(a: Any, b: Any, h0: Any = None, trace: bool = False) -> Any:
     >>> recurrence_scan([2.0, 2.0], [1.0, 1.0], h0=1.0)
     array([3., 7.])
     """
-    a, b, h0, xp = check_recurrence(a, b, h0)
-    check_fits(4 * a.size * a.dtype.itemsize, array_device(a), what=f"the scan over {a.shape[0]:,} maps")
+    a, b, h0, xp = validate_recurrence(a, b, h0)
+    require_fits(4 * a.size * a.dtype.itemsize, array_device(a), what=f"the scan over {a.shape[0]:,} maps")
     maps = xp.stack([a, b], axis=-1)                 # (T, *channels, 2): the pairs (a_t, b_t)
     maps[0, ..., 1] += a[0] * h0                     # start from h0 instead of 0
     out = blelloch_scan(maps, op=affine, exclusive=False, trace=trace)
@@ -167,7 +167,7 @@ def recurrence_closed_form(a: Any, b: Any, h0: Any = None) -> Any:
     >>> recurrence_closed_form([2.0, 2.0], [1.0, 1.0], h0=1.0)
     array([3., 7.])
     """
-    a, b, h0, xp = check_recurrence(a, b, h0)
+    a, b, h0, xp = validate_recurrence(a, b, h0)
     zero = a == 0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         if not bool(xp.any(zero)):
@@ -188,7 +188,7 @@ def recurrence_closed_form(a: Any, b: Any, h0: Any = None) -> Any:
 
 def _logaddexp(p, q):
     """``log(exp(p) + exp(q))`` without overflow, and -inf for two -inf (an associative operator)."""
-    xp = get_xp(array_device(p))
+    xp = xp_of(p)
     m = xp.maximum(p, q)
     with np.errstate(invalid="ignore"):
         return xp.where(xp.isinf(m) & (m < 0), m, m + xp.log1p(xp.exp(-xp.abs(p - q))))
@@ -215,7 +215,7 @@ def recurrence_log_space(a: Any, b: Any, h0: Any = None) -> Any:
     >>> np.round(recurrence_log_space([2.0, 2.0], [1.0, 1.0], h0=1.0), 12)
     array([3., 7.])
     """
-    a, b, h0, xp = check_recurrence(a, b, h0)
+    a, b, h0, xp = validate_recurrence(a, b, h0)
     if bool(xp.any(a == 0)):
         raise BadInputError("recurrence_log_space needs every a_t != 0 (log 0 is -inf): a zero "
                             "resets the state, so split the sequence there, or use "
@@ -248,7 +248,7 @@ def reverse_recurrence(a_next: Any, d: Any, method: str = "scan") -> Any:
     """
     if method not in ("scan", "loop"):
         raise BadInputError(f"method must be 'scan' or 'loop'; got {method!r}.")
-    a_next, d, _, xp = check_recurrence(a_next, d)
+    a_next, d, _, xp = validate_recurrence(a_next, d)
     run = recurrence_scan if method == "scan" else recurrence_loop
     return xp.ascontiguousarray(run(a_next[::-1], d[::-1])[::-1])
 
@@ -275,7 +275,7 @@ def recurrence_backward(a: Any, h: Any, grad_h: Any, h0: Any = None,
     >>> grad_a, grad_b, float(grad_h0)          # h_1 = a_1·h_0 + b_1 and h_0 = a_0·h0 + b_0
     (array([0., 1.]), array([0.5, 1. ]), 0.25)
     """
-    a, h, h0, xp = check_recurrence(a, h, h0)
+    a, h, h0, xp = validate_recurrence(a, h, h0)
     grad_h = xp.asarray(grad_h, dtype=a.dtype)
     if grad_h.shape != a.shape:
         raise BadInputError(f"grad_h must have the shape of a and h, {tuple(a.shape)}; got "

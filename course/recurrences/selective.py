@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import central_differences, rel_error
-from ..devices import array_device, get_xp
+from ..devices import array_device, get_xp, xp_of
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
 
 __all__ = ["PARAM_NAMES", "init_params", "forward", "backward", "mse_loss", "loss_and_grads",
@@ -52,8 +52,8 @@ def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype
     """
     d_in, n = whole_number("d_in", d_in, hint="inputs per step"), whole_number("n", n, hint="the state size")
     d_out = whole_number("d_out", d_out, hint="outputs per step")
-    check_fits(8 * (2 * d_in * n + n * d_out + 2 * n + d_out), "cpu",
-               what=f"the weights of a selective scan with d_in={d_in:,}, n={n:,}, d_out={d_out:,}")
+    require_fits(8 * (2 * d_in * n + n * d_out + 2 * n + d_out), "cpu",
+                 what=f"the weights of a selective scan with d_in={d_in:,}, n={n:,}, d_out={d_out:,}")
     rng = np.random.default_rng(seed)
     p = {"W_delta": rng.normal(0, 1 / np.sqrt(d_in), (d_in, n)), "c_delta": np.full(n, -2.0),
          "log_lam": np.log(np.geomspace(0.01, 1.0, n)), "W_B": rng.normal(0, 1 / np.sqrt(d_in), (d_in, n)),
@@ -62,7 +62,7 @@ def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype
     return {k: xp.asarray(v, dtype=dtype) for k, v in p.items()}
 
 
-def _check(params: dict, x: Any) -> Any:
+def _validate(params: dict, x: Any) -> Any:
     missing = [k for k in PARAM_NAMES if k not in params]
     if missing:
         raise BadInputError(f"params lack {missing}; build them with init_params(d_in, n, d_out).")
@@ -72,7 +72,7 @@ def _check(params: dict, x: Any) -> Any:
     if array_device(x) != array_device(params["W_C"]):
         raise BadInputError("x and the parameters live on different devices: move one with "
                             "course.to_device(x, device).")
-    return get_xp(array_device(x))
+    return xp_of(x)
 
 
 def _softplus(z, xp):
@@ -88,7 +88,7 @@ def forward(params: dict, x: Any, method: str = "scan") -> tuple[Any, dict]:
     >>> forward(p, x)[0].shape
     (4, 1, 1)
     """
-    xp = _check(params, x)
+    xp = _validate(params, x)
     if method not in ("scan", "loop"):
         raise BadInputError(f"method must be 'scan' or 'loop'; got {method!r}.")
     z = x @ params["W_delta"] + params["c_delta"]        # (T, B, n)
@@ -111,7 +111,7 @@ def backward(dy: Any, cache: dict, method: str | None = None) -> dict:
     ``method`` (default: the forward's) runs the reverse recurrence by ``"scan"`` or ``"loop"``.
     """
     p, x, h, a = cache["params"], cache["x"], cache["h"], cache["a"]
-    xp = get_xp(array_device(x))
+    xp = xp_of(x)
     if tuple(dy.shape) != tuple(h.shape[:2]) + (p["W_C"].shape[1],):
         raise BadInputError(f"dy must have the shape of y, {tuple(h.shape[:2]) + (p['W_C'].shape[1],)}; "
                             f"got {tuple(dy.shape)}.")
@@ -150,7 +150,7 @@ def loss_and_grads(params: dict, x: Any, target: Any, method: str = "scan") -> t
     """Loss on the last step's output (a sequence-to-one task) and the gradients of everything."""
     y, cache = forward(params, x, method)
     loss, d_last = mse_loss(y[-1], target)
-    dy = get_xp(array_device(y)).zeros_like(y)
+    dy = xp_of(y).zeros_like(y)
     dy[-1] = d_last
     return loss, backward(dy, cache, method)
 

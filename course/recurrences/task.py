@@ -22,7 +22,7 @@ import numpy as np
 
 from ..devices import get_xp, to_numpy
 from ..errors import whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 from .selective import PARAM_NAMES, init_params, loss_and_grads
 
 __all__ = ["adding_problem", "TrainingRun", "train_adding", "BASELINE_MSE"]
@@ -37,7 +37,7 @@ def adding_problem(T: int = 32, batch: int = 64, seed: int = 0, dtype: Any = "fl
     """Inputs ``(T, batch, 2)`` (number, marker) and targets ``(batch, 1)`` of the adding problem."""
     T = whole_number("T", T, 2, hint="one marker in each half")
     batch = whole_number("batch", batch, hint="sequences per batch")
-    check_fits(8 * 5 * T * batch, "cpu", what=f"an adding problem of T={T:,} steps x batch {batch:,}")
+    require_fits(8 * 5 * T * batch, "cpu", what=f"an adding problem of T={T:,} steps x batch {batch:,}")
     rng = np.random.default_rng(seed)
     values = rng.uniform(0, 1, (T, batch))
     marks = np.zeros((T, batch))

@@ -8,7 +8,7 @@ events on a GPU).  The implementations, by name:
   :func:`course.bppsa.backprop_sequential` (T dependent n×n matrix-vector products);
 * ``"scan"``: diagonal, :func:`course.recurrences.linear.recurrence_scan` (the Blelloch scan with
   the affine operator); dense, lesson 05's :func:`course.bppsa.backprop_scan` (n×n products);
-* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.peers.benchmark_torch`;
+* ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.torch_peer.benchmark_torch`;
 * ``"numba chunked"`` and ``"numba per-channel"`` (diagonal, GPU only): the hand-written kernels
   of :mod:`course.recurrences.kernels` with chunks of 64 steps, or one thread per channel.
 
@@ -27,10 +27,10 @@ import numpy as np
 from ..bppsa.algorithm import backprop_scan, backprop_sequential
 from ..devices import get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError, whole_number
-from ..limits import check_dtype, check_fits
-from ..peers import benchmark_torch, torch_device
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
+from ..torch_peer import benchmark_torch, torch_device
 from .linear import recurrence_loop, recurrence_scan
 from .work import KINDS, work_counts
 
@@ -62,9 +62,9 @@ def recurrence_input(T: int, n: int, kind: str = "diagonal", dtype: Any = "float
     T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
     if kind not in KINDS:
         raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     per_step = n * n if kind == "dense" else 2 * n
-    check_fits(4 * T * per_step * dt.itemsize, dev, what=f"a {kind} recurrence of T = {T:,}, n = {n}")
+    require_fits(4 * T * per_step * dt.itemsize, dev, what=f"a {kind} recurrence of T = {T:,}, n = {n}")
     rng = np.random.default_rng(seed)
     xp = get_xp(dev)
     if kind == "diagonal":

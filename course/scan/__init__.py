@@ -25,9 +25,9 @@ from .algorithms import (
     add,
     affine,
     affine_apply,
+    associative_on_samples,
     blelloch_levels,
     blelloch_scan,
-    check_associative,
     hillis_steele_scan,
     identity_for,
     interval,
@@ -41,5 +41,5 @@ from .algorithms import (
 __all__ = [
     "add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves", "identity_for",
     "OPERATORS", "sequential_scan", "hillis_steele_scan", "blelloch_scan", "SCANS", "ScanTrace", "Level",
-    "blelloch_levels", "operation_counts", "check_associative",
+    "blelloch_levels", "operation_counts", "associative_on_samples",
 ]

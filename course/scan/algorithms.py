@@ -23,7 +23,7 @@ Operator contract (used by every function here)
 ``a`` always holds the EARLIER (left) elements and ``b`` the LATER (right) ones,
 so non-commutative operators (matrix products, composition of maps) come out in
 the order of the sequence.  ``op`` must be associative; it need not be commutative.
-:func:`check_associative` tests that on samples.  A non-associative ``op`` (for
+:func:`associative_on_samples` tests that on samples.  A non-associative ``op`` (for
 example subtraction, or averaging) gives a result that depends on the bracketing,
 so the tree scans and the sequential scan then disagree: that is documented
 behaviour, not a bug.  Likewise ``identity`` must be a true identity,
@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp
+from ..devices import xp_of
 from ..errors import BadInputError, whole_number
 from .ops import (
     OPERATORS,
@@ -63,7 +63,7 @@ from .ops import (
     add,
     affine,
     affine_apply,
-    check_associative,
+    associative_on_samples,
     identity_for,
     interval,
     interval_leaves,
@@ -75,14 +75,14 @@ __all__ = [
     "add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves",
     "identity_for", "prepare_scan", "OPERATORS",
     "sequential_scan", "hillis_steele_scan", "blelloch_scan", "SCANS",
-    "ScanTrace", "Level", "blelloch_levels", "operation_counts", "check_associative",
+    "ScanTrace", "Level", "blelloch_levels", "operation_counts", "associative_on_samples",
 ]
 
 # ------------------------------------------------------------------ input checks
 
 def prepare_scan(x: Any, op: Op | None, identity: Any) -> tuple[Any, Any, Op, Any]:
     """Check a scan's input and return ``(x, xp, op, identity element)``; every scan here starts with it."""
-    xp = get_xp(array_device(x))
+    xp = xp_of(x)
     x = xp.asarray(x)
     if x.ndim == 0:
         raise BadInputError(f"a scan needs a sequence (an array with a leading axis); got a "
@@ -106,11 +106,11 @@ def prepare_scan(x: Any, op: Op | None, identity: Any) -> tuple[Any, Any, Op, An
                                     f"maximum, np.iinfo({x.dtype}).min) or convert x to floats.")
         ident = xp.broadcast_to(ident.astype(x.dtype), elem_shape)
         if x.shape[0] and x.dtype.kind != "O" and (op in OPERATORS.values() or ident.ndim != xp.asarray(identity).ndim):
-            _check_identity(x, xp, op, ident, identity)
+            _validate_identity(x, xp, op, ident, identity)
     return x, xp, op, ident
 
 
-def _check_identity(x, xp, op, ident, given) -> None:
+def _validate_identity(x, xp, op, ident, given) -> None:
     """One ``op(identity, x[0])`` must give ``x[0]`` back; a wrong identity would spoil every prefix.
 
     Run for the ready operators and for a scalar identity spread over non-scalar elements

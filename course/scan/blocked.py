@@ -254,7 +254,7 @@ def _reduce_then_scan(x, out, blocks, exclusive):
 
 # ------------------------------------------------------------------ checks and public API
 
-def _check_x(x: Any) -> np.ndarray:
+def _validate_x(x: Any) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         if hasattr(x, "__cuda_array_interface__"):
             raise BadInputError("blocked_scan runs on the CPU's cores; x is a GPU array. Use "
@@ -320,12 +320,12 @@ def sequential_cumsum(x: Any, exclusive: bool = False, out: np.ndarray | None = 
     >>> sequential_cumsum(np.array([1, 2, 3, 4]))
     array([ 1,  3,  6, 10])
     """
-    x = _check_x(x)
-    out = _check_out(x, out)
+    x = _validate_x(x)
+    out = _validate_out(x, out)
     return _sequential(x, out, bool(exclusive))
 
 
-def _check_out(x: np.ndarray, out: Any) -> np.ndarray:
+def _validate_out(x: np.ndarray, out: Any) -> np.ndarray:
     if out is None:
         return np.empty_like(x)
     if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype \
@@ -370,7 +370,7 @@ def blocked_scan(x: Any, exclusive: bool = False, strategy: str = "scan-then-add
     >>> blocked_scan(np.arange(1, 8), blocks=2, tile=2)     # tiles of 2 x 2: the carry joins them
     array([ 1,  3,  6, 10, 15, 21, 28])
     """
-    x = _check_x(x)
+    x = _validate_x(x)
     if strategy not in STRATEGIES:
         raise BadInputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     nthreads = scan_threads(threads)
@@ -380,7 +380,7 @@ def blocked_scan(x: Any, exclusive: bool = False, strategy: str = "scan-then-add
         tile = max(1, TILE_BYTES // x.dtype.itemsize)
     elif tile is not None:
         tile = whole_number("tile", tile, hint="elements per tile, 'cache' or None")
-    out = _check_out(x, out)
+    out = _validate_out(x, out)
     nblocks = max(1, min(nblocks, x.shape[0]))
     before = numba.get_num_threads()
     numba.set_num_threads(nthreads)

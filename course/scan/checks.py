@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checking import call_learner, verdict
+from ..grading import call_learner, verdict
 from .algorithms import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
 from .ops import Op
 

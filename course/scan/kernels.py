@@ -48,7 +48,6 @@ thread, so only for checking correctness).
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,10 +55,11 @@ import numpy as np
 
 from ..devices import array_device, quiet_numba_launches
 from ..errors import BadInputError, GPUUnavailableError, whole_number
+from ..kernel_runtime import kernels_unavailable_reason, numba_cuda, simulator_enabled
 
 __all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
            "block_scan_kernels", "block_scan", "KERNEL_DTYPES", "KERNEL_OPS", "BANKS", "STRATEGIES",
-           "SHARED_MEMORY_LIMIT", "shared_memory_bytes", "check_shared_memory",
+           "SHARED_MEMORY_LIMIT", "shared_memory_bytes", "require_shared_memory",
            "conflict_degree", "kernel_bank_conflicts"]
 
 #: Element types the kernels are compiled for, and the operators they know.
@@ -69,45 +69,7 @@ KERNEL_OPS = ("add", "max")
 BANKS = 32
 
 
-def simulator_enabled() -> bool:
-    """True when numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
-
-
-cuda: Any = None   # numba.cuda, imported on first use (the simulator must be chosen before)
-
-
-def _cuda():
-    global cuda     # a module global, so that the simulator can swap it inside the kernels
-    if cuda is not None:
-        return cuda
-    try:
-        from numba import cuda
-    except ImportError as exc:  # pragma: no cover - numba is a dependency of the course
-        raise GPUUnavailableError("numba is not installed: `pip install numba numba-cuda` to run "
-                                  "the hand-written kernels.") from exc
-    return cuda
-
-
-def kernels_unavailable_reason() -> str | None:
-    """None when the kernels can run (a GPU answers, or the simulator is on); why not otherwise.
-
-    ``COURSE_DISABLE_GPU=1`` switches the kernels off as it switches off CuPy (the simulator,
-    which runs on the CPU, stays allowed).
-    """
-    if simulator_enabled():
-        return None
-    if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
-        return "the GPU is switched off by COURSE_DISABLE_GPU"
-    try:
-        if _cuda().is_available():
-            return None
-    except Exception as exc:  # a broken driver must not break the lesson
-        return f"numba.cuda could not start: {exc}"
-    return ("no CUDA GPU answers numba here. Run on a GPU machine (Colab: Runtime > Change "
-            "runtime type > GPU) to run and check these kernels. The course's tests run them on numba's "
-            "CUDA simulator, which is switched on only as Python starts (NUMBA_ENABLE_CUDASIM=1), never "
-            "from a running notebook: nothing to set or restart here.")
+cuda: Any = None   # numba.cuda, bound on first use (course.kernel_runtime.numba_cuda)
 
 
 def kernels_available() -> bool:
@@ -139,13 +101,13 @@ def shared_memory_bytes(dtype: Any = "float32", threads: int = 256, items: int =
     return slots * np.dtype(dtype).itemsize
 
 
-def check_shared_memory(dtype: Any = "float32", threads: int = 256, items: int = 8,
-                        conflict_free: bool = True) -> int:
+def require_shared_memory(dtype: Any = "float32", threads: int = 256, items: int = 8,
+                          conflict_free: bool = True) -> int:
     """Refuse a tile shape whose shared memory exceeds :data:`SHARED_MEMORY_LIMIT`, before compiling.
 
     The CUDA simulator would run it; a real GPU refuses to launch it.  Returns the bytes used.
 
-    >>> check_shared_memory("float32", 256, 8)
+    >>> require_shared_memory("float32", 256, 8)
     9512
     """
     need = shared_memory_bytes(dtype, threads, items, conflict_free)
@@ -182,8 +144,9 @@ def block_scan_kernels(dtype: str = "float32", op: str = "add", threads: int = 2
         raise BadInputError(f"threads must be a power of two between 2 and 1024; got {threads}.")
     if items < 1:
         raise BadInputError(f"items per thread must be at least 1; got {items}.")
-    check_shared_memory(dt, threads, items, conflict_free)
-    _cuda()
+    require_shared_memory(dt, threads, items, conflict_free)
+    global cuda    # the simulator swaps this module global inside the kernels
+    cuda = numba_cuda()
     T, ITEMS, TILE = threads, items, threads * items
     PAD = 1 if conflict_free else 0
     TILE_SMEM, PART_SMEM = TILE + PAD * (TILE // BANKS) + 1, T + PAD * (T // BANKS) + 1
@@ -350,11 +313,12 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
         raise BadInputError(f"block_scan scans 1-d arrays; got shape {tuple(x.shape)}. "
                             f"Use course.scan.blelloch_scan for stacks of elements.")
     if np.dtype(x.dtype).name in KERNEL_DTYPES:      # refused here, not by the GPU at launch
-        check_shared_memory(x.dtype, threads, items, conflict_free)
+        require_shared_memory(x.dtype, threads, items, conflict_free)
     reason = kernels_unavailable_reason()
     if reason:
         raise GPUUnavailableError(f"block_scan cannot run: {reason}")
-    _cuda()
+    global cuda    # the simulator swaps this module global inside the kernels
+    cuda = numba_cuda()
     kernels = block_scan_kernels(np.dtype(x.dtype).name, op, threads, items, conflict_free)
     n = int(x.shape[0])
     with quiet_numba_launches():

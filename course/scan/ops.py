@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp
+from ..devices import xp_of
 from ..errors import BadInputError
 
 __all__ = ["add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves",
-           "identity_for", "OPERATORS", "check_associative", "Op"]
+           "identity_for", "OPERATORS", "associative_on_samples", "Op"]
 
 Op = Callable[[Any, Any], Any]
 
 
 def _xp(a):
-    return np if isinstance(a, np.ndarray) else get_xp(array_device(a))
+    return xp_of(a)
 
 
 def add(a: Any, b: Any) -> Any:
@@ -158,21 +158,21 @@ OPERATORS: dict[str, Op] = {"add": add, "max": maximum, "matmul": matmul, "affin
                             "interval": interval}
 
 
-def check_associative(op: Op, samples: Any, *, rtol: float = 1e-6, atol: float = 1e-9,
-                      verbose: bool = True) -> bool:
+def associative_on_samples(op: Op, samples: Any, *, rtol: float = 1e-6, atol: float = 1e-9,
+                           verbose: bool = True) -> bool:
     """Test ``op(op(a, b), c) == op(a, op(b, c))`` on sampled triples.
 
     ``samples`` is a stack of elements (shape ``(m, *elem_shape)``, m >= 3); triples are
     taken as consecutive rolls of it.  Returns True when every triple agrees within the
     tolerances; prints the first failing triple otherwise.  Passing is evidence, not proof.
 
-    >>> check_associative(lambda a, b: a - b, np.arange(5.0), verbose=False)
+    >>> associative_on_samples(lambda a, b: a - b, np.arange(5.0), verbose=False)
     False
     """
-    xp = get_xp(array_device(samples))
+    xp = xp_of(samples)
     s = xp.asarray(samples)
     if s.ndim == 0 or s.shape[0] < 3:
-        raise BadInputError(f"check_associative needs at least 3 sample elements; got shape "
+        raise BadInputError(f"associative_on_samples needs at least 3 sample elements; got shape "
                             f"{getattr(s, 'shape', ())}.")
     a, b, c = s, xp.roll(s, -1, axis=0), xp.roll(s, -2, axis=0)
     lhs, rhs = op(op(a, b), c), op(a, op(b, c))

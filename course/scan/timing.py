@@ -39,7 +39,7 @@ import numpy as np
 
 from ..devices import get_xp, normalize_device, resolve_devices
 from ..errors import BadInputError, DeviceMemoryError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, sequential_scan
@@ -60,9 +60,9 @@ def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "c
     if op not in OPERATORS:
         raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
     n = whole_number("n", n, 0, hint="the length of the scan")
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     shape = {"matmul": (n, 2, 2), "affine": (n, 2), "interval": (n, 2)}.get(op, (n,))
-    check_fits(3 * int(np.prod(shape)) * dt.itemsize, dev, what=f"a scan of {n:,} elements")
+    require_fits(3 * int(np.prod(shape)) * dt.itemsize, dev, what=f"a scan of {n:,} elements")
     rng = np.random.default_rng(seed)
     if op == "matmul":     # rotations: long products stay bounded
         t = rng.uniform(-np.pi, np.pi, n)
@@ -153,7 +153,7 @@ def _torch_cumsum(x: Any) -> Any:
 
 
 def _torch() -> Any:
-    from ..peers import torch_cuda_available
+    from ..torch_peer import torch_cuda_available
 
     if not torch_cuda_available():
         raise BadInputError("PyTorch with CUDA is not installed here, so torch.cumsum cannot be timed; "
@@ -177,7 +177,7 @@ def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
     f = scan_function(algorithm, op, dev)
     x = make_input(n, op, dtype, dev) if x is None else x
     if algorithm == "torch":              # timed on a torch tensor, as every PyTorch peer is
-        from ..peers import benchmark_torch
+        from ..torch_peer import benchmark_torch
 
         torch = _torch()
         t = benchmark_torch(torch.cumsum, torch.from_dlpack(x), 0, device=dev, warmup=1, repeat=repeat,

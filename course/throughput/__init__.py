@@ -21,8 +21,9 @@ measures both sides and where they meet.
 5. **The roofline** (:mod:`course.throughput.roofline`): measured peaks and the course's own
    operations placed on it (:func:`measure_roofline`, :func:`roofline_point`).
 
-Figures are in :mod:`course.throughput.plots`, widgets in :mod:`course.throughput.widgets`, and what a
-widget setting will cost before it runs in :mod:`course.throughput.costs`.
+What a widget setting will cost before it runs is in :mod:`course.throughput.costs`, figures in
+:mod:`course.throughput.plots`, widgets in :mod:`course.throughput.widgets`, the exercises' checks in
+:mod:`course.throughput.checks` and the report's experiments in :mod:`course.throughput.experiments`.
 
 >>> from course import throughput
 >>> throughput.classify(0.1, peak_flops=1e11, peak_bandwidth=1e10)

@@ -33,10 +33,10 @@ import numpy as np
 from ..backprop import MLP
 from ..devices import cupy_module, get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
-from ..limits import check_dtype, check_fits
-from ..peers import benchmark_torch, torch_available, torch_cuda_available
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
 from .ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
 
 __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "time_torch_matmul",
@@ -107,11 +107,11 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
     if len(sizes) < 2:
         raise BadInputError(f"sizes must list at least an input and an output width, got {sizes!r}")
     devs = resolve_devices(devices)
-    dt = check_dtype(dtype, "cpu")
+    dt = validate_dtype(dtype, "cpu")
     for d in devs:
-        check_dtype(dt, d)
-        check_fits(4 * max(bs) * sum(sizes) * dt.itemsize + 3 * sum(a * b for a, b in zip(sizes, sizes[1:]))
-                   * dt.itemsize, d, what=f"an MLP {sizes} at batch {max(bs):,}")
+        validate_dtype(dt, d)
+        require_fits(4 * max(bs) * sum(sizes) * dt.itemsize + 3 * sum(a * b for a, b in zip(sizes, sizes[1:]))
+                     * dt.itemsize, d, what=f"an MLP {sizes} at batch {max(bs):,}")
     rs = ResultSet("batching", params={"batch_sizes": bs, "sizes": sizes, "devices": devs, "dtype": dt.name,
                                       "repeat": repeat, "stream_steps": stream_steps,
                                       "total_budget_s": total_budget_s, "stopped_early": False})
@@ -139,7 +139,7 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
 def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: float | None) -> dict:
     """One n×n matrix product in ``dtype`` (bfloat16, ...) timed through PyTorch: a record with its GFLOP/s."""
     n = whole_number("n", n, hint="the matrix side")
-    check_fits(3 * n * n * 2, "gpu" if device == "gpu" else "cpu", what=f"three {n:,}x{n:,} {dtype} matrices")
+    require_fits(3 * n * n * 2, "gpu" if device == "gpu" else "cpu", what=f"three {n:,}x{n:,} {dtype} matrices")
     if not torch_available():
         raise UnsupportedDtypeError(f"{dtype} is timed through PyTorch, which is not installed here; "
                                     "pip install torch, or choose float32 or float16")
@@ -184,9 +184,9 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
     for dtn in dtypes:
         for d in devs:
             if dtn != "bfloat16":
-                check_dtype(dtn, d)
-            check_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
-                       what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
+                validate_dtype(dtn, d)
+            require_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
+                         what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
     rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devs,
                                              "repeat": repeat, "stopped_early": False})
     if "bfloat16" in dtypes and not torch_available():

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checking import call_learner, verdict
+from ..grading import call_learner, verdict
 from .batch import batch_for_fraction
 from .roofline import classify
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..devices import cupy_module, get_xp, resolve_devices, synchronize, to_numpy
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark
 
@@ -55,27 +55,27 @@ FUSION_STEPS: list[tuple[str, Any, str]] = [
 MAX_STEPS = len(FUSION_STEPS)
 
 
-def _check_steps(steps: Any) -> int:
+def _validate_steps(steps: Any) -> int:
     return whole_number("steps", steps, 1, MAX_STEPS, hint="the chain has that many steps")
 
 
 def fusion_chain(steps: int) -> list[str]:
     """Names of the first ``steps`` steps of the chain."""
-    return [name for name, _, _ in FUSION_STEPS[:_check_steps(steps)]]
+    return [name for name, _, _ in FUSION_STEPS[:_validate_steps(steps)]]
 
 
 def unfused(x: Any, steps: int) -> Any:
     """Run the chain one array call per step (``steps`` kernels, a temporary each)."""
     xp = get_xp("gpu") if type(x).__module__.startswith("cupy") else np
     t = x
-    for _, f, _ in FUSION_STEPS[:_check_steps(steps)]:
+    for _, f, _ in FUSION_STEPS[:_validate_steps(steps)]:
         t = f(xp, t)
     return t
 
 
 def blocked(x: np.ndarray, steps: int, tile: int = 2 ** 16, out: np.ndarray | None = None) -> np.ndarray:
     """CPU: the chain tile by tile, each tile going through every step while it is in cache."""
-    k = _check_steps(steps)
+    k = _validate_steps(steps)
     tile = whole_number("tile", tile, hint="elements per tile")
     if type(x).__module__.startswith("cupy"):
         raise BadInputError("blocked() is the CPU's way of fusing; on the GPU use fused()")
@@ -105,7 +105,7 @@ def _c_expr(py: str) -> str:
 
 def fused_kernel_source(steps: int, target: str = "cpu") -> str:
     """The generated source of the fused loop: Python for numba (``"cpu"``) or CUDA C (``"gpu"``)."""
-    k = _check_steps(steps)
+    k = _validate_steps(steps)
     exprs = [e for _, _, e in FUSION_STEPS[:k]]
     if target == "gpu":
         return "T v = x;\n" + "".join(f"v = {_c_expr(e)};\n" for e in exprs) + "y = v;"
@@ -131,7 +131,7 @@ def _cupy_fused(k: int):
 
 def fused(x: Any, steps: int, out: Any = None) -> Any:
     """Run the whole chain in one compiled loop: one pass, one kernel."""
-    k = _check_steps(steps)
+    k = _validate_steps(steps)
     if type(x).__module__.startswith("cupy"):
         return _cupy_fused(k)(x) if out is None else _cupy_fused(k)(x, out)
     x = np.asarray(x)
@@ -145,7 +145,7 @@ def fused(x: Any, steps: int, out: Any = None) -> Any:
 
 def fusion_counts(n: int, steps: int, itemsize: int, mode: str, tile: int = 2 ** 16) -> dict:
     """Kernels (calls) launched and bytes moved through main memory by one run of the chain."""
-    k = _check_steps(steps)
+    k = _validate_steps(steps)
     n = whole_number("n", n, 0)
     itemsize = whole_number("itemsize", itemsize, hint="bytes per element, e.g. 4 for float32")
     tile = whole_number("tile", tile)
@@ -176,7 +176,7 @@ def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", dev
     result (the oracle).  ``"blocked"`` runs on the CPU only.
     """
 
-    n, k = whole_number("n", n), _check_steps(steps)
+    n, k = whole_number("n", n), _validate_steps(steps)
     bad = [m for m in modes if m not in ("unfused", "fused", "blocked")]
     if bad or not modes:
         raise BadInputError(f"modes must be some of 'unfused', 'blocked', 'fused'; got {list(modes)!r}")
@@ -184,13 +184,13 @@ def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", dev
     rs = ResultSet("fusion", params={"n": n, "steps": k, "chain": fusion_chain(k), "dtype": str(dtype),
                                     "devices": devs, "modes": list(modes)})
     for d in devs:
-        dt = check_dtype(dtype, d)
+        dt = validate_dtype(dtype, d)
         if dt.kind != "f":
             raise UnsupportedDtypeError(f"dtype must be a floating type (float16, float32, float64): the chain "
                                         f"multiplies by 0.5 in place, got {dt.name}")
     for d in devs:
-        dt = check_dtype(dtype, d)
-        check_fits(4 * n * dt.itemsize, d, what=f"the chain on {n:,} {dt.name}")
+        dt = validate_dtype(dtype, d)
+        require_fits(4 * n * dt.itemsize, d, what=f"the chain on {n:,} {dt.name}")
         xp = get_xp(d)
         x = xp.asarray(np.linspace(-2, 2, n, dtype=dt))
         ref = to_numpy(unfused(x, k)).astype(np.float64)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..devices import cupy_module, get_xp, normalize_device, require_gpu
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 
@@ -149,7 +149,7 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
 
 def _torch_host_call(rs: ResultSet, kw: dict) -> None:
     """PyTorch's host time per call of a 1-element add on the GPU (where PyTorch has CUDA)."""
-    from ..peers import torch_cuda_available
+    from ..torch_peer import torch_cuda_available
 
     if not torch_cuda_available():
         return
@@ -242,11 +242,11 @@ def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: A
     n = whole_number("n", n)
     chain = whole_number("chain", chain, 1, 10_000, hint="the number of ops in the chain")
     repeat = whole_number("repeat", repeat)
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     if dt.kind != "f":
         raise UnsupportedDtypeError(f"dtype must be a floating type (float16, float32, float64): each op "
                                     f"multiplies by 1.0 into a preallocated output, got {dt.name}")
-    check_fits(2 * int(n) * dt.itemsize, dev, what=f"two arrays of {n:,} {dt.name}")
+    require_fits(2 * int(n) * dt.itemsize, dev, what=f"two arrays of {n:,} {dt.name}")
     xp = get_xp(dev)
     x = xp.full(int(n), 0.5, dtype=dt)
     y = xp.empty_like(x)
@@ -314,8 +314,8 @@ def transfer_bandwidth(sizes: Sequence[int] = (2 ** 12, 2 ** 16, 2 ** 20, 2 ** 2
     if bad or not memory:
         raise BadInputError(f"memory must name 'pageable' and/or 'pinned', got {list(memory)!r}")
     require_gpu()
-    check_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
-    check_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
+    require_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
+    require_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
     cp = cupy_module()
     import cupyx
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..devices import cupy_module, get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
-from ..limits import check_fits
+from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import benchmark
 
@@ -60,7 +60,7 @@ def random_cycle(nbytes: int, seed: int = 0) -> np.ndarray:
     nbytes = whole_number("nbytes", nbytes, 2 * LINE_BYTES,
                           hint="the working set needs at least two 64-byte cache lines")
     lines = nbytes // LINE_BYTES
-    check_fits(3 * lines * LINE_BYTES, "cpu", what=f"a {nbytes / 2**20:.1f} MiB pointer chase")
+    require_fits(3 * lines * LINE_BYTES, "cpu", what=f"a {nbytes / 2**20:.1f} MiB pointer chase")
     order = np.random.default_rng(seed).permutation(lines)
     nxt = np.zeros(lines * _STRIDE, dtype=np.int64)
     nxt[order * _STRIDE] = np.roll(order, -1) * _STRIDE  # node order[k] points to order[k + 1]
@@ -106,7 +106,7 @@ def memory_latency(nbytes: int = 2 ** 26, device: Any = "cpu", hops: int = 2 ** 
                         "hops take seconds")
     nbytes = whole_number("nbytes", nbytes, 2 * LINE_BYTES,
                           hint="the working set needs at least two 64-byte cache lines")
-    check_fits(int(nbytes), dev, what=f"a {int(nbytes) / 2**20:.1f} MiB pointer chase")
+    require_fits(int(nbytes), dev, what=f"a {int(nbytes) / 2**20:.1f} MiB pointer chase")
     xp = get_xp(dev)
     nxt = xp.asarray(random_cycle(nbytes))
     chase(nxt, min(int(hops), 1024))  # compile / warm

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
 
@@ -121,7 +121,7 @@ def _prepare(o: Op, xp, n: int, dt: np.dtype) -> tuple[Callable, tuple, dict]:
     raise BadInputError(f"no implementation for {o.name!r}")  # pragma: no cover
 
 
-def _check_emulated(o: Op, n: int, dt: np.dtype, dev: str) -> None:
+def _validate_emulated(o: Op, n: int, dt: np.dtype, dev: str) -> None:
     if o.kind == "matmul" and dev == "cpu" and dt.name == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
         raise BadInputError(
             f"matmul n={n:,} in float16 on the CPU: numpy has no BLAS for float16 and emulates it at well under "
@@ -148,9 +148,9 @@ def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", r
     o = get_op(op)
     n = whole_number("n", n, hint="the size of the operation")
     dev = normalize_device(device)
-    dt = check_dtype(dtype, dev)
-    check_fits(o.memory(n, dt.itemsize), dev, what=f"{o.name} at n={n:,} in {dt.name}")
-    _check_emulated(o, n, dt, dev)
+    dt = validate_dtype(dtype, dev)
+    require_fits(o.memory(n, dt.itemsize), dev, what=f"{o.name} at n={n:,} in {dt.name}")
+    _validate_emulated(o, n, dt, dev)
     xp = get_xp(dev)
     fn, args, kwargs = _prepare(o, xp, n, dt)
     synchronize(dev)
@@ -199,11 +199,11 @@ def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, d
     if total_budget_s is not None and not total_budget_s > 0:
         raise BadInputError(f"total_budget_s must be a positive number of seconds or None, got {total_budget_s!r}")
     devs = resolve_devices(devices)
-    dt = check_dtype(dtype, "cpu")
+    dt = validate_dtype(dtype, "cpu")
     for d in devs:
-        check_dtype(dt, d)
-        check_fits(o.memory(max(sizes), dt.itemsize), d, what=f"{o.name} at n={max(sizes):,} in {dt.name}")
-        _check_emulated(o, max(sizes), dt, d)
+        validate_dtype(dt, d)
+        require_fits(o.memory(max(sizes), dt.itemsize), d, what=f"{o.name} at n={max(sizes):,} in {dt.name}")
+        _validate_emulated(o, max(sizes), dt, d)
     rs = ResultSet("throughput_sweep", params={"op": o.name, "sizes": sizes, "dtype": dt.name,
                                               "devices": devs, "repeat": repeat, "budget_s": budget_s,
                                               "total_budget_s": total_budget_s, "stopped_early": False})

@@ -36,7 +36,7 @@ import numpy as np
 from ..backprop import MLP
 from ..devices import get_xp, resolve_devices, synchronize
 from ..errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..threads import get_threads
 from ..timing import benchmark, sweep_within_budget
@@ -157,7 +157,7 @@ def _worth_growing(dev: str, dtype: str, n: int, rate: float, previous: float, s
     if rate < 1.05 * previous or seconds > (0.05 if quick else 2.0) or 2 * n > 32768:
         return False
     try:
-        check_fits(3 * (2 * n) ** 2 * 4, dev, what="a bigger matrix product")
+        require_fits(3 * (2 * n) ** 2 * 4, dev, what="a bigger matrix product")
     except DeviceMemoryError:
         return False
     return True
@@ -204,7 +204,7 @@ def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), qui
                     rs.notes.append(f"No bfloat16 roof on the {dev.upper()}: {exc}")
                     break
             else:
-                check_dtype(dtn, dev)
+                validate_dtype(dtn, dev)
                 rec = time_op("matmul", n, dtn, dev, repeat=repeat, budget_s=budget_s)
             rate = rec["flops"] / rec["min_s"]  # a peak is the best the machine did, as STREAM reports
             rs.add(**(rec | {"kind": "matmul", "dtype": dtn, "flops_per_s": rate}))
@@ -256,7 +256,7 @@ def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu",
     (counted FLOP / counted bytes) and ``flops_per_s`` (counted FLOP / measured time).
     """
     (dev,) = resolve_devices([device])
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     n = whole_number("n", n, hint="the size of the operation")
     if op in OPS:
         rec = time_op(get_op(op), n, dt, dev, repeat=repeat, budget_s=budget_s)
@@ -265,12 +265,12 @@ def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu",
     if op == "scan":
         from ..scan.algorithms import blelloch_scan
 
-        check_fits(4 * n * dt.itemsize, dev, what=f"a scan of {n:,} {dt.name}")
+        require_fits(4 * n * dt.itemsize, dev, what=f"a scan of {n:,} {dt.name}")
         x = xp.full(n, 0.5, dtype=dt)
         t = benchmark(blelloch_scan, x, device=dev, warmup=1, repeat=repeat, budget_s=budget_s, name="scan")
         flops, nbytes = _scan_counts(n, dt.itemsize)
     elif op == "mlp step":
-        check_fits(4 * n * sum(DEFAULT_MLP_SIZES) * dt.itemsize, dev, what=f"an MLP step on a batch of {n:,}")
+        require_fits(4 * n * sum(DEFAULT_MLP_SIZES) * dt.itemsize, dev, what=f"an MLP step on a batch of {n:,}")
         model = MLP(list(DEFAULT_MLP_SIZES), dtype=dt.name, device=dev, seed=0)
         rng = np.random.default_rng(0)
         x = xp.asarray(rng.standard_normal((n, DEFAULT_MLP_SIZES[0])).astype(dt))

@@ -26,13 +26,13 @@ from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
     MeasurementCache,
-    check_cost,
     device_buttons,
     dtype_dropdown,
     estimate_s,
     log2_slider,
     noise_html,
     progress,
+    require_affordable,
 )
 from .batch import batch_for_fraction, batch_sweep, precision_sweep
 from .costs import (
@@ -170,10 +170,10 @@ def async_app() -> LiveApp:
             if cost > WIDGET_LIMIT_S:
                 fits = max((2 ** k for k in range(4, n.bit_length()) if async_cost_s(2 ** k, chain) <= WIDGET_LIMIT_S),
                            default=None)
-                check_cost(f"A chain of {chain} operations on {n:,} elements on the CPU", cost,
-                           f"operations × elements over the rate of a chain of 8 on {2 ** 20:,} elements",
-                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
-                           + " or a shorter chain.")
+                require_affordable(f"A chain of {chain} operations on {n:,} elements on the CPU", cost,
+                                   f"operations × elements over the rate of a chain of 8 on {2 ** 20:,} elements",
+                                   (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                                   + " or a shorter chain.")
         sets = [cache.get((d, n, chain), lambda d=d: async_chain(d, n=n, chain=chain, repeat=5, budget_s=0.5))
                 for d in devs]
         sets += [r for r in refs]
@@ -279,10 +279,10 @@ def fusion_app() -> LiveApp:
             if cost > WIDGET_LIMIT_S:
                 fits = max((2 ** k for k in range(10, n.bit_length()) if fusion_cost_s(2 ** k, steps, dtype)
                             <= WIDGET_LIMIT_S), default=None)
-                check_cost(f"The chain of {steps} steps over {n:,} {dtype} values on the CPU", cost,
-                           f"every mode's calls, scaled from the same chain timed at {FUSION_RATE_N:,} values",
-                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
-                           + (" or fewer steps, or float32." if dtype == "float16" else " or fewer steps."))
+                require_affordable(f"The chain of {steps} steps over {n:,} {dtype} values on the CPU", cost,
+                                   f"every mode's calls, scaled from the same chain timed at {FUSION_RATE_N:,} values",
+                                   (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                                   + (" or fewer steps, or float32." if dtype == "float16" else " or fewer steps."))
         rs = cache.get((steps, n, dtype, tuple(devs)), lambda: fusion_compare(
             n=n, steps=steps, dtype=dtype, devices=devs, repeat=5, budget_s=0.3))
         return fusion_figure(rs, refs), note + _notes(rs)
@@ -352,11 +352,11 @@ def roofline_app(op: str = "add", exponent: int = 20, live: ResultSet | None = N
         if d == "cpu" and op in POINT_RATE_N and (op, exponent, dtype, d) not in cache:
             smaller = max(k for k in range(exponent + 1) if k == 0 or estimate_s(
                 POINT_CALLS * point_flops(op, 2 ** k), point_rate(op, dtype)) <= WIDGET_LIMIT_S)
-            check_cost(f"{op} at 2^{exponent} in {dtype} on the CPU",
-                       estimate_s(POINT_CALLS * point_flops(op, 2 ** exponent), point_rate(op, dtype)),
-                       "counted FLOPs over the rate measured at a small size",
-                       f"Choose a size of at most 2^{smaller} for {op} in {dtype}"
-                       + (", or float32." if dtype != "float32" else "."))
+            require_affordable(f"{op} at 2^{exponent} in {dtype} on the CPU",
+                               estimate_s(POINT_CALLS * point_flops(op, 2 ** exponent), point_rate(op, dtype)),
+                               "counted FLOPs over the rate measured at a small size",
+                               f"Choose a size of at most 2^{smaller} for {op} in {dtype}"
+                               + (", or float32." if dtype != "float32" else "."))
         point = cache.get((op, exponent, dtype, d), lambda: roofline_point(op, 2 ** exponent, dtype, d))
         peaks = (live if live is not None and peaks_of(live, d)["flops"].get(dtype)
                  else cached_peaks(d, (dtype,)))

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checking import call_learner, python_lines_run, verdict
+from ..grading import call_learner, python_lines_run, verdict
 from ..timing import benchmark
 from .exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
 

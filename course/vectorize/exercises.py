@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp
+from ..devices import xp_of
 from ..errors import BadInputError
 
 __all__ = ["leaky_relu", "leaky_relu_loop", "softmax_rows", "softmax_rows_loop"]
@@ -34,7 +34,7 @@ def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
 
 def leaky_relu(x: Any, slope: float = 0.01) -> Any:
     """Leaky ReLU, vectorized for numpy or CuPy arrays."""
-    xp = get_xp(array_device(x))
+    xp = xp_of(x)
     x = _floats(xp.asarray(x), "leaky_relu")
     return xp.where(x > 0, x, x * x.dtype.type(slope))
 
@@ -56,7 +56,7 @@ def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
 
 def softmax_rows(x: Any) -> Any:
     """Row-wise softmax, vectorized: subtract the row maximum (no overflow), exp, normalise."""
-    xp = get_xp(array_device(x))
+    xp = xp_of(x)
     x = _rows(xp.asarray(x))
     e = xp.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)

@@ -15,7 +15,7 @@ rung        what runs                                                        siz
 
 numpy has float16 arrays but no half-precision BLAS: its float16 product runs its
 own generic loop and is *slower* than float32 -- a measurement worth seeing.
-numpy has no bfloat16 at all (:func:`course.check_dtype` says so); PyTorch has it,
+numpy has no bfloat16 at all (:func:`course.validate_dtype` says so); PyTorch has it,
 on the CPU and on the GPU, so the ``torch`` rung times it when PyTorch is
 installed.  :func:`wrapper_overhead` shows that :func:`matmul` (the course's
 wrapper) costs nothing measurable over calling ``numpy.matmul`` directly.
@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp, normalize_device, resolve_devices, synchronize, to_numpy
+from ..devices import get_xp, normalize_device, resolve_devices, synchronize, to_numpy, xp_of
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..hardware.machine import matmul_flops
-from ..limits import check_dtype, check_fits
-from ..peers import benchmark_torch, torch_available, torch_cuda_available
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
 from .simd import fastest_call_s
 
 __all__ = ["MATMUL_RUNGS", "MATMUL_LIMITS", "CPU_FLOAT16_MATMUL_MAX_N", "matmul", "matmul_loop", "matmul_dots",
@@ -86,7 +86,7 @@ def matmul_dots(a: Any, b: Any) -> Any:
     if max(a.shape + b.shape) > MATMUL_LIMITS["dots"]:
         raise BadInputError(f"rung 'dots' makes n² calls; shapes {a.shape}, {b.shape} are too big for it "
                             f"(at most {MATMUL_LIMITS['dots']}). Use rung='blas'.")
-    xp = get_xp(array_device(a))
+    xp = xp_of(a)
     out = xp.empty((a.shape[0], b.shape[1]), dtype=xp.result_type(a, b))
     bt = xp.ascontiguousarray(b.T)  # each column of b as a contiguous row
     for i in range(a.shape[0]):
@@ -97,7 +97,7 @@ def matmul_dots(a: Any, b: Any) -> Any:
 
 def matmul_blas(a: Any, b: Any, out: Any = None) -> Any:
     """The whole product in one library call: BLAS on the CPU, cuBLAS on the GPU."""
-    return get_xp(array_device(a)).matmul(a, b, out=out)
+    return xp_of(a).matmul(a, b, out=out)
 
 
 def matmul(a: Any, b: Any, rung: str = "blas", out: Any = None) -> Any:
@@ -132,13 +132,13 @@ def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", rung: s
     """Two random n×n matrices (values in [-1, 1)) and an output, on the device the rung uses.
 
     For ``rung="torch"`` they are PyTorch tensors (the only way to get bfloat16);
-    otherwise ``dtype`` goes through :func:`course.check_dtype`, which explains that
+    otherwise ``dtype`` goes through :func:`course.validate_dtype`, which explains that
     numpy and CuPy have no bfloat16.
     """
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     dev = normalize_device(device)
     # the two float64 draws, made on the CPU before any conversion, must fit first
-    check_fits(2 * n * n * 8, "cpu", what=f"two {n}×{n} float64 random matrices")
+    require_fits(2 * n * n * 8, "cpu", what=f"two {n}×{n} float64 random matrices")
     rng = np.random.default_rng(seed)
 
     def draw() -> tuple[np.ndarray, np.ndarray]:
@@ -157,13 +157,13 @@ def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", rung: s
         if tdev == "cuda" and not torch_cuda_available():
             raise UnsupportedDtypeError("this PyTorch build sees no CUDA GPU; install a CUDA build of "
                                         "PyTorch or use device='cpu'")
-        check_fits(3 * int(n) ** 2 * torch.tensor([], dtype=tdt).element_size(), dev, what="three matrices")
+        require_fits(3 * int(n) ** 2 * torch.tensor([], dtype=tdt).element_size(), dev, what="three matrices")
         a, b = (torch.as_tensor(m).to(device=tdev, dtype=tdt) for m in draw())
         return a, b, torch.empty((int(n), int(n)), dtype=tdt, device=tdev)
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     if dt.kind != "f":
         raise BadInputError(f"the matrix ladder times float dtypes, got {dt.name}")
-    check_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
+    require_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
     xp = get_xp(dev)
     a64, b64 = draw()
     a, b = xp.asarray(a64.astype(dt)), xp.asarray(b64.astype(dt))

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from ..cpu import cpu_info
-from ..devices import array_device, get_xp, normalize_device
+from ..devices import array_device, get_xp, normalize_device, xp_of
 from ..errors import BadInputError, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import require_fits, validate_dtype
 
 __all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",
            "loop_elementwise", "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise",
@@ -79,25 +79,25 @@ MAX_WORKERS = 1024
 
 # ----------------------------------------------------------------- validation
 
-def _check_op(op: Any) -> str:
+def _validate_op(op: Any) -> str:
     if op not in OPS:
         raise BadInputError(f"op must be one of {OPS}, got {op!r}")
     return op
 
 
-def _check_float(x: Any) -> None:
+def _validate_float(x: Any) -> None:
     name = str(getattr(x, "dtype", type(x).__name__))
     if name not in FLOAT_DTYPES:
         raise BadInputError(f"elementwise ops take a float16/float32/float64 array, got dtype {name}; "
                             "convert it first, e.g. x.astype('float32')")
 
 
-def _check_lanes(lanes: Any) -> int:
+def _validate_lanes(lanes: Any) -> int:
     return whole_number("lanes", lanes, hint=f"try {cpu_info()['float32_lanes'] or 8}, the float32 lanes of this "
                                              "CPU's widest SIMD register")
 
 
-def _check_out(x: Any, out: Any) -> Any:
+def _validate_out(x: Any, out: Any) -> Any:
     if out is None:
         return None
     if getattr(out, "shape", None) != x.shape or getattr(out, "dtype", None) != x.dtype:
@@ -135,9 +135,9 @@ def loop_elementwise(op: str, x: np.ndarray, a: float = DEFAULT_A, b: float = DE
     >>> loop_elementwise("sigmoid", np.zeros(2)).tolist()
     [0.5, 0.5]
     """
-    _check_op(op)
+    _validate_op(op)
     x = np.asarray(x)
-    _check_float(x)
+    _validate_float(x)
     rule = _scalar_rule(op, a, b)
     values = x.ravel().tolist()
     out = [0.0] * len(values)
@@ -181,10 +181,10 @@ def numpy_elementwise(op: str, x: Any, out: Any = None, a: float = DEFAULT_A,
     >>> numpy_elementwise("affine_relu", np.array([0.0, 1.0])).tolist()
     [0.0, 1.5]
     """
-    _check_op(op)
-    _check_float(x)
-    xp = get_xp(array_device(x))
-    _check_out(x, out)
+    _validate_op(op)
+    _validate_float(x)
+    xp = xp_of(x)
+    _validate_out(x, out)
     if out is None:
         out = xp.empty_like(x)
     with np.errstate(over="ignore"):
@@ -199,7 +199,7 @@ def lane_steps(n: int, lanes: int) -> int:
     >>> lane_steps(10, 4)
     3
     """
-    lanes = _check_lanes(lanes)
+    lanes = _validate_lanes(lanes)
     n = whole_number("n", n, lo=0, hint="the number of elements")
     return -(-n // lanes)
 
@@ -210,7 +210,7 @@ def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
     >>> lane_trace(10, 4)
     [(0, 4), (4, 8), (8, 10)]
     """
-    lanes = _check_lanes(lanes)
+    lanes = _validate_lanes(lanes)
     steps = lane_steps(n, lanes)
     if steps > LANE_TRACE_MAX_STEPS:
         raise BadInputError(f"lane_trace(n={n}, lanes={lanes}) would list {steps:,} steps; a trace is for a picture, "
@@ -232,12 +232,12 @@ def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | 
     >>> lanes_elementwise("relu", np.array([-1.0, 2.0, -3.0]), lanes=2).tolist()
     [0.0, 2.0, 0.0]
     """
-    _check_op(op)
-    lanes = _check_lanes(lanes)
+    _validate_op(op)
+    lanes = _validate_lanes(lanes)
     x = np.asarray(x)
-    _check_float(x)
+    _validate_float(x)
     flat = x.reshape(-1)
-    res = np.empty_like(flat) if out is None else _check_out(x, out).reshape(-1)
+    res = np.empty_like(flat) if out is None else _validate_out(x, out).reshape(-1)
     step = _kernel(op, np, x.dtype, a, b)
     with np.errstate(over="ignore"):
         for start in range(0, flat.size, lanes):  # one step = one "vector instruction"
@@ -275,14 +275,14 @@ def threaded_elementwise(op: str, x: np.ndarray, out: np.ndarray | None = None,
     >>> threaded_elementwise("relu", np.array([-2.0, 3.0]), workers=2).tolist()
     [0.0, 3.0]
     """
-    _check_op(op)
+    _validate_op(op)
     x = np.asarray(x)
-    _check_float(x)
+    _validate_float(x)
     workers = default_workers() if workers is None else whole_number(
         "workers", workers, hi=MAX_WORKERS, hint=f"the threads to start; this machine has {default_workers()} cores")
     chunk = whole_number("chunk", chunk, hint="the elements each thread handles at a time, e.g. 16384")
     flat = x.reshape(-1)
-    res = np.empty_like(flat) if out is None else _check_out(x, out).reshape(-1)
+    res = np.empty_like(flat) if out is None else _validate_out(x, out).reshape(-1)
     step = _kernel(op, np, x.dtype, a, b)
 
     def work(lo: int, hi: int) -> None:  # one worker: its own contiguous part, chunk by chunk
@@ -320,7 +320,7 @@ def compiled_relu(x: np.ndarray, out: np.ndarray | None = None, threads: int | N
 
     numpy 2's ``maximum(x, 0)`` handles a scalar operand in a loop that is not
     vectorized; a loop compiled for this CPU (numba) is turned into SIMD instructions
-    and run on every core with ``prange``, like the STREAM copy of :mod:`course.stream`,
+    and run on every core with ``prange``, like the STREAM copy of :mod:`course.memory_bandwidth`,
     so it reads ``x`` and writes ``out`` at the memory's speed.
 
     >>> compiled_relu(np.array([-1.0, 2.0], dtype=np.float32)).tolist()
@@ -329,8 +329,8 @@ def compiled_relu(x: np.ndarray, out: np.ndarray | None = None, threads: int | N
     import numba
 
     x = np.asarray(x)
-    _check_float(x)
-    res = np.empty_like(x) if out is None else _check_out(x, out)
+    _validate_float(x)
+    res = np.empty_like(x) if out is None else _validate_out(x, out)
     workers = default_workers() if threads is None else whole_number("threads", threads)
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(workers, numba.config.NUMBA_NUM_THREADS)))
@@ -353,10 +353,10 @@ def elementwise(op: str, x: Any, rung: str = "numpy", *, lanes: int = 8, out: An
     >>> elementwise("relu", np.array([-1.0, 1.0]), rung="threads").tolist()
     [0.0, 1.0]
     """
-    _check_op(op)
+    _validate_op(op)
     if rung not in RUNGS:
         raise BadInputError(f"rung must be one of {RUNGS}, got {rung!r}")
-    lanes = _check_lanes(lanes)            # checked whatever the rung, so a typo never goes unnoticed
+    lanes = _validate_lanes(lanes)            # checked whatever the rung, so a typo never goes unnoticed
     if workers is not None:
         workers = whole_number("workers", workers, hi=MAX_WORKERS, hint="the threads of the 'threads' rung")
     want = RUNG_INFO[rung][2]
@@ -366,7 +366,7 @@ def elementwise(op: str, x: Any, rung: str = "numpy", *, lanes: int = 8, out: An
     if rung == "loop":
         res = loop_elementwise(op, x, a=a, b=b)
         if out is not None:
-            _check_out(x, out)[...] = res
+            _validate_out(x, out)[...] = res
             return out
         return res
     if rung == "lanes":
@@ -391,7 +391,7 @@ def bytes_moved(n: int, dtype: Any) -> int:
     8000
     """
     n = whole_number("n", n, lo=0, hint="the number of elements")
-    return 2 * n * check_dtype(dtype, "cpu").itemsize
+    return 2 * n * validate_dtype(dtype, "cpu").itemsize
 
 
 def effective_bandwidth(seconds: float, n: int, dtype: Any) -> float:
@@ -421,10 +421,10 @@ def random_input(n: int, dtype: Any = "float32", device: Any = "cpu", seed: int 
     """``n`` standard-normal values (half of them negative) on ``device``, after size checks."""
     n = whole_number("size n", n, lo=0, hint="the number of values to draw")
     dev = normalize_device(device)
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     if dt.name not in FLOAT_DTYPES:
         raise BadInputError(f"elementwise ops need a float dtype ({', '.join(FLOAT_DTYPES)}), got {dt.name}")
-    check_fits(3 * int(n) * dt.itemsize, dev, what=f"{int(n):,} {dt.name} values (input, output, check)")
+    require_fits(3 * int(n) * dt.itemsize, dev, what=f"{int(n):,} {dt.name} values (input, output, check)")
     x = np.random.default_rng(seed).standard_normal(int(n)).astype(dt)
     return x if dev == "cpu" else get_xp(dev).asarray(x)
 

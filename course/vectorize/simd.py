@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError, whole_number
-from ..limits import check_dtype
+from ..limits import validate_dtype
 from ..timing import benchmark
 
 __all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html", "operand_probe", "fastest_call_s"]
@@ -135,7 +135,7 @@ def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> d
     """
     n = whole_number("n", n, hi=2**22, hint="a cache-sized array")
     calls = whole_number("calls", calls, lo=10, hi=100_000, hint="timed calls per kind, e.g. 200")
-    dt = check_dtype(dtype, "cpu")
+    dt = validate_dtype(dtype, "cpu")
     if dt.kind != "f":
         raise BadInputError(f"operand_probe times a float dtype, got {dt.name}")
     x = np.random.default_rng(0).standard_normal(int(n)).astype(dt)

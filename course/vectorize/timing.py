@@ -28,7 +28,7 @@ from ..cpu import cpu_info
 from ..devices import get_xp, normalize_device, resolve_devices, to_device, to_numpy
 from ..errors import BadInputError, whole_number
 from ..hardware.machine import copy_bandwidth
-from ..limits import check_dtype
+from ..limits import validate_dtype
 from ..results import ResultSet
 from ..timing import Timing, benchmark
 from .rungs import (
@@ -104,7 +104,7 @@ def ladder(op: str = "relu", n: int = 2**16, dtype: Any = "float32", devices: Se
     rungs = _resolve_rungs(rungs, devs)
     lanes = whole_number("lanes", cpu_info()["float32_lanes"] or 8 if lanes is None else lanes)
     loop_max = whole_number("loop_max", loop_max, hint="the most elements the pure-Python loop rung handles")
-    dt = check_dtype(dtype, "cpu")
+    dt = validate_dtype(dtype, "cpu")
     x = random_input(n, dt, "cpu", seed=seed)
     # The oracle is the pure-Python loop (math module, float64, one element at a time), which
     # shares no code with the array rungs; on big inputs it checks the first ORACLE_MAX elements.
@@ -197,7 +197,7 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
     """
     dev = normalize_device(device)
     rounds = whole_number("rounds", rounds, hi=1000, hint="interleaved rounds of measurements, e.g. 3")
-    dt = check_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev)
     xp = get_xp(dev)
     x = random_input(n, dt, dev)
     out = xp.empty_like(x)

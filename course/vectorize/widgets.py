@@ -25,12 +25,12 @@ from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
     MeasurementCache,
-    check_cost,
     device_buttons,
     estimate_s,
     log2_slider,
     measured_rate,
     noise_html,
+    require_affordable,
     size_slider,
 )
 from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, matmul, matmul_ladder, random_matrices, torch_available
@@ -130,11 +130,11 @@ def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: 
             if cost > WIDGET_LIMIT_S:
                 fits = max((2 ** k for k in range(4, n.bit_length()) if ladder_cost_s(op, 2 ** k, dtype, lanes)
                             <= WIDGET_LIMIT_S), default=None)
-                check_cost(f"Every rung of {op} on {n:,} {dtype} values", cost,
-                           f"a straight line through the same ladder timed at {_LADDER_REF_N[0]:,} and "
-                           f"{_LADDER_REF_N[1]:,} elements",
-                           (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
-                           + (" or float32." if dtype == "float16" else "."))
+                require_affordable(f"Every rung of {op} on {n:,} {dtype} values", cost,
+                                   f"a straight line through the same ladder timed at {_LADDER_REF_N[0]:,} and "
+                                   f"{_LADDER_REF_N[1]:,} elements",
+                                   (f"Choose at most {fits:,} elements" if fits else "Choose fewer elements")
+                                   + (" or float32." if dtype == "float16" else "."))
         rs = cache.get((op, n, dtype, lanes, tuple(devs)), lambda: ladder(
             op, n=n, dtype=dtype, devices=devs, lanes=lanes, budget_s=0.07, repeat=5))
         refs = load_reference("vectorize_ladder") if "gpu" not in devs else []

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import course
-from course.gpu_check import NO_GPU_STATUS, TARGETS, headless_imports, pytest_gpu_command
+from course.gpu_machine import NO_GPU_STATUS, TARGETS, headless_imports, pytest_gpu_command
 from course.report import discover
 
 
@@ -60,7 +60,7 @@ def test_the_listed_gpu_tests_cover_every_experiment_of_the_report(no_gpu_run):
 
 
 def test_one_failing_target_is_recorded_and_the_others_still_measured(monkeypatch):
-    import course.gpu_check as g
+    import course.gpu_machine as g
 
     def boom(quick):
         raise RuntimeError("cuDNN said no")

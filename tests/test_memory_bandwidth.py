@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from course.errors import BadInputError
-from course.stream import (
+from course.memory_bandwidth import (
     KERNELS,
     WORDS,
     stream_add,

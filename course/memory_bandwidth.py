@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit, prange
 
 from .errors import BadInputError, whole_number
-from .limits import check_dtype, check_fits
+from .limits import require_fits, validate_dtype
 from .timing import benchmark
 
 __all__ = ["KERNELS", "WORDS", "stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_bandwidth",
@@ -177,13 +177,13 @@ def stream_bandwidth(n: int = DEFAULT_N, dtype: Any = "float64", kernels: tuple[
     n = whole_number("n", n, hint="elements per array (three arrays are allocated)")
     if isinstance(kernels, str):
         kernels = (kernels,)
-    if check_dtype(dtype, "cpu").name not in ("float32", "float64"):
+    if validate_dtype(dtype, "cpu").name not in ("float32", "float64"):
         raise BadInputError(f"dtype must be float32 or float64, got {dtype!r}")
     bad = [k for k in kernels if k not in KERNELS]
     if bad or not kernels:
         raise BadInputError(f"kernels must be a non-empty selection of {KERNELS}, got {kernels!r}")
     dt = np.dtype(dtype)
-    check_fits(3 * int(n) * dt.itemsize, "cpu", what=f"three arrays of {int(n):,} {dt.name}")
+    require_fits(3 * int(n) * dt.itemsize, "cpu", what=f"three arrays of {int(n):,} {dt.name}")
     nthreads = stream_threads(threads)
     a = np.full(int(n), 1.0, dtype=dt)        # touched once here, so no page fault is timed
     b = np.full(int(n), 2.0, dtype=dt)
