@@ -137,14 +137,14 @@ def test_step_time_sweep_records_each_width():
 def test_checkpointed_gradients_equal_plain_backprop(every):
     m = MLP([12] + [10] * 8 + [3], dtype="float64", seed=4)
     x, y = random_batch(m, 6)
-    _, cache = softmax_cross_entropy(m._forward(x), y)
+    _, cache = softmax_cross_entropy(m.forward(x), y)
     m.backward(softmax_cross_entropy_backward(cache))
     plain = [g.copy() for g in m.gradients()]
     before = [p.copy() for p in m.parameters()]
     run = checkpointed_backward(m, x, y, every)
     assert all(np.allclose(a, b, rtol=0, atol=1e-14) for a, b in zip(plain, m.gradients()))
     assert all(np.array_equal(a, b) for a, b in zip(before, m.parameters()))
-    assert run.loss == pytest.approx(float(softmax_cross_entropy(m._forward(x), y)[0]))
+    assert run.loss == pytest.approx(float(softmax_cross_entropy(m.forward(x), y)[0]))
 
 
 @settings(max_examples=20, deadline=None)
@@ -153,7 +153,7 @@ def test_checkpointed_gradients_equal_plain_backprop(every):
 def test_any_checkpointing_schedule_gives_plain_backprops_gradients(depth, every, batch, activation):
     m = MLP([5] + [6] * depth + [3], activation=activation, dtype="float64", seed=depth)
     x, y = random_batch(m, batch, seed=every)
-    _, cache = softmax_cross_entropy(m._forward(x), y)
+    _, cache = softmax_cross_entropy(m.forward(x), y)
     m.backward(softmax_cross_entropy_backward(cache))
     plain = [g.copy() for g in m.gradients()]
     run = checkpointed_backward(m, x, y, every)

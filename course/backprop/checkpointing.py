@@ -42,6 +42,7 @@ from ..plots import PALETTE, place_legend
 from ..results import ResultSet
 from ..timing import interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+from .validate import check_inputs
 
 __all__ = ["CheckpointRun", "PoolPeak", "checkpointed_backward", "kept_pattern", "checkpoint_sweep",
            "checkpoint_figure"]
@@ -100,8 +101,7 @@ def checkpointed_backward(model: MLP, x: Any, y: Any, every: int) -> CheckpointR
     unchanged.  ``every=1`` keeps everything: plain backprop.
     """
     every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
+    x, y = check_inputs(model, x, y)
     pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
     # the input batch is already in the pool; it is counted, as peak_activation_bytes counts it
     pool_base = pool.used_bytes() - int(x.nbytes) if pool is not None else 0
@@ -170,7 +170,7 @@ def _checkpointed(model: MLP, x, y, k: int, pool: Any, pool_base: int) -> Checkp
     def block_forward(b: int, h):
         lin, act = blocks[b]
         z, _ = lin.forward(h)
-        return z if act is None else act.forward(z, out=z)[0]
+        return z if act is None else act.forward(z)[0]
 
     flops = [2.0 * x.shape[0] * lin.n_in * lin.n_out for lin, _ in blocks]
     hold(0, x)

@@ -28,6 +28,7 @@ import numpy as np
 from ..devices import to_numpy
 from ..errors import BadInputError, whole_number
 from .layers import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
+from .validate import check_inputs
 
 __all__ = ["rel_error", "central_differences", "gradient_check", "gradient_errors", "layer_gradient_check",
            "loss_gradient_check",
@@ -75,9 +76,8 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
         max_entries = None if model.n_parameters() <= FULL_CHECK_LIMIT else SAMPLE_ENTRIES
     elif max_entries is not None:
         max_entries = whole_number("max_entries", max_entries, hint="or None (every entry) or 'auto'")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    loss, cache = softmax_cross_entropy(model._forward(x), y)
+    x, y = check_inputs(model, x, y)
+    loss, cache = softmax_cross_entropy(model.forward(x), y)
     model.backward(softmax_cross_entropy_backward(cache))
     analytic = [to_numpy(g).copy() for g in model.gradients()]
     rng = np.random.default_rng(seed)
@@ -86,7 +86,7 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
         n = p.size                               # p is nudged in place: the model sees it
         idx = np.arange(n) if max_entries is None or max_entries >= n else \
             np.sort(rng.choice(n, size=max_entries, replace=False))
-        numeric = central_differences(lambda: softmax_cross_entropy(model._forward(x), y)[0], p, eps, idx)
+        numeric = central_differences(lambda: softmax_cross_entropy(model.forward(x), y)[0], p, eps, idx)
         out.append({"parameter": name, "shape": tuple(p.shape), "checked": len(idx), "of": n,
                     "rel_error": rel_error(g.reshape(-1)[idx], numeric)})
     return out

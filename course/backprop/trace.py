@@ -38,6 +38,7 @@ from ..limits import check_fits
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+from .validate import check_inputs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -102,15 +103,14 @@ def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.
     """Trace one training step of ``model`` on ``(x, y)``: per-layer ops, FLOPs and times.
 
     The weights are left as they were (no update is applied).  Each layer is
-    timed on copies of the inputs it saw in the step, writing into scratch
-    buffers.  The timings run in rounds, each timing every operation once, so a
+    timed on copies of the inputs it saw in the step, as the teaching step
+    runs it (each call makes its output).  The timings run in rounds, each timing every operation once, so a
     moment when the machine is busy hits one sample of every operation rather than
     all samples of one; ``repeat`` rounds at most (at least 3), the median of each
     operation is kept, and no new round starts after ``budget_s`` seconds.
     """
     repeat = whole_number("repeat", repeat, hi=10_000, hint="rounds of timed operations, e.g. 5")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
+    x, y = check_inputs(model, x, y)
     b = int(x.shape[0])
     inputs, caches, upstream, logits, lcache = _run_step(model, x, y)
     tr = StepTrace(device=model.device, model=repr(model), batch=b)
@@ -119,7 +119,7 @@ def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.
         n = sum(isinstance(o, Linear) == isinstance(layer, Linear) for o in model.layers[:i + 1])  # "Linear 2"
         rec = (_linear_trace(layer, n, b, first=i == 0) if isinstance(layer, Linear)
                else _activation_trace(layer, n, inputs[i]))
-        forward, backward = _layer_calls(model, layer, inputs[i], caches[i], upstream[i], first=i == 0)
+        forward, backward = _layer_calls(layer, inputs[i], caches[i], upstream[i], first=i == 0)
         jobs |= {f"{i} forward": (rec, "forward_s", forward), f"{i} backward": (rec, "backward_s", backward)}
         tr.layers.append(rec)
     rec = _loss_trace(b, model.sizes[-1])
@@ -181,14 +181,12 @@ def _loss_trace(b: int, c: int) -> LayerTrace:
                       forward_flops=4.0 * b * c, backward_flops=1.0 * b * c, matmul_flops=0.0)
 
 
-def _layer_calls(model: MLP, layer: Any, xin, cache, dout, first: bool) -> tuple[Callable, Callable]:
-    """The layer's forward and backward on the step's values, writing into scratch buffers."""
-    scratch = model.xp.empty_like(dout)
-    forward = partial(layer.forward, xin, out=scratch)
+def _layer_calls(layer: Any, xin, cache, dout, first: bool) -> tuple[Callable, Callable]:
+    """The layer's forward and backward on the step's values (the first layer computes no dx)."""
+    forward = partial(layer.forward, xin)
     if isinstance(layer, Linear):
-        dx_buf = None if first else model.xp.empty_like(xin)
-        return forward, partial(layer.backward, dout, cache, out=dx_buf, need_dx=not first)
-    return forward, partial(layer.backward, dout, cache, out=scratch)
+        return forward, partial(layer.backward, dout, cache, need_dx=not first)
+    return forward, partial(layer.backward, dout, cache)
 
 
 def _time_jobs(model: MLP, jobs: dict, repeat: int, budget_s: float) -> bool:

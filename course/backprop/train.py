@@ -26,6 +26,7 @@ from ..devices import synchronize, to_device
 from ..errors import BadInputError, whole_number
 from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
+from .validate import check_inputs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -58,8 +59,9 @@ class History:
 
 def evaluate(model: MLP, x: Any, y: Any) -> tuple[float, float]:
     """``(mean cross-entropy, accuracy)`` of ``model`` on ``(x, y)``, one forward pass."""
+    x, y = check_inputs(model, x, y)
     logits = model.forward(x)
-    loss, _ = softmax_cross_entropy(logits, model._check_y(y, x.shape[0]))
+    loss, _ = softmax_cross_entropy(logits, y)
     acc = (logits.argmax(axis=1) == y).mean()
     return float(loss), float(acc)
 

@@ -9,14 +9,18 @@ Kept apart from the model so that the algorithm reads top to bottom without them
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..devices import array_device
+from ..devices import array_device, get_xp, normalize_device
 from ..errors import BadInputError, whole_number
+from ..limits import check_dtype, check_fits
 
-__all__ = ["check_batch", "check_labels"]
+__all__ = ["check_batch", "check_labels", "check_mlp", "check_linear", "check_inputs", "check_dlogits",
+           "check_finite_loss", "check_logits", "check_same_shape", "check_lr"]
 
 
 def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
@@ -51,3 +55,105 @@ def check_labels(y: Any, batch: int, n_classes: int, device: str) -> Any:
         raise BadInputError(f"label {bad} is out of range: this model has {n_classes} classes, "
                             f"so labels must lie in 0..{n_classes - 1}")
     return y
+
+
+def check_lr(lr: Any) -> float:
+    """``lr`` if it is a positive finite number, or a clear error."""
+    if not isinstance(lr, (int, float, np.floating)) or not math.isfinite(lr) or lr <= 0:
+        raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
+    return lr
+
+
+def _float_dtype(dtype: Any, device: Any) -> np.dtype:
+    """``dtype`` as a numpy float dtype the device holds; an integer one would round every weight to 0."""
+    dt = check_dtype(dtype, device)
+    if dt.kind != "f":
+        raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
+    return dt
+
+
+def _check_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> None:
+    """Refuse, before drawing anything, weights that would not fit: on ``device`` the weights, their
+    gradients and one update buffer; on the host the float64 draw of the largest layer (and its copy)."""
+    pairs = list(zip(sizes[:-1], sizes[1:]))
+    params = sum(a * b + b for a, b in pairs)
+    arch = "-".join(map(str, sizes))
+    check_fits(3 * params * dtype.itemsize, device,
+               what=f"the {params:,} {dtype.name} weights of a {arch} network, their gradients and updates")
+    check_fits(max(a * b for a, b in pairs) * (16 + dtype.itemsize), "cpu",
+               what=f"the float64 draw of the largest layer of {arch}")
+
+
+def check_linear(n_in: Any, n_out: Any, dtype: Any, device: Any) -> tuple[int, int, np.dtype]:
+    """A Linear layer's ``(n_in, n_out, dtype)``, checked, with weights that fit on ``device``."""
+    n_in = whole_number("n_in", n_in, hint="the width of the layer's input")
+    n_out = whole_number("n_out", n_out, hint="the width of the layer's output")
+    dtype = _float_dtype(dtype, device)
+    _check_weights_fit([n_in, n_out], dtype, device)
+    return n_in, n_out, dtype
+
+
+def check_mlp(sizes: Any, activation: Any, dtype: Any, device: Any,
+              activations: Mapping) -> tuple[list[int], np.dtype, str]:
+    """An MLP's ``(sizes, dtype, device)``, checked, with weights that fit on ``device``."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) < 2:
+        raise BadInputError(f"sizes must list at least two widths (input and output), e.g. "
+                            f"[64, 32, 10]; got {sizes!r}")
+    sizes = [whole_number("every width in sizes", s, hint=f"got sizes={list(sizes)!r}") for s in sizes]
+    if activation not in activations:
+        raise BadInputError(f"activation must be one of {sorted(activations)}, got {activation!r}")
+    device = normalize_device(device)
+    dtype = _float_dtype(dtype, device)
+    _check_weights_fit(sizes, dtype, device)
+    return sizes, dtype, device
+
+
+def check_inputs(model: Any, x: Any, y: Any = None, lr: Any = None) -> tuple[Any, Any]:
+    """``(x, y)`` for ``model`` (an MLP): x cast to its dtype, the labels (if given) in range, and the
+    learning rate (if given) positive; or a clear error."""
+    if lr is not None:
+        check_lr(lr)
+    x = check_batch(x, model.sizes[0], model.device, model.dtype)
+    if y is not None:
+        y = check_labels(y, x.shape[0], model.sizes[-1], model.device)
+    return x, y
+
+
+def check_dlogits(model: Any, dlogits: Any) -> Any:
+    """``dlogits`` with the shape of ``model``'s last logits, on its device, in its dtype; or a clear error."""
+    if not model.caches:
+        raise BadInputError("backward needs a forward pass first: call model.forward(x)")
+    want = (model.caches[0][0].shape[0], model.sizes[-1])
+    if array_device(dlogits) != model.device or tuple(dlogits.shape) != want:
+        raise BadInputError(f"dlogits must have the logits' shape {want} and live on the "
+                            f"{model.device.upper()}, got {tuple(dlogits.shape)} on the "
+                            f"{array_device(dlogits).upper()}")
+    return dlogits if dlogits.dtype == model.dtype else dlogits.astype(model.dtype)
+
+
+def check_finite_loss(loss: float, x: Any, lr: float) -> None:
+    """A clear error when a training step's ``loss`` is not finite: bad data, or a learning rate too big."""
+    if math.isfinite(loss):
+        return
+    if not bool(get_xp(array_device(x)).isfinite(x).all()):
+        raise BadInputError("x contains NaN or infinite values: clean the data before training")
+    raise BadInputError(f"the loss is {loss} (not finite): training diverged with learning rate "
+                        f"lr={lr:g}. Lower lr (try {lr / 10:g}) and start again from a new model.")
+
+
+def check_logits(logits: Any, labels: Any) -> None:
+    """``logits`` a ``(batch, classes)`` array and ``labels`` one class in range per row; or a clear error."""
+    if getattr(logits, "ndim", None) != 2:
+        raise BadInputError(f"logits must be a 2-D array (batch, classes), got "
+                            f"{getattr(logits, 'shape', type(logits).__name__)}")
+    check_labels(labels, logits.shape[0], logits.shape[1], array_device(logits))
+
+
+def check_same_shape(pred: Any, target: Any) -> tuple[Any, Any]:
+    """``(pred, target)`` of one shape (plain lists become float64 arrays); or a clear error."""
+    if not hasattr(pred, "shape") and not hasattr(target, "shape"):
+        pred, target = np.asarray(pred, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    if getattr(pred, "shape", None) != getattr(target, "shape", None):
+        raise BadInputError(f"pred and target must have the same shape, got {getattr(pred, 'shape', pred)!r} "
+                            f"and {getattr(target, 'shape', target)!r} (reshape one of them)")
+    return pred, target
