@@ -7,20 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.backprop.checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward, kept_pattern
+from course.backprop.bench import checkpoint_sweep
+from course.backprop.checkpointing import checkpointed_backward, kept_pattern
 from course.backprop.data import batches, load_digits
 from course.backprop.layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
+from course.backprop.plots import checkpoint_figure, digits_figure, trace_figure, training_figure
 from course.backprop.trace import (
     random_batch,
     step_time_sweep,
     time_train_step,
-    trace_figure,
     trace_from_results,
     trace_html,
     trace_step,
     trace_to_results,
 )
-from course.backprop.train import accuracy, train, training_figure
+from course.backprop.train import accuracy, train
 from course.errors import BadInputError
 
 # ----------------------------------------------------------------------- data
@@ -248,7 +249,6 @@ def test_a_reference_trace_is_labelled_as_not_measured_here():
 
 
 def test_digits_figure_marks_wrong_predictions_in_red():
-    from course.backprop.data import digits_figure
     from course.plots import PALETTE
 
     d = load_digits()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -25,16 +26,18 @@ import numpy as np
 from ..devices import normalize_device, synchronize, to_numpy
 from ..errors import whole_number
 from ..peers import benchmark_torch, torch_available, torch_cuda_available, torch_synchronize
+from ..results import ResultSet
 from ..timing import interleaved_rounds
+from .checkpointing import checkpointed_backward
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
 from .validate import check_finite_loss, check_inputs
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 __all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step",
-           "speed_ablation", "ablation_figure", "TARGET_CPU", "TARGET_GPU"]
+           "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU"]
 
 #: The issue's targets for ours / PyTorch: faster on the CPU, within 20 % on a GPU.
 TARGET_CPU = 0.95
@@ -264,13 +267,54 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
     return {k: v.median for k, v in t.items()}
 
 
-def ablation_figure(times: dict, title: str = "") -> Figure:
-    """Bars of :func:`speed_ablation`'s times, each labelled with its ratio to the course's step."""
-    from ..plots import bar_figure
+def _traced_peak(fn: Callable[[], Any]) -> int:
+    """Peak bytes numpy allocated while ``fn`` ran (tracemalloc sees numpy's buffers)."""
+    was = tracemalloc.is_tracing()
+    if not was:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    if not was:
+        tracemalloc.stop()
+    return int(peak)
 
-    what = {"course": "course: buffers reused, float32", "allocating": "new arrays every step, float32",
-            "float64 data": "new arrays, float64 input data"}
-    base = times["course"]
-    items = [(f"{what.get(k, k)} ({v / base:.2f}×)", v * 1e3, "cpu") for k, v in times.items()]
-    return bar_figure(items, title=title or "One SGD step of 784-512-512-10, batch 256: what makes it fast",
-                      unit="ms")
+
+def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Sequence[int] | None = None,
+                     device: Any = "cpu", dtype: Any = "float32", repeat: int = 5, budget_s: float | None = 2.0,
+                     progress: Callable | None = None) -> ResultSet:
+    """Peak activation memory, recomputed work and measured step time for each k.
+
+    ``depth`` hidden layers of ``width`` units, input 784 and 10 classes.  On the
+    CPU the peak of all memory numpy allocated during the step (tracemalloc) is
+    recorded too, as a cross-check of the activation count.
+    """
+    dev = normalize_device(device)
+    depth = whole_number("depth", depth, hint="the hidden layers of the network")
+    width = whole_number("width", width, hint="the units of each hidden layer")
+    model = MLP([784] + [width] * depth + [10], dtype=dtype, device=dev)
+    L = depth + 1
+    ks = sorted(set(int(k) for k in (ks or [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, L]) if 1 <= int(k) <= L))
+    x, y = random_batch(model, batch)
+    rs = ResultSet("backprop_checkpointing", params={"depth": depth, "width": width, "batch": batch,
+                                                     "blocks": L, "dtype": str(dtype), "ks": ks})
+    runs = {k: checkpointed_backward(model, x, y, k) for k in ks}     # also the warm-up
+    # Time the values of k in turns (k1, k2, ..., then again), so a slow moment of a
+    # shared machine hits them all alike; the median over the rounds is kept per k.
+    t = interleaved_rounds({k: partial(checkpointed_backward, model, x, y, k) for k in ks}, dev, warmup=0,
+                           repeat=max(int(repeat), 3), min_rounds=3, budget_s=budget_s, progress=progress,
+                           desc="checkpointing")
+    if t[ks[0]].stopped_early:
+        rs.notes.append(f"timing stopped after {t[ks[0]].repeat} rounds by the {budget_s} s budget")
+    synchronize(dev)
+    base = t[ks[0]].median
+    for k in ks:
+        run = runs[k]
+        traced = (_traced_peak(lambda k=k: checkpointed_backward(model, x, y, k)) if dev == "cpu"
+                  else run.device_peak_bytes)
+        rs.add_timing(t[k], every=k, blocks=L, peak_activation_bytes=run.peak_activation_bytes,
+                      checkpoints=run.checkpoints, recomputed_blocks=run.recomputed_blocks,
+                      extra_compute=run.extra_compute, traced_peak_bytes=traced, time_ratio=t[k].median / base,
+                      traced_by="tracemalloc" if dev == "cpu" else "CuPy memory pool")
+    return rs

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,11 +40,8 @@ from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from .validate import check_inputs
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 __all__ = ["LayerTrace", "StepTrace", "trace_step", "time_train_step", "step_time_sweep",
-           "random_batch", "trace_figure", "trace_html", "trace_to_results", "trace_from_results"]
+           "random_batch", "trace_html", "trace_to_results", "trace_from_results"]
 
 
 @dataclass
@@ -291,56 +288,6 @@ def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: in
     if any(v.stopped_early for v in t.values()):
         rs.notes.append(f"timing stopped after {min(v.repeat for v in t.values())} rounds by the time budget")
     return rs
-
-
-def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None) -> Figure:
-    """Per-layer forward and backward times (bars), and how the step splits up.
-
-    ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
-    another machine; the footer then says so instead of "measured live".
-    """
-    from ..plots import COLORS, add_footer, footer_text, new_figure, place_legend
-
-    fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
-    names = [r.name for r in tr.layers]
-    fw = np.array([r.forward_s for r in tr.layers]) * 1e3
-    bw = np.array([r.backward_s for r in tr.layers]) * 1e3
-    yy = np.arange(len(names))
-    ax.barh(yy - 0.2, fw, 0.4, color=COLORS[tr.device], alpha=0.55, label="forward")
-    ax.barh(yy + 0.2, bw, 0.4, color=COLORS[tr.device], label="backward")
-    for i in range(len(names)):
-        ax.text(max(fw[i], bw[i]), i, f"  ×{bw[i] / fw[i]:.1f}" if fw[i] > 0 else "", va="center", fontsize=9)
-    ax.set_yticks(yy, names, fontsize=9)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ms, median)")
-    place_legend(ax, loc="lower right")
-    ax.set_title("each layer alone (label: backward ÷ forward)", fontsize=9)
-    ax.margins(x=0.15)
-    parts = [("forward: Linear (products)", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
-             ("forward: activations + loss", sum(f for f, r in zip(fw, tr.layers) if r.kind != "linear")),
-             ("backward: Linear (products)", sum(v for v, r in zip(bw, tr.layers) if r.kind == "linear")),
-             ("backward: activations + loss", sum(v for v, r in zip(bw, tr.layers) if r.kind != "linear"))]
-    ax2.barh(range(4), [p[1] for p in parts], color=[COLORS[tr.device]] * 4,
-             alpha=1.0)
-    for i, (_, v) in enumerate(parts):
-        ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=9)
-    ax2.barh([4.2], [tr.step_s * 1e3], color="0.4")
-    ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=9)
-    ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step\n(with the SGD update)"],
-                   fontsize=9)
-    ax2.invert_yaxis()
-    ax2.margins(x=0.25)
-    ax2.set_xlabel("time (ms)")
-    ax2.set_title(f"backward ÷ forward: time {tr.backward_s / max(tr.forward_s, 1e-30):.2f}, "
-                  f"FLOPs {tr.flop_ratio:.2f}\n"
-                  f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
-    fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
-    how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
-    if reference is not None and reference.source == "reference":
-        footer_text(fig, f"Reference results {reference.label}: NOT measured on this machine. {how}", color="#a40")
-    else:
-        add_footer(fig, extra=how)
-    return fig
 
 
 def trace_html(tr: StepTrace) -> str:

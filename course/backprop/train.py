@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -28,10 +28,7 @@ from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
 from .validate import check_inputs
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-__all__ = ["History", "train", "accuracy", "evaluate", "training_figure", "MAX_EPOCHS"]
+__all__ = ["History", "train", "accuracy", "evaluate", "MAX_EPOCHS"]
 
 #: The most epochs :func:`train` runs (a History keeps a record per epoch; digits needs about 20).
 MAX_EPOCHS = 10_000
@@ -112,31 +109,3 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
             h.stopped_early = True
             break
     return h
-
-
-def training_figure(h: History, title: str = "") -> Figure:
-    """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
-    from ..plots import add_footer, new_figure, place_legend
-
-    fig, (ax1, ax2) = new_figure(2, height=3.2)
-    ax1.plot(h.epoch, h.train_loss, "o-", ms=3, label="train (mean over the epoch's steps)")
-    ax1.plot(h.epoch, h.test_loss, "s--", ms=3, label="test")
-    ax1.set_yscale("log")
-    ax1.set_xlabel("epoch")
-    ax1.set_ylabel("cross-entropy loss")
-    place_legend(ax1)
-    ax1.grid(True, alpha=0.3)
-    ax2.plot(h.epoch, np.asarray(h.train_acc) * 100, "o-", ms=3, label="train")
-    ax2.plot(h.epoch, np.asarray(h.test_acc) * 100, "s--", ms=3, label="test")
-    ax2.axhline(95, color="0.6", lw=0.8, ls=":")
-    ax2.set_xlabel("epoch")
-    ax2.set_ylabel("accuracy (%)")
-    ax2.set_ylim(min(80.0, 100 * min(h.test_acc + h.train_acc, default=0.8) - 2), 100.5)
-    place_legend(ax2, loc="lower right")
-    ax2.grid(True, alpha=0.3)
-    if h.epoch:
-        ax2.set_title(f"test accuracy {100 * h.test_acc[-1]:.1f} % after {h.epoch[-1]} epochs "
-                      f"({sum(h.seconds):.2f} s of training)", fontsize=9)
-    fig.suptitle(title or h.description, fontsize=10)
-    add_footer(fig, devices=[h.device])
-    return fig
