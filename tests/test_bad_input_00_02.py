@@ -26,7 +26,8 @@ from course.backprop.checkpointing import checkpointed_backward, kept_pattern
 from course.backprop.data import batches
 from course.backprop.gradcheck import gradient_check, gradient_errors, layer_gradient_check, loss_gradient_check
 from course.backprop.layers import MLP, Linear, mse, softmax_cross_entropy
-from course.backprop.trace import random_batch, step_time_sweep, time_train_step, trace_step
+from course.backprop.timing import step_time_sweep, time_train_step, trace_step
+from course.backprop.trace import random_batch
 from course.backprop.train import train
 from course.backprop.validate import check_batch, check_labels
 from course.errors import CourseError

@@ -185,9 +185,6 @@ NOT_YET_IN_THEIR_ROOMS = {
     # the fast step's ladder: its sweep and its figure are reworked with the figures (issue 27) first;
     # then the sweep goes to bench.py and the figure to plots.py
     "course.backprop.ladder": {"matplotlib", "course.plots", "course.timing", "course.peers", "course.results"},
-    # trace_step times each layer of one step; its timing and records go to bench.py, leaving trace.py
-    # the per-layer operations and FLOPs a learner reads
-    "course.backprop.trace": {"course.timing", "course.results"},
     # the torch rung of the matrix product asks whether PyTorch is installed (peers.py is renamed by item 4;
     # the availability test then belongs in the spine's devices)
     "course.vectorize.matmul": {"course.peers"},

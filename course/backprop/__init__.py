@@ -7,7 +7,8 @@ Read in this order:
 * :mod:`~course.backprop.gradcheck`: the oracle, centred finite differences;
 * :mod:`~course.backprop.validate`: the checks that give each bad input a clear message;
 * :mod:`~course.backprop.data` and :mod:`~course.backprop.train`: real data and a training loop;
-* :mod:`~course.backprop.trace`: where the time of one training step goes, layer by layer;
+* :mod:`~course.backprop.trace`: one training step, layer by layer: shapes, operations, FLOPs; timed by
+  :mod:`~course.backprop.timing`, which also times whole steps against the width;
 * :mod:`~course.backprop.checkpointing`: memory traded for recomputation;
 * :mod:`~course.backprop.bench`: the course's training step, buffers reused, against PyTorch's;
 * :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no

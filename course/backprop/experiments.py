@@ -14,7 +14,8 @@ from .bench import checkpoint_sweep
 from .ladder import ladder_sweep
 from .layers import MLP
 from .plots import checkpoint_figure, trace_figure
-from .trace import random_batch, step_time_sweep, trace_from_results, trace_step, trace_to_results
+from .timing import step_time_sweep, trace_from_results, trace_step, trace_to_results
+from .trace import random_batch
 
 #: The network of the lesson's benchmark: 784 inputs, two hidden layers of 512, 10 classes.
 BENCH_SIZES = (784, 512, 512, 10)

@@ -48,7 +48,8 @@ from .checkpointing import checkpointed_backward
 from .data import load_digits
 from .layers import MLP
 from .plots import checkpoint_figure, trace_figure, training_figure
-from .trace import random_batch, step_time_sweep, trace_step
+from .timing import step_time_sweep, trace_step
+from .trace import random_batch
 from .train import train
 
 __all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note", "step_rate",
