@@ -117,7 +117,7 @@ def test_rnn_sweep_notes_a_size_that_does_not_fit_and_goes_on(monkeypatch):
 
 # ---------------------------------------------------------------- PyTorch: one way to time it
 
-PEER_MODULES = ("course.backprop.bench", "course.bppsa.timing", "course.vectorize.matmul",
+PEER_MODULES = ("course.backprop.bench", "course.bppsa.timing", "course.vectorize.timing",
                 "course.throughput.batch")
 
 
