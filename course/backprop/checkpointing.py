@@ -31,7 +31,7 @@ from typing import Any
 
 from ..errors import whole_number
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from .validate import check_inputs
+from .validate import check_checkpointing
 
 __all__ = ["CheckpointRun", "PoolPeak", "checkpointed_backward", "kept_pattern"]
 
@@ -88,8 +88,7 @@ def checkpointed_backward(model: MLP, x: Any, y: Any, every: int) -> CheckpointR
     Fills the model's gradients (equal to plain backprop's) and leaves the weights
     unchanged.  ``every=1`` keeps everything: plain backprop.
     """
-    every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
-    x, y = check_inputs(model, x, y)
+    x, y, every = check_checkpointing(model, x, y, every)
     pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
     # the input batch is already in the pool; it is counted, as peak_activation_bytes counts it
     pool_base = pool.used_bytes() - int(x.nbytes) if pool is not None else 0

@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 
 from ..devices import synchronize, to_device
-from ..errors import BadInputError, whole_number
 from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
-from .validate import check_inputs
+from .validate import check_inputs, check_training
 
 __all__ = ["History", "train", "accuracy", "evaluate", "MAX_EPOCHS"]
 
@@ -76,13 +75,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     The batches are shuffled with ``seed``, so a run is a function of the model's
     seed and this one.  ``budget_s`` stops after the first epoch that ends past it.
     """
-    epochs = whole_number("epochs", epochs, hi=MAX_EPOCHS, hint="passes over the training set, e.g. 10")
-    if data.device != model.device:
-        raise BadInputError(f"the data is on the {data.device.upper()} but the model is on the "
-                            f"{model.device.upper()}: load it with load_digits(device={model.device!r})")
-    if data.n_features != model.sizes[0] or data.n_classes != model.sizes[-1]:
-        raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
-                            f"{data.n_features} inputs and {data.n_classes} outputs")
+    epochs = check_training(model, data, epochs, MAX_EPOCHS)
     rng = np.random.default_rng(seed)
     h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD", device=model.device)
     began = time.perf_counter()

@@ -10,6 +10,7 @@ Kept apart from the model so that the algorithm reads top to bottom without them
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +21,8 @@ from ..errors import BadInputError, whole_number
 from ..limits import check_dtype, check_fits
 
 __all__ = ["check_batch", "check_labels", "check_mlp", "check_linear", "check_inputs", "check_dlogits",
-           "check_finite_loss", "check_logits", "check_same_shape", "check_lr"]
+           "check_finite_loss", "check_logits", "check_same_shape", "check_lr", "check_eps", "check_gradient_inputs",
+           "check_checkpointing", "check_training"]
 
 
 def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
@@ -157,3 +159,39 @@ def check_same_shape(pred: Any, target: Any) -> tuple[Any, Any]:
         raise BadInputError(f"pred and target must have the same shape, got {getattr(pred, 'shape', pred)!r} "
                             f"and {getattr(target, 'shape', target)!r} (reshape one of them)")
     return pred, target
+
+
+def check_eps(eps: object) -> float:
+    """``eps`` as a float if it is a step in (0, 1); a zero step would divide by zero."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
+        raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
+    return float(eps)
+
+
+def check_gradient_inputs(model: Any, x: Any, y: Any, eps: Any, max_entries: Any) -> tuple[Any, Any, float, Any]:
+    """A gradient check's ``(x, y, eps, max_entries)``: the batch for ``model``, a step in (0, 1), and
+    None, ``"auto"`` or a whole number of entries; or a clear error."""
+    eps = check_eps(eps)
+    if max_entries is not None and max_entries != "auto":
+        max_entries = whole_number("max_entries", max_entries, hint="or None (every entry) or 'auto'")
+    x, y = check_inputs(model, x, y)
+    return x, y, eps, max_entries
+
+
+def check_checkpointing(model: Any, x: Any, y: Any, every: Any) -> tuple[Any, Any, int]:
+    """A checkpointed step's ``(x, y, every)``: the batch for ``model`` and k >= 1; or a clear error."""
+    every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
+    x, y = check_inputs(model, x, y)
+    return x, y, every
+
+
+def check_training(model: Any, data: Any, epochs: Any, max_epochs: int) -> int:
+    """``epochs``, checked, for a ``model`` that fits ``data`` (same device, widths); or a clear error."""
+    epochs = whole_number("epochs", epochs, hi=max_epochs, hint="passes over the training set, e.g. 10")
+    if data.device != model.device:
+        raise BadInputError(f"the data is on the {data.device.upper()} but the model is on the "
+                            f"{model.device.upper()}: load it with load_digits(device={model.device!r})")
+    if data.n_features != model.sizes[0] or data.n_classes != model.sizes[-1]:
+        raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
+                            f"{data.n_features} inputs and {data.n_classes} outputs")
+    return epochs
