@@ -190,7 +190,7 @@ def test_vendor_bandwidth_matches_whole_names(name, gbps):
 
 
 def test_checkpointing_pool_watch_is_a_no_op_on_the_cpu():
-    from course.backprop.checkpointing import PoolPeak
+    from course.backprop.memory import PoolPeak
 
     with PoolPeak(None) as w:
         pass

@@ -9,7 +9,8 @@ Read in this order:
 * :mod:`~course.backprop.data` and :mod:`~course.backprop.train`: real data and a training loop;
 * :mod:`~course.backprop.trace`: one training step, layer by layer: shapes, operations, FLOPs; timed by
   :mod:`~course.backprop.timing`, which also times whole steps against the width;
-* :mod:`~course.backprop.checkpointing`: memory traded for recomputation;
+* :mod:`~course.backprop.checkpointing`: memory traded for recomputation, its bytes counted by
+  :mod:`~course.backprop.memory`;
 * :mod:`~course.backprop.bench`: the course's training step, buffers reused, against PyTorch's;
 * :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no
   read back, fused kernels from :mod:`~course.backprop.step_kernels`, a CUDA graph), their launches

@@ -31,9 +31,10 @@ from typing import Any
 
 from ..errors import whole_number
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+from .memory import ActivationLedger
 from .validate import check_checkpointing
 
-__all__ = ["CheckpointRun", "PoolPeak", "checkpointed_backward", "kept_pattern"]
+__all__ = ["CheckpointRun", "checkpointed_backward", "kept_pattern"]
 
 
 @dataclass
@@ -89,70 +90,15 @@ def checkpointed_backward(model: MLP, x: Any, y: Any, every: int) -> CheckpointR
     unchanged.  ``every=1`` keeps everything: plain backprop.
     """
     x, y, every = check_checkpointing(model, x, y, every)
-    pool = model.xp.get_default_memory_pool() if model.device == "gpu" else None
-    # the input batch is already in the pool; it is counted, as peak_activation_bytes counts it
-    pool_base = pool.used_bytes() - int(x.nbytes) if pool is not None else 0
-    with PoolPeak(pool, pool_base) as watch:
-        run = _checkpointed(model, x, y, int(every), pool, pool_base)
-    if pool is not None:
-        run.device_peak_bytes = max(run.device_peak_bytes or 0, watch.peak)
-    return run
+    with ActivationLedger(model.device, x, model.xp) as held:    # counts the bytes of what is held
+        return _checkpointed(model, x, y, int(every), held)
 
 
-class PoolPeak:
-    """Inside ``with PoolPeak(pool, base) as w``: ``w.peak`` is the most bytes CuPy's pool had in use
-    (above ``base``) right after any allocation, the backward pass's temporaries included.
-
-    A CuPy memory hook samples the pool after every allocation; sampling only when an
-    activation is kept would miss the gradients and scratch arrays the backward allocates
-    between two such moments.  With ``pool=None`` (the CPU) it does nothing.
-    """
-
-    def __init__(self, pool: Any, base: int = 0) -> None:
-        self.pool, self.base, self.peak, self._hook = pool, int(base), 0, None
-
-    def __enter__(self) -> PoolPeak:
-        if self.pool is not None:
-            from cupy.cuda import memory_hook
-
-            watch = self
-
-            class _Hook(memory_hook.MemoryHook):
-                name = "course_pool_peak"
-
-                def malloc_postprocess(self, **kwargs: Any) -> None:
-                    watch.peak = max(watch.peak, watch.pool.used_bytes() - watch.base)
-
-            self._hook = _Hook()
-            self._hook.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._hook is not None:
-            self._hook.__exit__(*exc)
-            self._hook = None
-
-
-def _checkpointed(model: MLP, x, y, k: int, pool: Any, pool_base: int) -> CheckpointRun:
+def _checkpointed(model: MLP, x, y, k: int, held: ActivationLedger) -> CheckpointRun:
     blocks = _blocks(model)
     L = len(blocks)
     pattern = kept_pattern(L, k)
-    held: dict[int, Any] = {}
-    live = {"now": 0, "peak": 0, "pool_peak": 0}
-    events: list = []
-
-    def hold(i: int, a) -> None:
-        held[i] = a
-        live["now"] += int(a.nbytes)
-        live["peak"] = max(live["peak"], live["now"])
-        if pool is not None:                     # what the GPU really has in use, at this moment
-            live["pool_peak"] = max(live["pool_peak"], pool.used_bytes() - pool_base)
-        events.append(("hold", i, int(a.nbytes)))
-
-    def drop(i: int) -> None:
-        a = held.pop(i)
-        live["now"] -= int(a.nbytes)
-        events.append(("drop", i, int(a.nbytes)))
+    hold, drop = held.hold, held.drop
 
     def block_forward(b: int, h):
         lin, act = blocks[b]
@@ -184,7 +130,7 @@ def _checkpointed(model: MLP, x, y, k: int, pool: Any, pool_base: int) -> Checkp
                 drop(b + 1)
             g = lin.backward(g, (held[b],), need_dx=b > 0)
     drop(0)
-    return CheckpointRun(every=k, blocks=L, loss=float(loss), peak_activation_bytes=live["peak"],
+    return CheckpointRun(every=k, blocks=L, loss=float(loss), peak_activation_bytes=held.peak,
                          checkpoints=sum(p == "checkpoint" for p in pattern), recomputed_blocks=recomputed,
-                         step_flops=3 * sum(flops) - flops[0], recompute_flops=re_flops, events=events,
-                         device_peak_bytes=live["pool_peak"] if pool is not None else None)
+                         step_flops=3 * sum(flops) - flops[0], recompute_flops=re_flops, events=held.events,
+                         device_peak_bytes=held.device_peak_bytes)
