@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from ..devices import cupy_module, to_numpy
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError
 from .layers import MLP, Linear
 from .step_kernels import REFERENCE, cupy_kernels
-from .validate import check_batch, check_labels
+from .validate import check_batch, check_fast_step, check_labels
 
 __all__ = ["RUNGS", "RUNG_TITLES", "FastStep", "declared_counts"]
 
@@ -81,23 +81,8 @@ class FastStep:
 
     def __init__(self, model: MLP, rung: str = "fused", batch: int = 256, lr: float = 1e-3,
                  namespace: Any = None):
-        if not isinstance(model, MLP):
-            raise BadInputError(f"model must be a course.backprop.MLP, got {type(model).__name__}")
-        if rung not in RUNGS:
-            raise BadInputError(f"rung must be one of {list(RUNGS)}, got {rung!r}")
-        if rung != "eager" and model.activation != "relu":
-            raise BadInputError(f"the rungs past 'eager' are written for ReLU networks; this model uses "
-                                f"{model.activation!r} (use rung='eager', or MLP(..., activation='relu'))")
-        if rung == "graph" and model.device != "gpu":
-            raise BadInputError("rung 'graph' captures a CUDA graph and needs a GPU model (device='gpu'); "
-                                "on a CPU use rung 'fused'")
-        if model.device == "gpu" and rung in ("fused", "graph") and model.dtype != np.float32:
-            raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
-                                f"(build it with dtype='float32', or use rung 'no_readback')")
-        if not isinstance(lr, (int, float, np.floating)) or not math.isfinite(lr) or lr <= 0:
-            raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
+        self.batch = check_fast_step(model, rung, batch, lr, MLP, RUNGS)
         self.rung, self.lr = rung, float(lr)
-        self.batch = whole_number("batch", batch, hint="the rows of every batch this step takes")
         self.sizes, self.device, self.dtype = list(model.sizes), model.device, model.dtype
         self.net = MLP(model.sizes, activation=model.activation, dtype=model.dtype, device=model.device)
         xp = namespace if namespace is not None else self.net.xp

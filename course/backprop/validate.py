@@ -22,7 +22,7 @@ from ..limits import check_dtype, check_fits
 
 __all__ = ["check_batch", "check_labels", "check_mlp", "check_linear", "check_inputs", "check_dlogits",
            "check_finite_loss", "check_logits", "check_same_shape", "check_lr", "check_eps", "check_gradient_inputs",
-           "check_checkpointing", "check_training"]
+           "check_checkpointing", "check_training", "check_fast_step"]
 
 
 def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
@@ -195,3 +195,23 @@ def check_training(model: Any, data: Any, epochs: Any, max_epochs: int) -> int:
         raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
                             f"{data.n_features} inputs and {data.n_classes} outputs")
     return epochs
+
+
+def check_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, rungs: Sequence[str]) -> int:
+    """A fast step's ``batch``, checked, for a ``model`` (an ``mlp``) that ``rung`` (one of ``rungs``) can
+    run; or a clear error."""
+    if not isinstance(model, mlp):
+        raise BadInputError(f"model must be a course.backprop.MLP, got {type(model).__name__}")
+    if rung not in rungs:
+        raise BadInputError(f"rung must be one of {list(rungs)}, got {rung!r}")
+    if rung != "eager" and model.activation != "relu":
+        raise BadInputError(f"the rungs past 'eager' are written for ReLU networks; this model uses "
+                            f"{model.activation!r} (use rung='eager', or MLP(..., activation='relu'))")
+    if rung == "graph" and model.device != "gpu":
+        raise BadInputError("rung 'graph' captures a CUDA graph and needs a GPU model (device='gpu'); "
+                            "on a CPU use rung 'fused'")
+    if model.device == "gpu" and rung in ("fused", "graph") and model.dtype != np.float32:
+        raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
+                            f"(build it with dtype='float32', or use rung 'no_readback')")
+    check_lr(lr)
+    return whole_number("batch", batch, hint="the rows of every batch this step takes")
