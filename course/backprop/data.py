@@ -12,16 +12,16 @@ standard deviation, already on the device you ask for.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..devices import normalize_device, to_device
+from ..devices import to_device
 from ..errors import BadInputError, random_generator, whole_number
-from ..limits import check_dtype, check_fits
+from ..limits import check_fits
+from .validate import check_digits
 
 __all__ = ["Dataset", "load_digits", "batches"]
 
@@ -70,12 +70,7 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
     test_fraction : share of the images held out for testing, stratified by class.
     seed : the split is a function of the seed alone.
     """
-    dev = normalize_device(device)
-    dt = check_dtype(dtype, dev)
-    if dt.kind != "f":
-        raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
-    if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
-        raise BadInputError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
+    dev, dt = check_digits(device, dtype, test_fraction)
     try:
         from sklearn.datasets import load_digits as _sk_digits
     except ImportError:  # pragma: no cover - scikit-learn is a dependency of the course

@@ -22,7 +22,7 @@ from ..limits import check_dtype, check_fits
 
 __all__ = ["check_batch", "check_labels", "check_mlp", "check_linear", "check_inputs", "check_dlogits",
            "check_finite_loss", "check_logits", "check_same_shape", "check_lr", "check_eps", "check_gradient_inputs",
-           "check_checkpointing", "check_training", "check_fast_step"]
+           "check_checkpointing", "check_training", "check_fast_step", "check_digits"]
 
 
 def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
@@ -215,3 +215,12 @@ def check_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, rungs
                             f"(build it with dtype='float32', or use rung 'no_readback')")
     check_lr(lr)
     return whole_number("batch", batch, hint="the rows of every batch this step takes")
+
+
+def check_digits(device: Any, dtype: Any, test_fraction: Any) -> tuple[str, np.dtype]:
+    """The digits' ``(device, float dtype)``, with ``test_fraction`` in (0, 1); or a clear error."""
+    device = normalize_device(device)
+    dt = _float_dtype(dtype, device)
+    if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
+        raise BadInputError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
+    return device, dt
