@@ -28,7 +28,7 @@ import course
 from course import vectorize as v
 from course.gpu_machine import RELU_VS_COPY
 from course.results import ResultSet
-from course.vectorize import matmul as vm
+from course.vectorize import timing as vt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers, however run
 from _adaptive import load_line, rounds  # noqa: E402
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
               ">= 0.95" if target else "(info)", ok)
         rs.add(device="cpu", what=f"relu {r}", copy_peer=best_copy, copy_fraction=st["median"],
                rel_iqr=st["rel_iqr"], noisy=st["noisy"], gb_per_s=gbs[r], copy_gb_per_s=gbs[best_copy])
-    from course.vectorize.simd import operand_probe
+    from course.vectorize.timing import operand_probe
 
     p = operand_probe(n=2**14)
     _line("   diagnosis, in cache: maximum(x, 0) / copy", p["scalar_gb_per_s"] / p["copy_gb_per_s"], "(info)", None)
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     size = 512 if quick else 1024
-    oh = vm.wrapper_overhead(size, "float32", rounds=20 if quick else 60)
+    oh = vt.wrapper_overhead(size, "float32", rounds=20 if quick else 60)
     ok = oh["added_fraction"] < 0.02 and oh["overhead_best"] < 0.02
     failures += not ok
     _line(f"course matmul wrapper overhead, n={size} (own cost / BLAS call)", oh["added_fraction"], "< 0.02", ok)
@@ -126,11 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     _line("   same, median wrapped / median direct - 1 (noisy when shared)", oh["overhead"], "(info)", None)
     rs.add(device="cpu", what="wrapper_overhead", **oh)
 
-    blas = vm.time_matmul_rung("blas", size, "float32", repeat=5 if quick else 15, budget_s=2.0)
+    blas = vt.time_matmul_rung("blas", size, "float32", repeat=5 if quick else 15, budget_s=2.0)
     print(f"numpy BLAS float32 n={size}: {blas['gflops']:.1f} GFLOP/s")
     rs.add(device="cpu", what="matmul_blas", n=size, gflops=blas["gflops"])
-    if vm.torch_available():
-        tor = vm.time_matmul_rung("torch", size, "float32", "cpu", repeat=5 if quick else 15, budget_s=2.0)
+    if vt.torch_available():
+        tor = vt.time_matmul_rung("torch", size, "float32", "cpu", repeat=5 if quick else 15, budget_s=2.0)
         _line(f"numpy BLAS / PyTorch CPU matmul GFLOP/s (n={size})", blas["gflops"] / tor["gflops"], "(peer)", None)
         rs.add(device="cpu", what="matmul_torch", n=size, gflops=tor["gflops"])
     else:

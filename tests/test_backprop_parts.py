@@ -7,20 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.backprop.checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward, kept_pattern
+from course.backprop.bench import checkpoint_sweep
+from course.backprop.checkpointing import checkpointed_backward, kept_pattern
 from course.backprop.data import batches, load_digits
 from course.backprop.layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
-from course.backprop.trace import (
-    random_batch,
-    step_time_sweep,
-    time_train_step,
-    trace_figure,
-    trace_from_results,
-    trace_html,
-    trace_step,
-    trace_to_results,
-)
-from course.backprop.train import accuracy, train, training_figure
+from course.backprop.plots import checkpoint_figure, digits_figure, trace_figure, training_figure
+from course.backprop.timing import step_time_sweep, time_train_step, trace_from_results, trace_step, trace_to_results
+from course.backprop.trace import random_batch, trace_html
+from course.backprop.train import accuracy, train
 from course.errors import BadInputError
 
 # ----------------------------------------------------------------------- data
@@ -137,14 +131,14 @@ def test_step_time_sweep_records_each_width():
 def test_checkpointed_gradients_equal_plain_backprop(every):
     m = MLP([12] + [10] * 8 + [3], dtype="float64", seed=4)
     x, y = random_batch(m, 6)
-    _, cache = softmax_cross_entropy(m._forward(x), y)
+    _, cache = softmax_cross_entropy(m.forward(x), y)
     m.backward(softmax_cross_entropy_backward(cache))
     plain = [g.copy() for g in m.gradients()]
     before = [p.copy() for p in m.parameters()]
     run = checkpointed_backward(m, x, y, every)
     assert all(np.allclose(a, b, rtol=0, atol=1e-14) for a, b in zip(plain, m.gradients()))
     assert all(np.array_equal(a, b) for a, b in zip(before, m.parameters()))
-    assert run.loss == pytest.approx(float(softmax_cross_entropy(m._forward(x), y)[0]))
+    assert run.loss == pytest.approx(float(softmax_cross_entropy(m.forward(x), y)[0]))
 
 
 @settings(max_examples=20, deadline=None)
@@ -153,7 +147,7 @@ def test_checkpointed_gradients_equal_plain_backprop(every):
 def test_any_checkpointing_schedule_gives_plain_backprops_gradients(depth, every, batch, activation):
     m = MLP([5] + [6] * depth + [3], activation=activation, dtype="float64", seed=depth)
     x, y = random_batch(m, batch, seed=every)
-    _, cache = softmax_cross_entropy(m._forward(x), y)
+    _, cache = softmax_cross_entropy(m.forward(x), y)
     m.backward(softmax_cross_entropy_backward(cache))
     plain = [g.copy() for g in m.gradients()]
     run = checkpointed_backward(m, x, y, every)
@@ -248,7 +242,6 @@ def test_a_reference_trace_is_labelled_as_not_measured_here():
 
 
 def test_digits_figure_marks_wrong_predictions_in_red():
-    from course.backprop.data import digits_figure
     from course.plots import PALETTE
 
     d = load_digits()

@@ -21,12 +21,13 @@ from hypothesis import strategies as st
 
 from course import check
 from course.backprop import checks as backprop_checks
-from course.backprop.bench import compare_with_torch, speed_ablation
-from course.backprop.checkpointing import checkpoint_sweep, checkpointed_backward, kept_pattern
+from course.backprop.bench import checkpoint_sweep, compare_with_torch, speed_ablation
+from course.backprop.checkpointing import checkpointed_backward, kept_pattern
 from course.backprop.data import batches
 from course.backprop.gradcheck import gradient_check, gradient_errors, layer_gradient_check, loss_gradient_check
 from course.backprop.layers import MLP, Linear, mse, softmax_cross_entropy
-from course.backprop.trace import random_batch, step_time_sweep, time_train_step, trace_step
+from course.backprop.timing import step_time_sweep, time_train_step, trace_step
+from course.backprop.trace import random_batch
 from course.backprop.train import train
 from course.backprop.validate import check_batch, check_labels
 from course.errors import CourseError
@@ -39,12 +40,9 @@ from course.vectorize.gpu import blocks_for
 from course.vectorize.matmul import (
     matmul,
     matmul_dots,
-    matmul_ladder,
     matmul_tolerance,
     random_matrices,
-    time_matmul_rung,
     torch_available,
-    wrapper_overhead,
 )
 from course.vectorize.plots import lanes_figure
 from course.vectorize.rungs import (
@@ -59,8 +57,15 @@ from course.vectorize.rungs import (
     random_input,
     threaded_elementwise,
 )
-from course.vectorize.simd import fastest_call_s, operand_probe
-from course.vectorize.timing import ladder, relu_bandwidth
+from course.vectorize.timing import (
+    fastest_call_s,
+    ladder,
+    matmul_ladder,
+    operand_probe,
+    relu_bandwidth,
+    time_matmul_rung,
+    wrapper_overhead,
+)
 
 devices = importlib.import_module("course.devices")   # the module (course.devices is also a function)
 limits = importlib.import_module("course.limits")

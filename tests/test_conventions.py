@@ -89,9 +89,9 @@ def test_no_public_function_takes_rng_and_devices_default_to_every_device():
 
 @pytest.mark.parametrize("call", [
     pytest.param(lambda: course.hardware.time_matmul(8, repeat=2, budget_s=0.05), id="time_matmul"),
-    pytest.param(lambda: course.backprop.trace.time_train_step([4, 2], batch=4, repeat=2, budget_s=0.05),
+    pytest.param(lambda: course.backprop.timing.time_train_step([4, 2], batch=4, repeat=2, budget_s=0.05),
                  id="time_train_step"),
-    pytest.param(lambda: course.vectorize.matmul.time_matmul_rung("blas", 8, repeat=2, budget_s=0.05),
+    pytest.param(lambda: course.vectorize.timing.time_matmul_rung("blas", 8, repeat=2, budget_s=0.05),
                  id="time_matmul_rung"),
     pytest.param(lambda: course.throughput.ops.time_op("add", 64, repeat=2, budget_s=0.05), id="time_op"),
     pytest.param(lambda: course.scan.timing.time_scan("blelloch", 64, repeat=2, budget_s=0.05), id="time_scan"),

@@ -166,7 +166,8 @@ def _tensor_parallel():
 
 
 def _digits(predicted: bool):
-    from course.backprop.data import digits_figure, load_digits
+    from course.backprop.data import load_digits
+    from course.backprop.plots import digits_figure
 
     data = load_digits()
     labels = np.asarray(data.y_test[:12])

@@ -119,7 +119,7 @@ def test_rnn_sweep_notes_a_size_that_does_not_fit_and_goes_on(monkeypatch):
 
 # ---------------------------------------------------------------- PyTorch: one way to time it
 
-PEER_MODULES = ("course.backprop.bench", "course.bppsa.timing", "course.vectorize.matmul",
+PEER_MODULES = ("course.backprop.bench", "course.bppsa.timing", "course.vectorize.timing",
                 "course.throughput.batch")
 
 
@@ -192,7 +192,7 @@ def test_vendor_bandwidth_matches_whole_names(name, gbps):
 
 
 def test_checkpointing_pool_watch_is_a_no_op_on_the_cpu():
-    from course.backprop.checkpointing import PoolPeak
+    from course.backprop.memory import PoolPeak
 
     with PoolPeak(None) as w:
         pass

@@ -115,7 +115,7 @@ def test_scan_sweep_with_max_on_the_gpu_keeps_its_records_and_notes_the_refusal(
 def _apps():
     out = []
     for mod in ("backprop.widgets", "bppsa.widgets", "scan.widgets", "throughput.widgets", "vectorize.widgets",
-                "hardware.machine"):
+                "hardware.widgets"):
         m = importlib.import_module(f"course.{mod}")
         out += [f"{mod}.{n}" for n in dir(m)
                 if n.endswith("_app") and not n.startswith("_") and callable(getattr(m, n))]

@@ -168,6 +168,133 @@ def test_a_lesson_imports_only_earlier_lessons(lesson):
     assert not bad, "\n".join(bad)
 
 
+#: Where a lesson's apparatus lives: only these modules draw (matplotlib, ipywidgets, tqdm, course.plots,
+#: course.widgets, or a lesson's own plots/widgets/experiments).
+DRAWING_ROOMS = {"plots", "widgets", "experiments"}
+#: In the lessons whose subject is an algorithm, only these also measure (course.timing, course.torch_peer,
+#: course.results, course.report): a lesson's timing.py, and lesson 01's benchmark code (bench.py).
+MEASURING_ROOMS = DRAWING_ROOMS | {"timing", "bench"}
+#: The lessons whose subject is measurement (00: this machine, 03: latency and throughput): any module may
+#: time, none but the drawing rooms may draw.
+MEASURING_LESSONS = {"hardware", "throughput"}
+DRAWING = ("matplotlib", "ipywidgets", "tqdm", "course.plots", "course.widgets")
+MEASURING = ("course.timing", "course.torch_peer", "course.results", "course.report")
+#: The modules that still break the rule, each with what it imports and why it is not moved yet.  This list
+#: may only shrink: a module leaves it when its apparatus moves to its lesson's rooms.
+NOT_YET_IN_THEIR_ROOMS = {
+    # the fast step's ladder: its sweep and its figure are reworked with the figures (issue 27) first;
+    # then the sweep goes to bench.py and the figure to plots.py
+    "course.backprop.ladder": {"matplotlib", "course.plots", "course.timing", "course.torch_peer", "course.results"},
+    # the torch rung of the matrix product asks whether PyTorch is installed (torch_peer.py;
+    # the availability test then belongs in the spine's devices)
+    "course.vectorize.matmul": {"course.torch_peer"},
+    # the speed exercise's check times the learner's function against the course's
+    "course.vectorize.checks": {"course.timing"},
+    # lesson 03's cost model estimates an app's run time with the widgets' limits and rates
+    "course.throughput.costs": {"course.widgets", "course.backprop.widgets"},
+    # the regime map measures where the scan wins: it goes to bppsa/timing.py
+    "course.bppsa.regime": {"course.timing", "course.results"},
+    # lesson 06's α-β model and its recorded runs are fitted to ResultSets; the MPI worker and the NCCL
+    # runner are processes of their own that time their collectives and send the numbers back
+    "course.parallel.model": {"course.results"},
+    "course.parallel.runs": {"course.results"},
+    "course.parallel.nccl": {"course.timing"},
+    "course.parallel.worker": {"course.timing"},
+    # the kernels' pictures are the kernels folder's figures (its plots.py by another name), reworked with
+    # the figures (issue 27) first; warps reads a reference result to compare a trace with
+    "course.kernels.pictures": {"matplotlib", "course.plots"},
+    "course.kernels.warps": {"course.results"},
+}
+
+
+def _all_imports(name: str):
+    """Yield (module, line) for every import of ``name``, third-party ones too (``from a import b`` yields
+    ``a`` and ``a.b``)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    package = name if _is_package(name) else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            yield mod, node.lineno
+            for alias in node.names:
+                yield f"{mod}.{alias.name}", node.lineno
+
+
+def _apparatus(name: str) -> dict[str, int]:
+    """What apparatus ``name`` imports that its room does not allow: {what: line}."""
+    parts = name.split(".")
+    lesson, room = parts[1], parts[-1]
+    if room in DRAWING_ROOMS or name == f"course.{lesson}":
+        return {}
+    measuring = lesson in MEASURING_LESSONS or room in MEASURING_ROOMS
+    found = {}
+    for mod, line in _all_imports(name):
+        for root in DRAWING + (() if measuring else MEASURING):
+            if mod == root or mod.startswith(root + "."):
+                found.setdefault(root, line)
+        bits = mod.split(".")
+        if len(bits) >= 3 and bits[0] == "course" and bits[1] != lesson and bits[2] in DRAWING_ROOMS:
+            found.setdefault(".".join(bits[:3]), line)       # another lesson's figures or apps
+        elif len(bits) >= 3 and bits[:2] == ["course", lesson] and bits[2] in DRAWING_ROOMS:
+            found.setdefault(".".join(bits[:3]), line)       # this lesson's
+    return found
+
+
+def _lesson_modules() -> list[str]:
+    return [n for n in MODULES if n.split(".")[1:2] and (PKG / n.split(".")[1]).is_dir()]
+
+
+def test_apparatus_stays_in_its_rooms():
+    """Figures and apps only in plots/widgets/experiments; in an algorithm lesson, measurement only in
+    timing/bench as well: the module a learner opens reads as the algorithm."""
+    bad = []
+    for name in _lesson_modules():
+        extra = {k: v for k, v in _apparatus(name).items() if k not in NOT_YET_IN_THEIR_ROOMS.get(name, set())}
+        bad += [f"{name} line {line} imports {what}" for what, line in sorted(extra.items())]
+    assert not bad, "apparatus outside its rooms (move it to the lesson's plots/widgets/timing):\n" + "\n".join(bad)
+
+
+def test_the_list_of_modules_not_yet_in_their_rooms_only_shrinks():
+    """An entry that no longer breaks the rule is struck off, so the list says what is left to do."""
+    stale = [f"{name}: {sorted(what - set(_apparatus(name)))}" for name, what in NOT_YET_IN_THEIR_ROOMS.items()
+             if name not in MODULES or what - set(_apparatus(name))]
+    assert not stale, "strike these from NOT_YET_IN_THEIR_ROOMS (they keep to their rooms now):\n" + "\n".join(stale)
+
+
+def _private_calls(path: Path) -> list[str]:
+    """``obj._method(...)`` where obj is neither ``self``/``cls``/``super()`` nor a standard-library module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    stdlib = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+              for alias in node.names if not alias.name.startswith("course")}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        attr, owner = node.func.attr, node.func.value
+        if not attr.startswith("_") or attr.startswith("__"):
+            continue
+        if isinstance(owner, ast.Name) and owner.id in {"self", "cls"} | stdlib:
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.append(f"line {node.lineno}: {ast.unparse(node.func)}()")
+    return found
+
+
+def test_no_module_calls_a_private_method_of_another_object():
+    """A private method is its class's own business: other modules use the public API (``model._forward``
+    from a training loop would tie the loop to the model's insides)."""
+    found = [f"{name} {hit}" for name, path in MODULES.items() for hit in _private_calls(path)]
+    assert not found, "private methods called from outside their class:\n" + "\n".join(found)
+
+
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
     """The checks above can fail: a cycle and a private import planted in a fake package are found."""
     (tmp_path / "course" / "a").mkdir(parents=True)
@@ -181,6 +308,11 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
     assert _cycle() == ["course.a.x", "course.a.y", "course.a.x"]
     with pytest.raises(AssertionError, match="_hidden"):
         test_no_private_name_is_imported_from_another_module()
+    (tmp_path / "course" / "a" / "z.py").write_text("import matplotlib\nfrom ..timing import benchmark\n"
+                                                    "def f(model):\n    return model._forward(1)\n")
+    monkeypatch.setattr(__import__("sys").modules[__name__], "MODULES", _modules())
+    assert set(_apparatus("course.a.z")) == {"matplotlib", "course.timing"}
+    assert _private_calls(tmp_path / "course" / "a" / "z.py") == ["line 4: model._forward()"]
 
 
 def test_every_exercise_check_is_named_check_something_and_found_lazily():

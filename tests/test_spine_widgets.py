@@ -166,7 +166,7 @@ def test_progress_counts_a_sweep():
 
 @pytest.mark.widgets
 def test_matmul_app_times_the_chosen_size_and_explains_a_missing_gpu():
-    from course.hardware.machine import matmul_app
+    from course.hardware.widgets import matmul_app
 
     app = matmul_app(sizes=(16, 32, 64), size=32)
     assert app.last_error is None and "32×32 float32" in app.html.value

@@ -121,9 +121,9 @@ def test_gpu_ladder_records_gpu_rungs_that_agree():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cublas_matmul_matches_float64(dtype):
-    from course.vectorize import matmul as vm
+    from course.vectorize import timing as vt
 
-    r = vm.time_matmul_rung("gpu", 256, dtype, repeat=2, budget_s=0.2)
+    r = vt.time_matmul_rung("gpu", 256, dtype, repeat=2, budget_s=0.2)
     assert r["agrees"], r["rel_error"]
 
 
@@ -132,7 +132,7 @@ def test_torch_bfloat16_on_the_gpu_when_torch_sees_it():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("this PyTorch build has no CUDA")
-    from course.vectorize import matmul as vm
+    from course.vectorize import timing as vt
 
-    r = vm.time_matmul_rung("torch", 256, "bfloat16", "gpu", repeat=2, budget_s=0.2)
+    r = vt.time_matmul_rung("torch", 256, "bfloat16", "gpu", repeat=2, budget_s=0.2)
     assert r["agrees"], r["rel_error"]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from course.errors import BadInputError, UnsupportedDtypeError
 from course.vectorize import matmul as vm
+from course.vectorize import timing as vt
 
 
 @settings(max_examples=15, deadline=None)
@@ -24,15 +25,15 @@ def test_loop_dots_and_blas_agree_on_any_shape(m, k, n, dtype):
 
 
 def test_float16_products_are_correct_within_half_precision():
-    r = vm.time_matmul_rung("blas", 32, "float16", repeat=1, budget_s=0.05)
+    r = vt.time_matmul_rung("blas", 32, "float16", repeat=1, budget_s=0.05)
     assert r["agrees"] and 0 < r["rel_error"] < vm.matmul_tolerance("float16", 32)
 
 
 def test_gflops_is_two_n_cubed_over_time(monkeypatch):
     from _fixed_clock import fixed_benchmark
 
-    monkeypatch.setattr(vm, "benchmark", fixed_benchmark(1e-4))
-    r = vm.time_matmul_rung("blas", 40, "float32", repeat=2, budget_s=0.05)
+    monkeypatch.setattr(vt, "benchmark", fixed_benchmark(1e-4))
+    r = vt.time_matmul_rung("blas", 40, "float32", repeat=2, budget_s=0.05)
     assert r["gflops"] == pytest.approx(1.28)  # 2 · 40³ = 128,000 FLOP in 0.1 ms
 
 
@@ -61,7 +62,7 @@ def test_bfloat16_in_numpy_gets_the_clear_dtype_error():
 
 
 def test_ladder_skips_what_cannot_run_and_says_why():
-    rs = vm.matmul_ladder(100, dtypes=("float32", "bfloat16"), rungs=("loop", "dots", "blas"),
+    rs = vt.matmul_ladder(100, dtypes=("float32", "bfloat16"), rungs=("loop", "dots", "blas"),
                           repeat=1, budget_s=0.05)
     assert {r["rung"] for r in rs.records} == {"dots", "blas"}
     assert all(r["dtype"] == "float32" and r["agrees"] for r in rs.records)
@@ -70,7 +71,7 @@ def test_ladder_skips_what_cannot_run_and_says_why():
 
 
 def test_wrapper_overhead_measures_both_calls():
-    r = vm.wrapper_overhead(n=64, rounds=6)
+    r = vt.wrapper_overhead(n=64, rounds=6)
     assert r["direct_s"] > 0 and r["wrapper_s"] > 0 and r["added_s"] >= 0
     assert r["direct_best_s"] <= r["direct_s"]
     assert r["added_fraction"] == pytest.approx(r["added_s"] / r["direct_best_s"], rel=1e-12)
@@ -78,7 +79,7 @@ def test_wrapper_overhead_measures_both_calls():
 
 def test_torch_bfloat16_product_agrees_with_float64():
     pytest.importorskip("torch")
-    r = vm.time_matmul_rung("torch", 48, "bfloat16", repeat=1, budget_s=0.05)
+    r = vt.time_matmul_rung("torch", 48, "bfloat16", repeat=1, budget_s=0.05)
     assert r["agrees"], r["rel_error"]
 
 

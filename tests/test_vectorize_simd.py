@@ -7,6 +7,7 @@ import pytest
 
 from course.errors import BadInputError
 from course.vectorize import simd as vs
+from course.vectorize import timing as vt
 
 
 def test_dispatch_lists_every_ufunc_an_op_calls():
@@ -39,11 +40,11 @@ def test_dispatch_table_has_a_row_per_ufunc():
 
 
 def test_operand_probe_reports_three_rates_and_refuses_huge_sizes():
-    r = vs.operand_probe(n=4096, calls=20)
+    r = vt.operand_probe(n=4096, calls=20)
     assert r["array_over_scalar"] == pytest.approx(
         (r["array_gb_per_s"] / r["scalar_gb_per_s"]), rel=1e-9)
     with pytest.raises(BadInputError, match="cache-sized"):
-        vs.operand_probe(n=2**30)
+        vt.operand_probe(n=2**30)
 
 
 def test_scalar_and_array_operands_give_the_same_relu():

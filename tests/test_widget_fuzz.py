@@ -37,15 +37,14 @@ HANG_S = 60.0
 RANDOM_VALUES = 1
 #: Slack on the cost bound: rates are measured, and an estimate is compared with the limit as is.
 SLACK = 1.0 + 1e-9
-EXTRA_MODULES = ("course.hardware.machine",)
 
 
 def discover() -> list[tuple[str, object]]:
-    """``(name, builder)`` for every public ``*_app`` function of the widget modules (and lesson 00's)."""
+    """``(name, builder)`` for every public ``*_app`` function of the widget modules."""
     names = [m.name for m in pkgutil.walk_packages(course.__path__, "course.")
              if m.name.rsplit(".", 1)[-1] == "widgets" and m.name != "course.widgets"]
     found = []
-    for mod_name in sorted(set(names) | set(EXTRA_MODULES)):
+    for mod_name in sorted(set(names)):
         mod = importlib.import_module(mod_name)
         for name, fn in inspect.getmembers(mod, inspect.isfunction):
             if name.endswith("_app") and not name.startswith("_") and fn.__module__ == mod.__name__:
@@ -190,7 +189,7 @@ FAKES = {
                                 "checkpoint_sweep": _checkpoint_cost},
     "course.bppsa.widgets": {"timing_update": _rnn_cost},
     "course.recurrences.widgets": {"time_recurrence": _none},
-    "course.hardware.machine": {"time_matmul": _none, "matmul_sweep": _none},
+    "course.hardware.widgets": {"time_matmul": _none, "matmul_sweep": _none},
 }
 #: Fakes that answer with the real function at its smallest size instead of raising (the app makes
 #: several such calls per refresh, and draws what they return).

@@ -16,26 +16,114 @@ from __future__ import annotations
 
 import os
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..devices import normalize_device, synchronize, to_numpy
 from ..errors import whole_number
+from ..results import ResultSet
 from ..timing import interleaved_rounds
 from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available, torch_synchronize
+from .checkpointing import checkpointed_backward
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
+from .validate import check_finite_loss, check_inputs
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
-__all__ = ["torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step", "speed_ablation",
-           "ablation_figure", "TARGET_CPU", "TARGET_GPU"]
+__all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step",
+           "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU"]
 
 #: The issue's targets for ours / PyTorch: faster on the CPU, within 20 % on a GPU.
 TARGET_CPU = 0.95
 TARGET_GPU = 1.2
+
+
+class PreallocatedMLP(MLP):
+    """:class:`MLP` with the same weights, layers and arithmetic, whose :meth:`train_step` is written
+    for speed: every array a step needs is made once per batch size and reused (each Linear's output
+    is overwritten in place by its activation), the update is done in place, and every array keeps the
+    model's dtype.  This, not the algorithm, is what makes a plain NumPy step as fast as a framework's.
+
+    >>> import numpy as np
+    >>> x, y = np.ones((4, 6)), np.array([0, 1, 2, 1])
+    >>> fast, plain = PreallocatedMLP([6, 5, 3], dtype="float64"), MLP([6, 5, 3], dtype="float64")
+    >>> fast.train_step(x, y, lr=0.1) == plain.train_step(x, y, lr=0.1)
+    True
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._rows = -1
+
+    def _buffers(self, rows: int) -> None:
+        """Each Linear's output (then its activation's, in place), the gradient at each Linear's output,
+        the ReLU masks and the update: made for ``rows`` rows, reused while the batch size stays."""
+        if rows == self._rows:
+            return
+        xp, dt = self.xp, self.dtype
+        self._z = [xp.empty((rows, n), dtype=dt) for n in self.sizes[1:]]
+        self._g = [xp.empty((rows, n), dtype=dt) for n in self.sizes[1:]]
+        self._mask = [xp.empty((rows, n), dtype=bool) for n in self.sizes[1:]]
+        self._update = [xp.empty_like(p) for p in self.parameters()]
+        self._rows = rows
+
+    def _activate(self, z: Any) -> None:
+        xp = self.xp
+        if self.activation == "relu":
+            xp.maximum(z, 0, out=z)
+        elif self.activation == "tanh":
+            xp.tanh(z, out=z)
+        else:                                         # sigmoid as (1 + tanh(z / 2)) / 2, as Sigmoid does
+            xp.multiply(z, 0.5, out=z)
+            xp.tanh(z, out=z)
+            z *= 0.5
+            z += 0.5
+
+    def _activation_backward(self, g: Any, y: Any, mask: Any) -> None:
+        xp = self.xp
+        if self.activation == "relu":
+            xp.multiply(g, xp.greater(y, 0, out=mask), out=g)
+        elif self.activation == "tanh":
+            xp.multiply(g, 1 - y * y, out=g)
+        else:
+            xp.multiply(g, y * (1 - y), out=g)
+
+    def train_step(self, x: Any, y: Any, lr: float) -> float:
+        """The teaching :meth:`MLP.train_step`'s numbers, into the buffers; returns the loss before the update."""
+        x, y = check_inputs(self, x, y, lr)
+        self._buffers(x.shape[0])
+        xp, lin, last, h = self.xp, self.linear_layers(), len(self.sizes) - 2, x
+        for j, layer in enumerate(lin):               # forward, each output into its buffer
+            h = xp.matmul(h, layer.W, out=self._z[j])
+            h += layer.b
+            if j < last:
+                self._activate(h)
+        with np.errstate(over="ignore", invalid="ignore"):   # a diverging run gets check_finite_loss's message
+            loss, (probs, labels) = softmax_cross_entropy(h, y)
+            loss = float(loss)
+        check_finite_loss(loss, x, lr)
+        g = self._g[last]                             # d loss / d logits = (softmax - one_hot) / batch
+        g[...] = probs
+        g[xp.arange(g.shape[0]), labels] -= 1
+        g *= 1.0 / g.shape[0]
+        for j in range(last, -1, -1):                 # backward, each gradient into its buffer
+            g = self._g[j]
+            if j < last:
+                self._activation_backward(g, self._z[j], self._mask[j])
+            xp.matmul((self._z[j - 1] if j else x).T, g, out=lin[j].dW)
+            xp.sum(g, axis=0, out=lin[j].db)
+            if j:
+                xp.matmul(g, lin[j].W.T, out=self._g[j - 1])
+        for p, dp, step in zip(self.parameters(), self.gradients(), self._update):
+            xp.multiply(dp, lr, out=step)             # in place: no new arrays in the update
+            p -= step
+        return loss
 
 
 def torch_mlp_step(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> tuple[Callable[[], None], Any]:
@@ -104,7 +192,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     dev = normalize_device(device)
     rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds of timed steps, e.g. 5")
     repeat = whole_number("repeat", repeat, hi=10_000, hint="timed steps per round, e.g. 10")
-    model = MLP(sizes, dtype=dtype, device=dev, seed=0)
+    model = PreallocatedMLP(sizes, dtype=dtype, device=dev, seed=0)
     x, y = random_batch(model, batch)
     out = {"sizes": list(sizes), "batch": batch, "dtype": model.dtype.name, "device": dev,
            "flops": model.flops_per_step(batch), "target": TARGET_GPU if dev == "gpu" else TARGET_CPU,
@@ -140,7 +228,7 @@ def naive_train_step(model: MLP, x: Any, y: Any, lr: float) -> float:
     """The same SGD step written the obvious way: every layer allocates its outputs, ``p -= lr * dp``
     makes a temporary, and whatever dtype ``x`` has spreads through the step.
 
-    The arithmetic is identical to :meth:`MLP.train_step`; only the memory traffic differs.
+    The arithmetic is identical to :meth:`PreallocatedMLP.train_step`; only the memory traffic differs.
     """
     h, caches = x, []
     for layer in model.layers:
@@ -160,7 +248,7 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
                    rounds: int = 5, repeat: int = 3, budget_s: float | None = 2.0) -> dict:
     """Median step time of three versions of one float32 SGD step, timed in alternating rounds.
 
-    ``"course"``: :meth:`MLP.train_step` (buffers reused, in-place update, float32);
+    ``"course"``: :meth:`PreallocatedMLP.train_step` (buffers reused, in-place update, float32);
     ``"allocating"``: :func:`naive_train_step` on the same float32 data;
     ``"float64 data"``: the allocating step fed float64 inputs, which NumPy silently
     promotes to float64 arithmetic in every layer.  Returns name -> seconds.
@@ -168,7 +256,7 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
     dev = normalize_device(device)
     rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds, e.g. 5")
     repeat = whole_number("repeat", repeat, hi=10_000, hint="timed steps per round, e.g. 3")
-    model = MLP(sizes, dtype="float32", device=dev, seed=0)
+    model = PreallocatedMLP(sizes, dtype="float32", device=dev, seed=0)
     x, y = random_batch(model, batch)
     x64 = x.astype("float64")
     jobs = {"course": (model.train_step, (x, y, 1e-6)),
@@ -179,13 +267,54 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
     return {k: v.median for k, v in t.items()}
 
 
-def ablation_figure(times: dict, title: str = "") -> Figure:
-    """Bars of :func:`speed_ablation`'s times, each labelled with its ratio to the course's step."""
-    from ..plots import bar_figure
+def _traced_peak(fn: Callable[[], Any]) -> int:
+    """Peak bytes numpy allocated while ``fn`` ran (tracemalloc sees numpy's buffers)."""
+    was = tracemalloc.is_tracing()
+    if not was:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    if not was:
+        tracemalloc.stop()
+    return int(peak)
 
-    what = {"course": "course: buffers reused, float32", "allocating": "new arrays every step, float32",
-            "float64 data": "new arrays, float64 input data"}
-    base = times["course"]
-    items = [(f"{what.get(k, k)} ({v / base:.2f}×)", v * 1e3, "cpu") for k, v in times.items()]
-    return bar_figure(items, title=title or "One SGD step of 784-512-512-10, batch 256: what makes it fast",
-                      unit="ms")
+
+def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Sequence[int] | None = None,
+                     device: Any = "cpu", dtype: Any = "float32", repeat: int = 5, budget_s: float | None = 2.0,
+                     progress: Callable | None = None) -> ResultSet:
+    """Peak activation memory, recomputed work and measured step time for each k.
+
+    ``depth`` hidden layers of ``width`` units, input 784 and 10 classes.  On the
+    CPU the peak of all memory numpy allocated during the step (tracemalloc) is
+    recorded too, as a cross-check of the activation count.
+    """
+    dev = normalize_device(device)
+    depth = whole_number("depth", depth, hint="the hidden layers of the network")
+    width = whole_number("width", width, hint="the units of each hidden layer")
+    model = MLP([784] + [width] * depth + [10], dtype=dtype, device=dev)
+    L = depth + 1
+    ks = sorted(set(int(k) for k in (ks or [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, L]) if 1 <= int(k) <= L))
+    x, y = random_batch(model, batch)
+    rs = ResultSet("backprop_checkpointing", params={"depth": depth, "width": width, "batch": batch,
+                                                     "blocks": L, "dtype": str(dtype), "ks": ks})
+    runs = {k: checkpointed_backward(model, x, y, k) for k in ks}     # also the warm-up
+    # Time the values of k in turns (k1, k2, ..., then again), so a slow moment of a
+    # shared machine hits them all alike; the median over the rounds is kept per k.
+    t = interleaved_rounds({k: partial(checkpointed_backward, model, x, y, k) for k in ks}, dev, warmup=0,
+                           repeat=max(int(repeat), 3), min_rounds=3, budget_s=budget_s, progress=progress,
+                           desc="checkpointing")
+    if t[ks[0]].stopped_early:
+        rs.notes.append(f"timing stopped after {t[ks[0]].repeat} rounds by the {budget_s} s budget")
+    synchronize(dev)
+    base = t[ks[0]].median
+    for k in ks:
+        run = runs[k]
+        traced = (_traced_peak(lambda k=k: checkpointed_backward(model, x, y, k)) if dev == "cpu"
+                  else run.device_peak_bytes)
+        rs.add_timing(t[k], every=k, blocks=L, peak_activation_bytes=run.peak_activation_bytes,
+                      checkpoints=run.checkpoints, recomputed_blocks=run.recomputed_blocks,
+                      extra_compute=run.extra_compute, traced_peak_bytes=traced, time_ratio=t[k].median / base,
+                      traced_by="tracemalloc" if dev == "cpu" else "CuPy memory pool")
+    return rs

@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CallCounter", "CountingArray", "CountingNumpy"]
+from ..errors import whole_number
+
+__all__ = ["CallCounter", "CountingArray", "CountingNumpy", "mlp_flops"]
 
 
 class CallCounter:
@@ -113,6 +115,11 @@ class CountingArray(np.ndarray):
             self.counter.launch("scatter" if _fancy(key) else "copy")
         self.view(np.ndarray)[_plain(key)] = _plain(value)
 
+    def copy(self, order: str = "C") -> CountingArray:
+        if self.counter is not None:
+            self.counter.launch("copy")
+        return _wrap(self.view(np.ndarray).copy(order), self.counter)
+
     def _read(self) -> np.ndarray:
         if self.counter is not None:
             self.counter.read()
@@ -168,3 +175,21 @@ class CountingNumpy:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(np, name)
+
+
+def mlp_flops(sizes: list[int], batch: int) -> float:
+    """Floating-point operations of one forward + backward of an MLP of ``sizes`` on ``batch`` examples.
+
+    A multiply-add counts 2.  Per Linear layer (n_in -> n_out): forward
+    2·batch·n_in·n_out + batch·n_out (bias); backward 2·batch·n_in·n_out for dW,
+    the same for dx (skipped for the first layer), batch·n_out for db.  One per
+    element for each activation forward and backward; 5 per logit for the loss.
+    """
+    b = whole_number("batch", batch, hint="the examples in one step")
+    total = 0.0
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        mm = 2.0 * b * n_in * n_out
+        total += mm + b * n_out + mm + b * n_out + (mm if i > 0 else 0.0)
+        if i < len(sizes) - 2:
+            total += 2.0 * b * n_out
+    return total + 5.0 * b * sizes[-1]

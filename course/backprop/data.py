@@ -12,21 +12,18 @@ standard deviation, already on the device you ask for.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..devices import normalize_device, to_device
+from ..devices import to_device
 from ..errors import BadInputError, random_generator, whole_number
-from ..limits import require_fits, validate_dtype
+from ..limits import require_fits
+from .validate import check_digits
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-__all__ = ["Dataset", "load_digits", "batches", "digits_figure"]
+__all__ = ["Dataset", "load_digits", "batches"]
 
 
 @dataclass
@@ -73,12 +70,7 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
     test_fraction : share of the images held out for testing, stratified by class.
     seed : the split is a function of the seed alone.
     """
-    dev = normalize_device(device)
-    dt = validate_dtype(dtype, dev)
-    if dt.kind != "f":
-        raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
-    if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
-        raise BadInputError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
+    dev, dt = check_digits(device, dtype, test_fraction)
     try:
         from sklearn.datasets import load_digits as _sk_digits
     except ImportError:  # pragma: no cover - scikit-learn is a dependency of the course
@@ -118,34 +110,3 @@ def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0,
     order = rng.permutation(n) if shuffle else np.arange(n)
     for start in range(0, n, batch_size):
         yield order[start:start + batch_size]
-
-
-def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
-    """The first ``n`` test images with their labels (and predictions, red where wrong)."""
-    from matplotlib.figure import Figure
-
-    from ..devices import to_numpy
-    from ..plots import PALETTE, set_takeaway
-
-    n = min(whole_number("n", n, hint="the test images to draw"), len(data.images_test))
-    fig = Figure(figsize=(1.0 * n, 1.35), layout="constrained")
-    labels = to_numpy(data.y_test)
-    preds = None if predictions is None else to_numpy(predictions)
-    for i in range(n):
-        ax = fig.add_subplot(1, n, i + 1)
-        ax.imshow(data.images_test[i], cmap="gray_r", interpolation="nearest")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        title = f"label {labels[i]}"
-        wrong = preds is not None and preds[i] != labels[i]
-        if preds is not None:
-            title += f"\nsaid {preds[i]}" + (" ✗" if wrong else "")   # a mark, not only a colour
-        ax.set_title(title, fontsize=9, color=PALETTE["vermillion"] if wrong else "black",
-                     fontweight="bold" if wrong else "normal")
-    if preds is None:
-        set_takeaway(fig, f"The first {n} test images, each with its label.")
-    else:
-        wrong = int((preds[:n] != labels[:n]).sum())
-        set_takeaway(fig, f"The model gets {n - wrong} of these {n} test images right; the {wrong} it gets wrong "
-                          "are marked ✗.")
-    return fig

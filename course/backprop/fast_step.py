@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from ..devices import cupy_module, to_numpy
-from ..errors import BadInputError, whole_number
-from .layers import MLP, Linear, ReLU
+from ..errors import BadInputError
+from .layers import MLP, Linear
 from .step_kernels import REFERENCE, cupy_kernels
-from .validate import check_batch, check_labels
+from .validate import check_batch, check_fast_step, check_labels
 
 __all__ = ["RUNGS", "RUNG_TITLES", "FastStep", "declared_counts"]
 
@@ -81,23 +81,8 @@ class FastStep:
 
     def __init__(self, model: MLP, rung: str = "fused", batch: int = 256, lr: float = 1e-3,
                  namespace: Any = None):
-        if not isinstance(model, MLP):
-            raise BadInputError(f"model must be a course.backprop.MLP, got {type(model).__name__}")
-        if rung not in RUNGS:
-            raise BadInputError(f"rung must be one of {list(RUNGS)}, got {rung!r}")
-        if rung != "eager" and model.activation != "relu":
-            raise BadInputError(f"the rungs past 'eager' are written for ReLU networks; this model uses "
-                                f"{model.activation!r} (use rung='eager', or MLP(..., activation='relu'))")
-        if rung == "graph" and model.device != "gpu":
-            raise BadInputError("rung 'graph' captures a CUDA graph and needs a GPU model (device='gpu'); "
-                                "on a CPU use rung 'fused'")
-        if model.device == "gpu" and rung in ("fused", "graph") and model.dtype != np.float32:
-            raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
-                                f"(build it with dtype='float32', or use rung 'no_readback')")
-        if not isinstance(lr, (int, float, np.floating)) or not math.isfinite(lr) or lr <= 0:
-            raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
+        self.batch = check_fast_step(model, rung, batch, lr, MLP, RUNGS)
         self.rung, self.lr = rung, float(lr)
-        self.batch = whole_number("batch", batch, hint="the rows of every batch this step takes")
         self.sizes, self.device, self.dtype = list(model.sizes), model.device, model.dtype
         self.net = MLP(model.sizes, activation=model.activation, dtype=model.dtype, device=model.device)
         xp = namespace if namespace is not None else self.net.xp
@@ -168,11 +153,14 @@ class FastStep:
             self._graph.launch(cupy_module().cuda.get_current_stream())
 
     def _layers_step(self) -> None:
-        """Rung (b): the teaching layers' forward and backward, the loss on the device, a flat update."""
-        xp, h, caches = self.xp, self._x, []
-        for i, layer in enumerate(self.net.layers):
-            h, cache = layer.forward(h, out=self._z[i // 2])   # a ReLU overwrites its Linear's output
-            caches.append(cache)
+        """Rung (b): the teaching layers' arithmetic into the step's buffers, the loss on the device, a
+        flat update."""
+        xp, lin, last, h = self.xp, self.linears, len(self.linears) - 1, self._x
+        for j, layer in enumerate(lin):
+            h = xp.matmul(h, layer.W, out=self._z[j])
+            h += layer.b
+            if j < last:
+                xp.maximum(h, 0, out=h)                         # the ReLU overwrites its Linear's output
         probs, g = self._g[-1], self._g[-1]
         top = h.max(axis=1, keepdims=True)
         xp.subtract(h, top, out=probs)                          # shifted logits
@@ -183,12 +171,14 @@ class FastStep:
         probs /= total
         xp.subtract(probs, self._onehot, out=g)                 # softmax - one_hot
         g *= 1.0 / self.batch
-        for i in range(len(self.net.layers) - 1, -1, -1):
-            layer, j = self.net.layers[i], i // 2
-            if isinstance(layer, ReLU):
-                g = layer.backward(g, caches[i], out=g, mask=self._mask[j])
-            else:
-                g = layer.backward(g, caches[i], out=self._g[j - 1] if i else None, need_dx=i > 0)
+        for j in range(last, -1, -1):
+            g = self._g[j]
+            if j < last:                                        # the ReLU's backward: dout · [out > 0]
+                xp.multiply(g, xp.greater(self._z[j], 0, out=self._mask[j]), out=g)
+            xp.matmul((self._z[j - 1] if j else self._x).T, g, out=lin[j].dW)
+            xp.sum(g, axis=0, out=lin[j].db)
+            if j:
+                xp.matmul(g, lin[j].W.T, out=self._g[j - 1])
         xp.multiply(self.grads, self.lr, out=self._update)
         self.params -= self._update
 

@@ -19,15 +19,14 @@ True
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..devices import to_numpy
-from ..errors import BadInputError, whole_number
 from .layers import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
+from .validate import check_eps, check_gradient_inputs
 
 __all__ = ["rel_error", "central_differences", "gradient_check", "gradient_errors", "layer_gradient_check",
            "loss_gradient_check",
@@ -70,14 +69,10 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
     a bigger one (two forward passes per entry would take minutes).  Use a float64
     model: in float32 the rounding of the loss alone limits the agreement to about 1e-3.
     """
-    eps = _check_eps(eps)
+    x, y, eps, max_entries = check_gradient_inputs(model, x, y, eps, max_entries)
     if max_entries == "auto":
         max_entries = None if model.n_parameters() <= FULL_CHECK_LIMIT else SAMPLE_ENTRIES
-    elif max_entries is not None:
-        max_entries = whole_number("max_entries", max_entries, hint="or None (every entry) or 'auto'")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    loss, cache = softmax_cross_entropy(model._forward(x), y)
+    loss, cache = softmax_cross_entropy(model.forward(x), y)
     model.backward(softmax_cross_entropy_backward(cache))
     analytic = [to_numpy(g).copy() for g in model.gradients()]
     rng = np.random.default_rng(seed)
@@ -86,7 +81,7 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
         n = p.size                               # p is nudged in place: the model sees it
         idx = np.arange(n) if max_entries is None or max_entries >= n else \
             np.sort(rng.choice(n, size=max_entries, replace=False))
-        numeric = central_differences(lambda: softmax_cross_entropy(model._forward(x), y)[0], p, eps, idx)
+        numeric = central_differences(lambda: softmax_cross_entropy(model.forward(x), y)[0], p, eps, idx)
         out.append({"parameter": name, "shape": tuple(p.shape), "checked": len(idx), "of": n,
                     "rel_error": rel_error(g.reshape(-1)[idx], numeric)})
     return out
@@ -111,13 +106,6 @@ def gradient_check(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: i
     return max(r["rel_error"] for r in gradient_errors(model, x, y, eps, max_entries, seed))
 
 
-def _check_eps(eps: object) -> float:
-    """``eps`` as a float if it is a step in (0, 1); a zero step would divide by zero."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
-        raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
-    return float(eps)
-
-
 def central_differences(f: Callable[[], float], a: Any, eps: float = 1e-6, idx: Any = None) -> np.ndarray:
     """``(f() at a[i] + eps  -  f() at a[i] - eps) / (2 eps)`` for the flat entries ``idx`` of ``a``
     (every entry when None): the numerical gradient of the scalar ``f()``, whose value depends on ``a``.
@@ -129,7 +117,7 @@ def central_differences(f: Callable[[], float], a: Any, eps: float = 1e-6, idx: 
     >>> np.round(central_differences(lambda: float((a ** 2).sum()), a), 6).tolist()   # d/da of a² = 2a
     [2.0, 4.0, 6.0]
     """
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     flat = a.reshape(-1)                          # a view: nudging it nudges a
     idx = range(flat.size) if idx is None else [int(i) for i in idx]
     out = np.empty(len(idx))
@@ -150,7 +138,7 @@ def layer_gradient_check(layer: Any, x: np.ndarray, eps: float = 1e-6, seed: int
     The scalar checked is ``sum(layer.forward(x) * dout)`` for a random ``dout``,
     whose gradient with respect to the output is exactly ``dout``.
     """
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     x = np.array(x, dtype=np.float64)
     dout_shape = (x.shape[0], layer.n_out) if isinstance(layer, Linear) else x.shape
     dout = np.random.default_rng(seed).standard_normal(dout_shape)
@@ -170,7 +158,7 @@ def layer_gradient_check(layer: Any, x: np.ndarray, eps: float = 1e-6, seed: int
 
 def loss_gradient_check(eps: float = 1e-6, seed: int = 0) -> dict:
     """Relative errors of the softmax cross-entropy and MSE backward passes on random float64 data."""
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     rng = np.random.default_rng(seed)
     logits = rng.standard_normal((6, 5)) * 3
     labels = rng.integers(0, 5, size=6)

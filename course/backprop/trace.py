@@ -1,9 +1,9 @@
-"""Where the time of one training step goes, layer by layer, on a chosen device.
+"""Where the time of one training step goes, layer by layer.
 
-:func:`trace_step` runs one training step of an :class:`~course.backprop.MLP`
-and then times every layer's forward and backward on its own (warm-up,
-repeats, median; CUDA events on a GPU), next to the shapes it works on, the
-operations it runs and their FLOPs.  Two facts show up in every trace:
+:func:`describe_step` runs one training step of an :class:`~course.backprop.MLP` and describes each
+layer: the shapes it works on, the operations it runs and their FLOPs, and its forward and backward as
+calls that :func:`course.backprop.timing.trace_step` times on their own (warm-up, repeats, median;
+CUDA events on a GPU).  Two facts show up in every trace:
 
 * the backward pass costs about **twice** the forward pass: a Linear layer's
   forward is one matrix product, its backward two (``dW = xᵀ @ dout`` and
@@ -12,13 +12,10 @@ operations it runs and their FLOPs.  Two facts show up in every trace:
   are a small share of the time, and every output element of a product is
   independent of the others, which is the parallelism a GPU feeds on.
 
-:func:`step_time_sweep` times whole steps against the hidden width for the
-report and the notebook's CPU-versus-GPU plot.
-
 >>> import numpy as np
 >>> from course.backprop import MLP
 >>> m = MLP([64, 32, 10])
->>> t = trace_step(m, np.ones((16, 64), np.float32), np.zeros(16, dtype=np.int64), repeat=2)
+>>> t, calls = describe_step(m, np.ones((16, 64), np.float32), np.zeros(16, dtype=np.int64))
 >>> [r.name for r in t.layers]
 ['Linear 1 (64→32)', 'ReLU 1', 'Linear 2 (32→10)', 'softmax cross-entropy']
 """
@@ -28,22 +25,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..devices import normalize_device, resolve_devices, synchronize, to_device
+from ..devices import to_device
 from ..errors import whole_number
 from ..limits import require_fits
-from ..results import ResultSet
-from ..timing import benchmark, interleaved_rounds
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
+from .validate import check_inputs
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-__all__ = ["LayerTrace", "StepTrace", "trace_step", "time_train_step", "step_time_sweep",
-           "random_batch", "trace_figure", "trace_html", "trace_to_results", "trace_from_results"]
+__all__ = ["LayerTrace", "StepTrace", "describe_step", "random_batch", "trace_html"]
 
 
 @dataclass
@@ -98,37 +90,24 @@ def _mm(a: Sequence[int], b: Sequence[int]) -> str:
     return f"({a[0]}×{a[1]}) @ ({b[0]}×{b[1]})"
 
 
-def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
-    """Trace one training step of ``model`` on ``(x, y)``: per-layer ops, FLOPs and times.
-
-    The weights are left as they were (no update is applied).  Each layer is
-    timed on copies of the inputs it saw in the step, writing into scratch
-    buffers.  The timings run in rounds, each timing every operation once, so a
-    moment when the machine is busy hits one sample of every operation rather than
-    all samples of one; ``repeat`` rounds at most (at least 3), the median of each
-    operation is kept, and no new round starts after ``budget_s`` seconds.
-    """
-    repeat = whole_number("repeat", repeat, hi=10_000, hint="rounds of timed operations, e.g. 5")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
+def describe_step(model: MLP, x: Any, y: Any) -> tuple[StepTrace, list[tuple[LayerTrace, Callable, Callable]]]:
+    """One real step of ``model`` on ``(x, y)`` (weights not updated), described layer by layer: a
+    :class:`StepTrace` of what each layer computes and its FLOPs, and per layer (the loss last) a record
+    with its forward and its backward as calls on copies of the values it saw in the step."""
+    x, y = check_inputs(model, x, y)
     b = int(x.shape[0])
     inputs, caches, upstream, logits, lcache = _run_step(model, x, y)
     tr = StepTrace(device=model.device, model=repr(model), batch=b)
-    jobs: dict[str, tuple[Any, str, Callable[[], Any]]] = {}   # name -> (record, field, call), timed below
+    calls = []
     for i, layer in enumerate(model.layers):
         n = sum(isinstance(o, Linear) == isinstance(layer, Linear) for o in model.layers[:i + 1])  # "Linear 2"
         rec = (_linear_trace(layer, n, b, first=i == 0) if isinstance(layer, Linear)
                else _activation_trace(layer, n, inputs[i]))
-        forward, backward = _layer_calls(model, layer, inputs[i], caches[i], upstream[i], first=i == 0)
-        jobs |= {f"{i} forward": (rec, "forward_s", forward), f"{i} backward": (rec, "backward_s", backward)}
-        tr.layers.append(rec)
-    rec = _loss_trace(b, model.sizes[-1])
-    jobs |= {"loss forward": (rec, "forward_s", partial(softmax_cross_entropy, logits, y)),
-             "loss backward": (rec, "backward_s", partial(softmax_cross_entropy_backward, lcache)),
-             "whole step": (tr, "step_s", partial(model.train_step, x, y, 1e-12))}
-    tr.layers.append(rec)
-    tr.noisy = _time_jobs(model, jobs, repeat, budget_s)
-    return tr
+        calls.append((rec, *_layer_calls(layer, inputs[i], caches[i], upstream[i], first=i == 0)))
+    calls.append((_loss_trace(b, model.sizes[-1]), partial(softmax_cross_entropy, logits, y),
+                  partial(softmax_cross_entropy_backward, lcache)))
+    tr.layers = [rec for rec, _, _ in calls]
+    return tr, calls
 
 
 def _run_step(model: MLP, x, y) -> tuple[list, list, list, Any, Any]:
@@ -181,55 +160,12 @@ def _loss_trace(b: int, c: int) -> LayerTrace:
                       forward_flops=4.0 * b * c, backward_flops=1.0 * b * c, matmul_flops=0.0)
 
 
-def _layer_calls(model: MLP, layer: Any, xin, cache, dout, first: bool) -> tuple[Callable, Callable]:
-    """The layer's forward and backward on the step's values, writing into scratch buffers."""
-    scratch = model.xp.empty_like(dout)
-    forward = partial(layer.forward, xin, out=scratch)
+def _layer_calls(layer: Any, xin, cache, dout, first: bool) -> tuple[Callable, Callable]:
+    """The layer's forward and backward on the step's values (the first layer computes no dx)."""
+    forward = partial(layer.forward, xin)
     if isinstance(layer, Linear):
-        dx_buf = None if first else model.xp.empty_like(xin)
-        return forward, partial(layer.backward, dout, cache, out=dx_buf, need_dx=not first)
-    return forward, partial(layer.backward, dout, cache, out=scratch)
-
-
-def _time_jobs(model: MLP, jobs: dict, repeat: int, budget_s: float) -> bool:
-    """Time every job in interleaved rounds (at least 3), store each median on its record, put the
-    weights back; True when any of the timings is noisy."""
-    saved = [p.copy() for p in model.parameters()]
-    t = interleaved_rounds({k: call for k, (_, _, call) in jobs.items()}, model.device, warmup=1,
-                           repeat=max(int(repeat), 3), budget_s=budget_s, min_rounds=3)
-    for k, (obj, name, _) in jobs.items():
-        setattr(obj, name, t[k].median)
-    for p, s in zip(model.parameters(), saved):
-        p[...] = s                               # leave the model as it was
-    synchronize(model.device)
-    return any(v.noisy for v in t.values())
-
-
-def trace_to_results(tr: StepTrace, rs: ResultSet | None = None) -> ResultSet:
-    """Store a trace as records (one per layer, plus the whole step) of a ``backprop_layer_trace`` set."""
-    rs = rs if rs is not None else ResultSet("backprop_layer_trace", params={"model": tr.model, "batch": tr.batch})
-    for i, r in enumerate(tr.layers):
-        rs.add(device=tr.device, layer=i, name=r.name, kind=r.kind, in_shape=list(r.in_shape),
-               out_shape=list(r.out_shape), forward_ops=r.forward_ops, backward_ops=r.backward_ops,
-               forward_flops=r.forward_flops, backward_flops=r.backward_flops, matmul_flops=r.matmul_flops,
-               forward_s=r.forward_s, backward_s=r.backward_s, model=tr.model, batch=tr.batch)
-    rs.add(device=tr.device, layer=-1, name="whole step", step_s=tr.step_s, model=tr.model, batch=tr.batch,
-           noisy=tr.noisy)
-    return rs
-
-
-def trace_from_results(rs: ResultSet, device: str = "cpu") -> StepTrace | None:
-    """Rebuild the :class:`StepTrace` of ``device`` from :func:`trace_to_results` records (None if absent)."""
-    recs = sorted((r for r in rs.select(device=device) if r.get("layer", -1) >= 0), key=lambda r: r["layer"])
-    if not recs:
-        return None
-    step = [r for r in rs.select(device=device) if r.get("layer") == -1]
-    fields = ("name", "kind", "forward_ops", "backward_ops", "forward_flops", "backward_flops",
-              "matmul_flops", "forward_s", "backward_s")
-    layers = [LayerTrace(in_shape=tuple(r["in_shape"]), out_shape=tuple(r["out_shape"]),
-                         **{k: r[k] for k in fields}) for r in recs]
-    return StepTrace(layers=layers, step_s=step[0]["step_s"] if step else float("nan"), device=device,
-                     model=recs[0]["model"], batch=recs[0]["batch"], noisy=bool(step and step[0].get("noisy")))
+        return forward, partial(layer.backward, dout, cache, need_dx=not first)
+    return forward, partial(layer.backward, dout, cache)
 
 
 def random_batch(model: MLP, batch: int, seed: int = 0) -> tuple[Any, Any]:
@@ -241,108 +177,6 @@ def random_batch(model: MLP, batch: int, seed: int = 0) -> tuple[Any, Any]:
     x = rng.standard_normal((batch, model.sizes[0])).astype(model.dtype)
     y = rng.integers(0, model.sizes[-1], size=batch)
     return to_device(x, model.device), to_device(y, model.device)
-
-
-def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float32", device: Any = "cpu",
-                    activation: str = "relu", repeat: int = 5, budget_s: float | None = 1.0) -> dict:
-    """Time one ``train_step`` of ``MLP(sizes)`` on a random batch: a record
-    (:meth:`course.timing.Timing.as_record`) with the sizes, batch, dtype and activation."""
-    dev = normalize_device(device)
-    batch = whole_number("batch", batch, hint="the examples in one step")
-    model = MLP(sizes, activation=activation, dtype=dtype, device=dev)
-    widest = max(sizes)
-    require_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize + 3 * model.n_parameters()
-                   * model.dtype.itemsize + batch * widest), dev,
-               what=f"an MLP {list(sizes)} step on a batch of {batch:,}")
-    x, y = random_batch(model, batch)
-    t = benchmark(model.train_step, x, y, 1e-3, device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
-                  name=f"train step {'-'.join(map(str, sizes))} batch {batch}")
-    return t.as_record(sizes=[int(s) for s in sizes], batch=batch, dtype=model.dtype.name, activation=activation)
-
-
-def step_time_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024), depth: int = 2, batch: int = 256,
-                    n_in: int = 784, n_out: int = 10, dtype: Any = "float32",
-                    devices: Sequence[str] | None = None, repeat: int = 5, budget_s: float = 0.5,
-                    progress: Callable | None = None) -> ResultSet:
-    """Training-step time against hidden width (``depth`` hidden layers) on each device.
-
-    Every network is built first; then rounds time one step of each in turn (at
-    most ``repeat`` rounds, at least 3, no new round once ``budget_s`` seconds per
-    network have passed), and each record keeps the median and quartiles.
-    """
-    devs = resolve_devices(devices or None)
-    batch = whole_number("batch", batch, hint="the examples in one step")
-    rs = ResultSet("backprop_train_step", params={"widths": list(widths), "depth": depth, "batch": batch,
-                                                  "n_in": n_in, "n_out": n_out, "dtype": str(dtype)})
-    models = {}
-    for d in devs:
-        for w in widths:
-            sizes = [n_in] + [int(w)] * depth + [n_out]
-            model = MLP(sizes, dtype=dtype, device=d)
-            require_fits(int(3 * batch * sum(sizes) * model.dtype.itemsize
-                           + 3 * model.n_parameters() * model.dtype.itemsize), d,
-                       what=f"an MLP {sizes} step at batch {batch}")
-            models[f"{d} width {w}"] = d, int(w), model, partial(model.train_step, *random_batch(model, batch), 1e-3)
-    t = interleaved_rounds({k: m[3] for k, m in models.items()}, {k: m[0] for k, m in models.items()}, warmup=1,
-                           repeat=max(int(repeat), 3), min_rounds=3, progress=progress, desc="train-step sweep",
-                           budget_s=None if budget_s is None else budget_s * len(models))
-    for k, (_, w, model, _) in models.items():
-        flops = model.flops_per_step(batch)
-        rs.add_timing(t[k], width=w, depth=depth, batch=batch, dtype=str(dtype), flops=flops,
-                      gflops=flops / t[k].median / 1e9)
-    if any(v.stopped_early for v in t.values()):
-        rs.notes.append(f"timing stopped after {min(v.repeat for v in t.values())} rounds by the time budget")
-    return rs
-
-
-def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None) -> Figure:
-    """Per-layer forward and backward times (bars), and how the step splits up.
-
-    ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
-    another machine; the footer then says so instead of "measured live".
-    """
-    from ..plots import COLORS, add_footer, footer_text, new_figure, place_legend
-
-    fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
-    names = [r.name for r in tr.layers]
-    fw = np.array([r.forward_s for r in tr.layers]) * 1e3
-    bw = np.array([r.backward_s for r in tr.layers]) * 1e3
-    yy = np.arange(len(names))
-    ax.barh(yy - 0.2, fw, 0.4, color=COLORS[tr.device], alpha=0.55, label="forward")
-    ax.barh(yy + 0.2, bw, 0.4, color=COLORS[tr.device], label="backward")
-    for i in range(len(names)):
-        ax.text(max(fw[i], bw[i]), i, f"  ×{bw[i] / fw[i]:.1f}" if fw[i] > 0 else "", va="center", fontsize=9)
-    ax.set_yticks(yy, names, fontsize=9)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ms, median)")
-    place_legend(ax, loc="lower right")
-    ax.set_title("each layer alone (label: backward ÷ forward)", fontsize=9)
-    ax.margins(x=0.15)
-    parts = [("forward: Linear (products)", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
-             ("forward: activations + loss", sum(f for f, r in zip(fw, tr.layers) if r.kind != "linear")),
-             ("backward: Linear (products)", sum(v for v, r in zip(bw, tr.layers) if r.kind == "linear")),
-             ("backward: activations + loss", sum(v for v, r in zip(bw, tr.layers) if r.kind != "linear"))]
-    ax2.barh(range(4), [p[1] for p in parts], color=[COLORS[tr.device]] * 4,
-             alpha=1.0)
-    for i, (_, v) in enumerate(parts):
-        ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=9)
-    ax2.barh([4.2], [tr.step_s * 1e3], color="0.4")
-    ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=9)
-    ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step\n(with the SGD update)"],
-                   fontsize=9)
-    ax2.invert_yaxis()
-    ax2.margins(x=0.25)
-    ax2.set_xlabel("time (ms)")
-    ax2.set_title(f"backward ÷ forward: time {tr.backward_s / max(tr.forward_s, 1e-30):.2f}, "
-                  f"FLOPs {tr.flop_ratio:.2f}\n"
-                  f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
-    fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
-    how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
-    if reference is not None and reference.source == "reference":
-        footer_text(fig, f"Reference results {reference.label}: NOT measured on this machine. {how}", color="#a40")
-    else:
-        add_footer(fig, extra=how)
-    return fig
 
 
 def trace_html(tr: StepTrace) -> str:

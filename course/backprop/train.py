@@ -18,19 +18,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..devices import synchronize, to_device
-from ..errors import BadInputError, whole_number
 from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
+from .validate import check_inputs, check_training
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-__all__ = ["History", "train", "accuracy", "evaluate", "training_figure", "MAX_EPOCHS"]
+__all__ = ["History", "train", "accuracy", "evaluate", "MAX_EPOCHS"]
 
 #: The most epochs :func:`train` runs (a History keeps a record per epoch; digits needs about 20).
 MAX_EPOCHS = 10_000
@@ -58,8 +55,9 @@ class History:
 
 def evaluate(model: MLP, x: Any, y: Any) -> tuple[float, float]:
     """``(mean cross-entropy, accuracy)`` of ``model`` on ``(x, y)``, one forward pass."""
+    x, y = check_inputs(model, x, y)
     logits = model.forward(x)
-    loss, _ = softmax_cross_entropy(logits, model._check_y(y, x.shape[0]))
+    loss, _ = softmax_cross_entropy(logits, y)
     acc = (logits.argmax(axis=1) == y).mean()
     return float(loss), float(acc)
 
@@ -77,13 +75,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     The batches are shuffled with ``seed``, so a run is a function of the model's
     seed and this one.  ``budget_s`` stops after the first epoch that ends past it.
     """
-    epochs = whole_number("epochs", epochs, hi=MAX_EPOCHS, hint="passes over the training set, e.g. 10")
-    if data.device != model.device:
-        raise BadInputError(f"the data is on the {data.device.upper()} but the model is on the "
-                            f"{model.device.upper()}: load it with load_digits(device={model.device!r})")
-    if data.n_features != model.sizes[0] or data.n_classes != model.sizes[-1]:
-        raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
-                            f"{data.n_features} inputs and {data.n_classes} outputs")
+    epochs = check_training(model, data, epochs, MAX_EPOCHS)
     rng = np.random.default_rng(seed)
     h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD", device=model.device)
     began = time.perf_counter()
@@ -110,31 +102,3 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
             h.stopped_early = True
             break
     return h
-
-
-def training_figure(h: History, title: str = "") -> Figure:
-    """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
-    from ..plots import add_footer, new_figure, place_legend
-
-    fig, (ax1, ax2) = new_figure(2, height=3.2)
-    ax1.plot(h.epoch, h.train_loss, "o-", ms=3, label="train (mean over the epoch's steps)")
-    ax1.plot(h.epoch, h.test_loss, "s--", ms=3, label="test")
-    ax1.set_yscale("log")
-    ax1.set_xlabel("epoch")
-    ax1.set_ylabel("cross-entropy loss")
-    place_legend(ax1)
-    ax1.grid(True, alpha=0.3)
-    ax2.plot(h.epoch, np.asarray(h.train_acc) * 100, "o-", ms=3, label="train")
-    ax2.plot(h.epoch, np.asarray(h.test_acc) * 100, "s--", ms=3, label="test")
-    ax2.axhline(95, color="0.6", lw=0.8, ls=":")
-    ax2.set_xlabel("epoch")
-    ax2.set_ylabel("accuracy (%)")
-    ax2.set_ylim(min(80.0, 100 * min(h.test_acc + h.train_acc, default=0.8) - 2), 100.5)
-    place_legend(ax2, loc="lower right")
-    ax2.grid(True, alpha=0.3)
-    if h.epoch:
-        ax2.set_title(f"test accuracy {100 * h.test_acc[-1]:.1f} % after {h.epoch[-1]} epochs "
-                      f"({sum(h.seconds):.2f} s of training)", fontsize=9)
-    fig.suptitle(title or h.description, fontsize=10)
-    add_footer(fig, devices=[h.device])
-    return fig

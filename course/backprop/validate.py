@@ -9,14 +9,20 @@ Kept apart from the model so that the algorithm reads top to bottom without them
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..devices import array_device
+from ..devices import array_device, normalize_device, xp_of
 from ..errors import BadInputError, whole_number
+from ..limits import require_fits, validate_dtype
 
-__all__ = ["check_batch", "check_labels"]
+__all__ = ["check_batch", "check_labels", "check_mlp", "check_linear", "check_inputs", "check_dlogits",
+           "check_finite_loss", "check_logits", "check_same_shape", "check_lr", "check_eps", "check_gradient_inputs",
+           "check_checkpointing", "check_training", "check_fast_step", "check_digits"]
 
 
 def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
@@ -51,3 +57,170 @@ def check_labels(y: Any, batch: int, n_classes: int, device: str) -> Any:
         raise BadInputError(f"label {bad} is out of range: this model has {n_classes} classes, "
                             f"so labels must lie in 0..{n_classes - 1}")
     return y
+
+
+def check_lr(lr: Any) -> float:
+    """``lr`` if it is a positive finite number, or a clear error."""
+    if not isinstance(lr, (int, float, np.floating)) or not math.isfinite(lr) or lr <= 0:
+        raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
+    return lr
+
+
+def _float_dtype(dtype: Any, device: Any) -> np.dtype:
+    """``dtype`` as a numpy float dtype the device holds; an integer one would round every weight to 0."""
+    dt = validate_dtype(dtype, device)
+    if dt.kind != "f":
+        raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
+    return dt
+
+
+def _check_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> None:
+    """Refuse, before drawing anything, weights that would not fit: on ``device`` the weights, their
+    gradients and one update buffer; on the host the float64 draw of the largest layer (and its copy)."""
+    pairs = list(zip(sizes[:-1], sizes[1:]))
+    params = sum(a * b + b for a, b in pairs)
+    arch = "-".join(map(str, sizes))
+    require_fits(3 * params * dtype.itemsize, device,
+               what=f"the {params:,} {dtype.name} weights of a {arch} network, their gradients and updates")
+    require_fits(max(a * b for a, b in pairs) * (16 + dtype.itemsize), "cpu",
+               what=f"the float64 draw of the largest layer of {arch}")
+
+
+def check_linear(n_in: Any, n_out: Any, dtype: Any, device: Any) -> tuple[int, int, np.dtype]:
+    """A Linear layer's ``(n_in, n_out, dtype)``, checked, with weights that fit on ``device``."""
+    n_in = whole_number("n_in", n_in, hint="the width of the layer's input")
+    n_out = whole_number("n_out", n_out, hint="the width of the layer's output")
+    dtype = _float_dtype(dtype, device)
+    _check_weights_fit([n_in, n_out], dtype, device)
+    return n_in, n_out, dtype
+
+
+def check_mlp(sizes: Any, activation: Any, dtype: Any, device: Any,
+              activations: Mapping) -> tuple[list[int], np.dtype, str]:
+    """An MLP's ``(sizes, dtype, device)``, checked, with weights that fit on ``device``."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) < 2:
+        raise BadInputError(f"sizes must list at least two widths (input and output), e.g. "
+                            f"[64, 32, 10]; got {sizes!r}")
+    sizes = [whole_number("every width in sizes", s, hint=f"got sizes={list(sizes)!r}") for s in sizes]
+    if activation not in activations:
+        raise BadInputError(f"activation must be one of {sorted(activations)}, got {activation!r}")
+    device = normalize_device(device)
+    dtype = _float_dtype(dtype, device)
+    _check_weights_fit(sizes, dtype, device)
+    return sizes, dtype, device
+
+
+def check_inputs(model: Any, x: Any, y: Any = None, lr: Any = None) -> tuple[Any, Any]:
+    """``(x, y)`` for ``model`` (an MLP): x cast to its dtype, the labels (if given) in range, and the
+    learning rate (if given) positive; or a clear error."""
+    if lr is not None:
+        check_lr(lr)
+    x = check_batch(x, model.sizes[0], model.device, model.dtype)
+    if y is not None:
+        y = check_labels(y, x.shape[0], model.sizes[-1], model.device)
+    return x, y
+
+
+def check_dlogits(model: Any, dlogits: Any) -> Any:
+    """``dlogits`` with the shape of ``model``'s last logits, on its device, in its dtype; or a clear error."""
+    if not model.caches:
+        raise BadInputError("backward needs a forward pass first: call model.forward(x)")
+    want = (model.caches[0][0].shape[0], model.sizes[-1])
+    if array_device(dlogits) != model.device or tuple(dlogits.shape) != want:
+        raise BadInputError(f"dlogits must have the logits' shape {want} and live on the "
+                            f"{model.device.upper()}, got {tuple(dlogits.shape)} on the "
+                            f"{array_device(dlogits).upper()}")
+    return dlogits if dlogits.dtype == model.dtype else dlogits.astype(model.dtype)
+
+
+def check_finite_loss(loss: float, x: Any, lr: float) -> None:
+    """A clear error when a training step's ``loss`` is not finite: bad data, or a learning rate too big."""
+    if math.isfinite(loss):
+        return
+    if not bool(xp_of(x).isfinite(x).all()):
+        raise BadInputError("x contains NaN or infinite values: clean the data before training")
+    raise BadInputError(f"the loss is {loss} (not finite): training diverged with learning rate "
+                        f"lr={lr:g}. Lower lr (try {lr / 10:g}) and start again from a new model.")
+
+
+def check_logits(logits: Any, labels: Any) -> None:
+    """``logits`` a ``(batch, classes)`` array and ``labels`` one class in range per row; or a clear error."""
+    if getattr(logits, "ndim", None) != 2:
+        raise BadInputError(f"logits must be a 2-D array (batch, classes), got "
+                            f"{getattr(logits, 'shape', type(logits).__name__)}")
+    check_labels(labels, logits.shape[0], logits.shape[1], array_device(logits))
+
+
+def check_same_shape(pred: Any, target: Any) -> tuple[Any, Any]:
+    """``(pred, target)`` of one shape (plain lists become float64 arrays); or a clear error."""
+    if not hasattr(pred, "shape") and not hasattr(target, "shape"):
+        pred, target = np.asarray(pred, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    if getattr(pred, "shape", None) != getattr(target, "shape", None):
+        raise BadInputError(f"pred and target must have the same shape, got {getattr(pred, 'shape', pred)!r} "
+                            f"and {getattr(target, 'shape', target)!r} (reshape one of them)")
+    return pred, target
+
+
+def check_eps(eps: object) -> float:
+    """``eps`` as a float if it is a step in (0, 1); a zero step would divide by zero."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
+        raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
+    return float(eps)
+
+
+def check_gradient_inputs(model: Any, x: Any, y: Any, eps: Any, max_entries: Any) -> tuple[Any, Any, float, Any]:
+    """A gradient check's ``(x, y, eps, max_entries)``: the batch for ``model``, a step in (0, 1), and
+    None, ``"auto"`` or a whole number of entries; or a clear error."""
+    eps = check_eps(eps)
+    if max_entries is not None and max_entries != "auto":
+        max_entries = whole_number("max_entries", max_entries, hint="or None (every entry) or 'auto'")
+    x, y = check_inputs(model, x, y)
+    return x, y, eps, max_entries
+
+
+def check_checkpointing(model: Any, x: Any, y: Any, every: Any) -> tuple[Any, Any, int]:
+    """A checkpointed step's ``(x, y, every)``: the batch for ``model`` and k >= 1; or a clear error."""
+    every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
+    x, y = check_inputs(model, x, y)
+    return x, y, every
+
+
+def check_training(model: Any, data: Any, epochs: Any, max_epochs: int) -> int:
+    """``epochs``, checked, for a ``model`` that fits ``data`` (same device, widths); or a clear error."""
+    epochs = whole_number("epochs", epochs, hi=max_epochs, hint="passes over the training set, e.g. 10")
+    if data.device != model.device:
+        raise BadInputError(f"the data is on the {data.device.upper()} but the model is on the "
+                            f"{model.device.upper()}: load it with load_digits(device={model.device!r})")
+    if data.n_features != model.sizes[0] or data.n_classes != model.sizes[-1]:
+        raise BadInputError(f"the model {model.sizes} does not fit the data: it needs "
+                            f"{data.n_features} inputs and {data.n_classes} outputs")
+    return epochs
+
+
+def check_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, rungs: Sequence[str]) -> int:
+    """A fast step's ``batch``, checked, for a ``model`` (an ``mlp``) that ``rung`` (one of ``rungs``) can
+    run; or a clear error."""
+    if not isinstance(model, mlp):
+        raise BadInputError(f"model must be a course.backprop.MLP, got {type(model).__name__}")
+    if rung not in rungs:
+        raise BadInputError(f"rung must be one of {list(rungs)}, got {rung!r}")
+    if rung != "eager" and model.activation != "relu":
+        raise BadInputError(f"the rungs past 'eager' are written for ReLU networks; this model uses "
+                            f"{model.activation!r} (use rung='eager', or MLP(..., activation='relu'))")
+    if rung == "graph" and model.device != "gpu":
+        raise BadInputError("rung 'graph' captures a CUDA graph and needs a GPU model (device='gpu'); "
+                            "on a CPU use rung 'fused'")
+    if model.device == "gpu" and rung in ("fused", "graph") and model.dtype != np.float32:
+        raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
+                            f"(build it with dtype='float32', or use rung 'no_readback')")
+    check_lr(lr)
+    return whole_number("batch", batch, hint="the rows of every batch this step takes")
+
+
+def check_digits(device: Any, dtype: Any, test_fraction: Any) -> tuple[str, np.dtype]:
+    """The digits' ``(device, float dtype)``, with ``test_fraction`` in (0, 1); or a clear error."""
+    device = normalize_device(device)
+    dt = _float_dtype(dtype, device)
+    if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
+        raise BadInputError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
+    return device, dt

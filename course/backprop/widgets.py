@@ -43,11 +43,14 @@ from ..widgets import (
     require_affordable,
     size_slider,
 )
-from .checkpointing import checkpoint_figure, checkpoint_sweep, checkpointed_backward
+from .bench import checkpoint_sweep
+from .checkpointing import checkpointed_backward
 from .data import load_digits
 from .layers import MLP
-from .trace import random_batch, step_time_sweep, trace_figure, trace_step
-from .train import train, training_figure
+from .plots import checkpoint_figure, trace_figure, training_figure
+from .timing import step_time_sweep, trace_step
+from .trace import random_batch
+from .train import train
 
 __all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note", "step_rate",
            "step_flops", "STEP_CALLS", "TRAIN_BUDGET_S"]

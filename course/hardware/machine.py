@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..devices import cpu_info, get_xp, gpu_available, gpu_info, normalize_device, resolve_devices, synchronize
+from ..devices import cpu_info, get_xp, gpu_info, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
-from ..timing import benchmark, noisy_note
-
-if TYPE_CHECKING:
-    from ..widgets import LiveApp
+from ..timing import benchmark
 
 __all__ = ["VENDOR_BANDWIDTH_GBPS", "VENDOR_GPUS", "vendor_bandwidth", "vendor_gpus_html", "copy_bandwidth",
-           "matmul_flops", "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html", "matmul_app",
+           "matmul_flops", "time_matmul", "matmul_sweep", "hardware_summary", "hardware_html",
            "DEFAULT_SIZES"]
 
 #: Peak memory bandwidth in GB/s as the vendors' data sheets state it (HBM/GDDR).
@@ -71,8 +68,6 @@ def vendor_bandwidth(name: str) -> float | None:
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, flags=re.IGNORECASE):
             return VENDOR_BANDWIDTH_GBPS[key] * 1e9
     return None
-
-
 
 
 def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
@@ -235,64 +230,3 @@ def vendor_gpus_html() -> str:
     return ("<table><tr><th>GPU (vendor data sheet, not measured)</th><th>SMs</th><th>FP32 lanes</th>"
             f"<th>lanes vs this CPU's {cpu_lanes}</th><th>memory</th><th>bandwidth</th></tr>{rows}</table>")
 
-
-# ------------------------------------------------------------------ the notebook's live app
-
-_SWEEPS: dict[tuple[str, str], ResultSet] = {}
-
-
-def _cached_sweep(device: str, dtype: str, sizes: Sequence[int]) -> ResultSet:
-    key = (device, dtype)
-    if key not in _SWEEPS:
-        _SWEEPS[key] = matmul_sweep(sizes, dtype=dtype, devices=[device], repeat=3, budget_s=0.1)
-    return _SWEEPS[key]
-
-
-def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size: int = 256) -> LiveApp:
-    """The lesson-00 widget: pick a size, dtype and device; see the time, GFLOP/s and the sweep.
-
-    The sweep for each (device, dtype) is measured once and kept; moving the
-    slider times only the chosen size, so it answers in well under a second.
-    """
-    from ..plots import COLORS, mark_point, sweep_figure
-    from ..results import load_reference
-    from ..widgets import LiveApp, control_panel
-
-    sweep_sizes = [s for s in sizes if s <= 1024]
-    refs = load_reference("matmul_sweep")
-
-    def update(n: int, dtype: str, device: str):
-        notes = []
-        devs = ["cpu"]
-        if device == "gpu":
-            if gpu_available():
-                devs.append("gpu")
-            else:
-                from ..devices import gpu_unavailable_reason
-
-                ref_text = (f"the dashed curves are reference results {refs[0].label}" if refs else
-                            "no reference GPU results have been recorded for this experiment yet, "
-                            "so only the CPU is shown")
-                notes.append(f"<div style='background:#fff3cd;padding:4px'>No GPU here "
-                             f"({gpu_unavailable_reason()}). On Colab: Runtime &gt; Change runtime type "
-                             f"&gt; GPU. Locally: <code>pip install -e '.[cuda12]'</code>. Meanwhile "
-                             f"{ref_text}.</div>")
-        live = ResultSet("matmul_sweep", params={"dtype": dtype})
-        lines, points = [], []
-        for d in devs:
-            live.extend(_cached_sweep(d, dtype, sweep_sizes))
-            r = time_matmul(n, dtype, d, repeat=5, budget_s=0.3)
-            points.append((d, r["gflops"]))
-            lines.append(f"<b>{d.upper()}</b>: {n}×{n} {dtype} product in {r['median_s'] * 1e3:.3g} ms "
-                         f"(IQR {r['q25_s'] * 1e3:.3g}–{r['q75_s'] * 1e3:.3g} ms) = <b>{r['gflops']:,.1f} "
-                         f"GFLOP/s</b>" + (f" <i>{noisy_note([r])}</i>" if r["noisy"] else ""))
-        fig = sweep_figure(live, refs if "gpu" not in devs else [], x="n", y="gflops",
-                           xlabel="matrix size n (n×n @ n×n)", ylabel="GFLOP/s (higher is faster)",
-                           title=f"Matrix multiply, {dtype}", highlight=n, higher_is_better=True,
-                           where={"dtype": dtype})
-        for d, rate in points:
-            mark_point(fig, n, rate, label=f"{d.upper()} at n={n} (just now)", color=COLORS[d])
-        return fig, "".join(notes) + "<br>".join(lines)
-
-    controls = control_panel(sizes=sizes, size=size, dtypes=("float32", "float64"), device=True)
-    return LiveApp(update, controls, title="Time a matrix product")

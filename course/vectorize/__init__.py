@@ -5,8 +5,8 @@ Read in this order:
 * :mod:`~course.vectorize.rungs`: ReLU and friends as a Python loop, in explicit SIMD lanes, as
   one numpy call, on threads, on a GPU; the bytes each moves;
 * :mod:`~course.vectorize.simd`: which SIMD code numpy really runs for each operation;
-* :mod:`~course.vectorize.timing`: the ladder, every rung timed and checked against numpy, and ReLU against
-  the copy bandwidth;
+* :mod:`~course.vectorize.timing`: the ladder, every rung timed and checked against numpy, ReLU against
+  the copy bandwidth, the matrix product's rungs and numpy's operand probe;
 * :mod:`~course.vectorize.gpu`: the GPU rungs, one thread per element and a fused kernel;
 * :mod:`~course.vectorize.matmul`: the matrix product at every rung, in GFLOP/s;
 * :mod:`~course.vectorize.exercises`: the loops a learner vectorizes, with the course's answers;

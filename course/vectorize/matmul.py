@@ -17,8 +17,9 @@ numpy has float16 arrays but no half-precision BLAS: its float16 product runs it
 own generic loop and is *slower* than float32 -- a measurement worth seeing.
 numpy has no bfloat16 at all (:func:`course.validate_dtype` says so); PyTorch has it,
 on the CPU and on the GPU, so the ``torch`` rung times it when PyTorch is
-installed.  :func:`wrapper_overhead` shows that :func:`matmul` (the course's
-wrapper) costs nothing measurable over calling ``numpy.matmul`` directly.
+installed.  :func:`course.vectorize.timing.wrapper_overhead` shows that :func:`matmul` (the
+course's wrapper) costs nothing measurable over calling ``numpy.matmul`` directly; the rungs are
+timed there too (:func:`~course.vectorize.timing.matmul_ladder`).
 
 >>> a = np.arange(4.0).reshape(2, 2)
 >>> matmul(a, a, rung="loop").tolist()
@@ -27,24 +28,17 @@ wrapper) costs nothing measurable over calling ``numpy.matmul`` directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ..devices import get_xp, normalize_device, resolve_devices, synchronize, to_numpy, xp_of
+from ..devices import get_xp, normalize_device, xp_of
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
-from ..hardware.machine import matmul_flops
 from ..limits import require_fits, validate_dtype
-from ..results import ResultSet
-from ..timing import benchmark, interleaved_rounds
-from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
-from .simd import fastest_call_s
+from ..torch_peer import torch_available, torch_cuda_available
 
 __all__ = ["MATMUL_RUNGS", "MATMUL_LIMITS", "CPU_FLOAT16_MATMUL_MAX_N", "matmul", "matmul_loop", "matmul_dots",
-           "matmul_blas", "torch_available", "random_matrices", "time_matmul_rung", "matmul_ladder",
-           "wrapper_overhead", "matmul_tolerance"]
+           "matmul_blas", "torch_available", "random_matrices", "matmul_tolerance"]
 
 MATMUL_RUNGS = ("loop", "dots", "blas", "gpu", "torch")
 #: The largest n each slow rung accepts (the loop takes n³ Python steps).
@@ -175,110 +169,3 @@ def matmul_tolerance(dtype: Any, n: int) -> float:
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     eps = {"float16": 2**-10, "bfloat16": 2**-7, "float32": 2**-23, "float64": 2**-52}.get(str(dtype), 1e-3)
     return 8 * eps * max(1.0, float(n) ** 0.5)
-
-
-def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
-                     budget_s: float | None = 0.5, check: bool = True) -> dict:
-    """Time one rung at size n: a record (:meth:`course.timing.Timing.as_record`) with the rung, n,
-    dtype, ``gflops`` and (with ``check``) ``rel_error`` against float64 and whether it ``agrees``."""
-    if rung not in MATMUL_RUNGS:
-        raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
-    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
-    dev = "gpu" if rung == "gpu" else normalize_device(device)
-    if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
-        raise BadInputError(f"rung {rung!r} is limited to n <= {MATMUL_LIMITS[rung]} (got n={n}): "
-                            "it would take too long")
-    a, b, out = random_matrices(n, dtype, dev, rung=rung)
-    kw = {"out": out} if rung in ("blas", "gpu", "torch") else {}
-    err = None
-    if check:
-        got = matmul(a, b, rung, **kw)
-        if rung == "torch":
-            got, a_np, b_np = (t.float().cpu().numpy() for t in (got, a, b))
-        else:
-            got, a_np, b_np = to_numpy(got), to_numpy(a), to_numpy(b)
-        exact = a_np.astype(np.float64) @ b_np.astype(np.float64)
-        err = float(np.max(np.abs(got - exact)) / max(np.max(np.abs(exact)), 1e-30))
-    if rung == "torch":
-        t = benchmark_torch(matmul, a, b, "torch", device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
-                            name="torch matmul", **kw)
-    else:
-        synchronize(dev)
-        slow = rung in MATMUL_LIMITS
-        t = benchmark(matmul, a, b, rung, device=dev, warmup=0 if slow else 2, repeat=2 if slow else repeat,
-                      budget_s=budget_s, name=f"matmul {rung}", **kw)
-    return t.as_record(rung=rung, n=int(n), dtype=str(dtype), gflops=matmul_flops(n) / t.median / 1e9,
-                       rel_error=err, agrees=None if err is None else err <= matmul_tolerance(dtype, n))
-
-
-def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), devices: Sequence[str] | None = None,
-                  rungs: Sequence[str] | None = None, repeat: int = 5, budget_s: float = 0.4,
-                  progress: Callable | None = None) -> ResultSet:
-    """Every matmul rung that applies, for each dtype, at size n; GFLOP/s and error per record.
-
-    Rungs too slow for n (see :data:`MATMUL_LIMITS`) are skipped, with a note; the
-    ``torch`` rung runs only when PyTorch is installed; dtypes a rung cannot hold
-    (bfloat16 in numpy) are skipped with the device's own error message as a note.  ``devices``
-    defaults to the CPU plus the GPU when one answers, as every sweep.
-    """
-    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
-    devs = resolve_devices(devices)
-    rungs = list(rungs) if rungs is not None else (
-        ["loop", "dots", "blas"] + (["gpu"] if "gpu" in devs else []) + (["torch"] if torch_available() else []))
-    rs = ResultSet("vectorize_matmul", params={"n": int(n), "dtypes": list(dtypes), "rungs": rungs})
-    jobs = [(r, d, dt) for r in rungs for d in (devs if r == "torch" else ["gpu" if r == "gpu" else "cpu"])
-            for dt in dtypes]
-    it = progress(jobs, total=len(jobs), desc="matmul ladder") if progress else jobs
-    for rung, dev, dt in it:
-        if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
-            note = f"{rung}: skipped at n={n} (limit {MATMUL_LIMITS[rung]})"
-            if note not in rs.notes:
-                rs.notes.append(note)
-            continue
-        if dev == "cpu" and rung != "torch" and str(dt) == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
-            note = (f"{rung} float16: skipped at n={n} (numpy emulates float16 on the CPU, without BLAS: "
-                    f"at most n = {CPU_FLOAT16_MATMUL_MAX_N} here)")
-            if note not in rs.notes:
-                rs.notes.append(note)
-            continue
-        try:
-            r = time_matmul_rung(rung, n, dt, dev, repeat=repeat, budget_s=budget_s)
-        except UnsupportedDtypeError as exc:
-            note = f"{dt} on {dev}" + (" with PyTorch" if rung == "torch" else "") + f": {exc}"
-            if note not in rs.notes:
-                rs.notes.append(note)
-            continue
-        rs.add(**r)
-    return rs
-
-
-def wrapper_overhead(n: int = 256, dtype: Any = "float32", rounds: int = 30) -> dict:
-    """The course wrapper :func:`matmul` against ``numpy.matmul`` itself, calls interleaved.
-
-    Alternating the two calls (ABBA order) puts both under the same machine conditions;
-    ``overhead`` compares the median times, ``overhead_best`` the fastest ones, and
-    ``added_s`` is the wrapper's own cost per call, measured on 1×1 matrices where
-    the product itself costs almost nothing (``added_fraction`` = its share of the
-    fastest direct call at size n, ``direct_best_s``): on a busy machine the last is the
-    steadiest figure.
-
-    >>> r = wrapper_overhead(n=32, rounds=5)       # a timing, so only its shape is shown here
-    >>> r["n"], r["rounds"], r["direct_s"] > 0
-    (32, 5, True)
-    """
-    rounds = whole_number("rounds", rounds, hi=10_000, hint="pairs of calls to time, e.g. 30")
-    a, b, out = random_matrices(n, dtype, "cpu")
-    t = interleaved_rounds({"direct": partial(np.matmul, a, b, out=out), "wrapper": partial(matmul, a, b, out=out)},
-                           warmup=1, repeat=rounds, alternate=True)   # ABBA: order effects cancel
-    d, w = t["direct"], t["wrapper"]
-    # The wrapper's own cost, seen directly: both calls on 1×1 matrices, best of many.
-    a1, b1, o1 = random_matrices(1, dtype, "cpu")
-    tiny_d = fastest_call_s(lambda: np.matmul(a1, b1, out=o1), calls=600, per_sample=20)
-    tiny_w = fastest_call_s(lambda: matmul(a1, b1, out=o1), calls=600, per_sample=20)
-    added = max(tiny_w - tiny_d, 0.0)
-    return {"n": int(n), "dtype": str(dtype), "rounds": int(rounds),
-            "direct_s": d.median, "wrapper_s": w.median, "direct_best_s": d.min,
-            "overhead": w.median / d.median - 1.0, "overhead_best": w.min / d.min - 1.0,
-            "added_s": added, "added_fraction": added / d.min,
-            "direct_gflops": matmul_flops(n) / d.median / 1e9, "wrapper_gflops": matmul_flops(n) / w.median / 1e9,
-            "noisy": d.noisy or w.noisy}

@@ -7,8 +7,8 @@ picks, per ufunc and per dtype, the best one this CPU supports when it starts.
 
 The level is not the whole story: inside one ufunc numpy has several inner
 loops, e.g. one for two contiguous arrays and one for an array and a scalar, and
-they need not be equally fast.  :func:`operand_probe` times ``maximum`` both ways on
-an array that fits in the cache (so the memory does not hide the difference).
+they need not be equally fast.  :func:`course.vectorize.timing.operand_probe` times ``maximum`` both ways
+on an array that fits in the cache (so the memory does not hide the difference).
 
 >>> info = ufunc_dispatch("relu", "float32")
 >>> list(info) == ["maximum"] or info == {}
@@ -17,16 +17,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import BadInputError, whole_number
-from ..limits import validate_dtype
-from ..timing import benchmark
+from ..errors import BadInputError
 
-__all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html", "operand_probe", "fastest_call_s"]
+__all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html"]
 
 #: The numpy ufuncs each elementwise op of :mod:`course.vectorize` calls, in order.
 OP_UFUNCS = {"relu": ("maximum",), "sigmoid": ("negative", "exp", "add", "reciprocal"),
@@ -100,52 +97,3 @@ def dispatch_table_html(dtype: Any = "float32", ops: tuple[str, ...] = tuple(OP_
                         f"<td><small>{html.escape(d['available'])}</small></td></tr>")
     return ("<table><tr><th>op</th><th>ufunc</th><th>runs here</th><th>meaning</th>"
             f"<th>built for</th></tr>{''.join(rows)}</table>")
-
-
-def fastest_call_s(fn: Callable[[], Any], calls: int = 60, per_sample: int = 10) -> float:
-    """Seconds per call of ``fn``, the fastest of ``calls`` calls timed ``per_sample`` at a time.
-
-    For costs of a few microseconds: one call is too short for the clock, and the fastest
-    batch is the one the machine disturbed least (:func:`course.timing.benchmark` times each batch).
-
-    >>> fastest_call_s(lambda: None, calls=20) < 1e-3
-    True
-    """
-    if not callable(fn):
-        raise BadInputError(f"fastest_call_s needs a function to call, got {fn!r}")
-    calls = whole_number("calls", calls, hi=10**6, hint="calls to time in all, e.g. 60")
-    per_sample = whole_number("per_sample", per_sample, hi=10**4, hint="calls timed together, e.g. 10")
-
-    def batch() -> None:
-        for _ in range(per_sample):
-            fn()
-
-    return benchmark(batch, warmup=0, repeat=max(calls // per_sample, 1), name="batch of calls").min / per_sample
-
-
-def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> dict:
-    """GB/s of ``maximum(x, 0)`` (scalar operand), ``maximum(x, zeros)`` (two arrays) and a
-    copy, all on ``n`` values that fit in the cache; best of ``calls`` calls each.
-
-    Same answer, same bytes counted (read ``x``, write ``y``), possibly different inner loops.
-
-    >>> r = operand_probe(n=1024, calls=20)
-    >>> r["scalar_gb_per_s"] > 0 and r["array_gb_per_s"] > 0
-    True
-    """
-    n = whole_number("n", n, hi=2**22, hint="a cache-sized array")
-    calls = whole_number("calls", calls, lo=10, hi=100_000, hint="timed calls per kind, e.g. 200")
-    dt = validate_dtype(dtype, "cpu")
-    if dt.kind != "f":
-        raise BadInputError(f"operand_probe times a float dtype, got {dt.name}")
-    x = np.random.default_rng(0).standard_normal(int(n)).astype(dt)
-    out, zeros, zero = np.empty_like(x), np.zeros_like(x), dt.type(0)
-    bytes_ = 2 * x.nbytes
-    times = {"scalar": fastest_call_s(lambda: np.maximum(x, zero, out=out), calls),
-             "array": fastest_call_s(lambda: np.maximum(x, zeros, out=out), calls),
-             "copy": fastest_call_s(lambda: np.copyto(out, x), calls)}
-    res = {"n": int(n), "dtype": dt.name}
-    for k, t in times.items():
-        res[f"{k}_gb_per_s"] = bytes_ / t / 1e9
-    res["array_over_scalar"] = times["scalar"] / times["array"]
-    return res

@@ -20,17 +20,20 @@ against ReLU that allocates its result, both as a fraction of the copy limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..cpu import cpu_info
-from ..devices import get_xp, normalize_device, resolve_devices, to_device, to_numpy
-from ..errors import BadInputError, whole_number
-from ..hardware.machine import copy_bandwidth
+from ..devices import get_xp, normalize_device, resolve_devices, synchronize, to_device, to_numpy
+from ..errors import BadInputError, UnsupportedDtypeError, whole_number
+from ..hardware.machine import copy_bandwidth, matmul_flops
 from ..limits import validate_dtype
 from ..results import ResultSet
-from ..timing import Timing, benchmark
+from ..timing import Timing, benchmark, interleaved_rounds
+from ..torch_peer import benchmark_torch, torch_available
+from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, MATMUL_RUNGS, matmul, matmul_tolerance, random_matrices
 from .rungs import (
     CPU_RUNGS,
     GPU_RUNGS,
@@ -44,7 +47,8 @@ from .rungs import (
     tolerance,
 )
 
-__all__ = ["ladder", "relu_bandwidth", "agree"]
+__all__ = ["ladder", "relu_bandwidth", "agree", "time_matmul_rung", "matmul_ladder", "wrapper_overhead",
+           "fastest_call_s", "operand_probe"]
 
 _SLOW = ("loop", "lanes")
 
@@ -226,4 +230,160 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
         vals = np.array(per_round[k])
         res[f"{k}_gb_per_s"] = float(np.median(vals)) / 1e9
         res[f"{k}_fraction"] = float(np.median(vals / copies))
+    return res
+
+
+def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
+                     budget_s: float | None = 0.5, check: bool = True) -> dict:
+    """Time one rung at size n: a record (:meth:`course.timing.Timing.as_record`) with the rung, n,
+    dtype, ``gflops`` and (with ``check``) ``rel_error`` against float64 and whether it ``agrees``."""
+    if rung not in MATMUL_RUNGS:
+        raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
+    dev = "gpu" if rung == "gpu" else normalize_device(device)
+    if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
+        raise BadInputError(f"rung {rung!r} is limited to n <= {MATMUL_LIMITS[rung]} (got n={n}): "
+                            "it would take too long")
+    a, b, out = random_matrices(n, dtype, dev, rung=rung)
+    kw = {"out": out} if rung in ("blas", "gpu", "torch") else {}
+    err = None
+    if check:
+        got = matmul(a, b, rung, **kw)
+        if rung == "torch":
+            got, a_np, b_np = (t.float().cpu().numpy() for t in (got, a, b))
+        else:
+            got, a_np, b_np = to_numpy(got), to_numpy(a), to_numpy(b)
+        exact = a_np.astype(np.float64) @ b_np.astype(np.float64)
+        err = float(np.max(np.abs(got - exact)) / max(np.max(np.abs(exact)), 1e-30))
+    if rung == "torch":
+        t = benchmark_torch(matmul, a, b, "torch", device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
+                            name="torch matmul", **kw)
+    else:
+        synchronize(dev)
+        slow = rung in MATMUL_LIMITS
+        t = benchmark(matmul, a, b, rung, device=dev, warmup=0 if slow else 2, repeat=2 if slow else repeat,
+                      budget_s=budget_s, name=f"matmul {rung}", **kw)
+    return t.as_record(rung=rung, n=int(n), dtype=str(dtype), gflops=matmul_flops(n) / t.median / 1e9,
+                       rel_error=err, agrees=None if err is None else err <= matmul_tolerance(dtype, n))
+
+
+def matmul_ladder(n: int = 64, dtypes: Sequence[str] = ("float32", "float16"), devices: Sequence[str] | None = None,
+                  rungs: Sequence[str] | None = None, repeat: int = 5, budget_s: float = 0.4,
+                  progress: Callable | None = None) -> ResultSet:
+    """Every matmul rung that applies, for each dtype, at size n; GFLOP/s and error per record.
+
+    Rungs too slow for n (see :data:`MATMUL_LIMITS`) are skipped, with a note; the
+    ``torch`` rung runs only when PyTorch is installed; dtypes a rung cannot hold
+    (bfloat16 in numpy) are skipped with the device's own error message as a note.  ``devices``
+    defaults to the CPU plus the GPU when one answers, as every sweep.
+    """
+    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
+    devs = resolve_devices(devices)
+    rungs = list(rungs) if rungs is not None else (
+        ["loop", "dots", "blas"] + (["gpu"] if "gpu" in devs else []) + (["torch"] if torch_available() else []))
+    rs = ResultSet("vectorize_matmul", params={"n": int(n), "dtypes": list(dtypes), "rungs": rungs})
+    jobs = [(r, d, dt) for r in rungs for d in (devs if r == "torch" else ["gpu" if r == "gpu" else "cpu"])
+            for dt in dtypes]
+    it = progress(jobs, total=len(jobs), desc="matmul ladder") if progress else jobs
+    for rung, dev, dt in it:
+        if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
+            note = f"{rung}: skipped at n={n} (limit {MATMUL_LIMITS[rung]})"
+            if note not in rs.notes:
+                rs.notes.append(note)
+            continue
+        if dev == "cpu" and rung != "torch" and str(dt) == "float16" and n > CPU_FLOAT16_MATMUL_MAX_N:
+            note = (f"{rung} float16: skipped at n={n} (numpy emulates float16 on the CPU, without BLAS: "
+                    f"at most n = {CPU_FLOAT16_MATMUL_MAX_N} here)")
+            if note not in rs.notes:
+                rs.notes.append(note)
+            continue
+        try:
+            r = time_matmul_rung(rung, n, dt, dev, repeat=repeat, budget_s=budget_s)
+        except UnsupportedDtypeError as exc:
+            note = f"{dt} on {dev}" + (" with PyTorch" if rung == "torch" else "") + f": {exc}"
+            if note not in rs.notes:
+                rs.notes.append(note)
+            continue
+        rs.add(**r)
+    return rs
+
+
+def wrapper_overhead(n: int = 256, dtype: Any = "float32", rounds: int = 30) -> dict:
+    """The course wrapper :func:`matmul` against ``numpy.matmul`` itself, calls interleaved.
+
+    Alternating the two calls (ABBA order) puts both under the same machine conditions;
+    ``overhead`` compares the median times, ``overhead_best`` the fastest ones, and
+    ``added_s`` is the wrapper's own cost per call, measured on 1×1 matrices where
+    the product itself costs almost nothing (``added_fraction`` = its share of the
+    fastest direct call at size n, ``direct_best_s``): on a busy machine the last is the
+    steadiest figure.
+
+    >>> r = wrapper_overhead(n=32, rounds=5)       # a timing, so only its shape is shown here
+    >>> r["n"], r["rounds"], r["direct_s"] > 0
+    (32, 5, True)
+    """
+    rounds = whole_number("rounds", rounds, hi=10_000, hint="pairs of calls to time, e.g. 30")
+    a, b, out = random_matrices(n, dtype, "cpu")
+    t = interleaved_rounds({"direct": partial(np.matmul, a, b, out=out), "wrapper": partial(matmul, a, b, out=out)},
+                           warmup=1, repeat=rounds, alternate=True)   # ABBA: order effects cancel
+    d, w = t["direct"], t["wrapper"]
+    # The wrapper's own cost, seen directly: both calls on 1×1 matrices, best of many.
+    a1, b1, o1 = random_matrices(1, dtype, "cpu")
+    tiny_d = fastest_call_s(lambda: np.matmul(a1, b1, out=o1), calls=600, per_sample=20)
+    tiny_w = fastest_call_s(lambda: matmul(a1, b1, out=o1), calls=600, per_sample=20)
+    added = max(tiny_w - tiny_d, 0.0)
+    return {"n": int(n), "dtype": str(dtype), "rounds": int(rounds),
+            "direct_s": d.median, "wrapper_s": w.median, "direct_best_s": d.min,
+            "overhead": w.median / d.median - 1.0, "overhead_best": w.min / d.min - 1.0,
+            "added_s": added, "added_fraction": added / d.min,
+            "direct_gflops": matmul_flops(n) / d.median / 1e9, "wrapper_gflops": matmul_flops(n) / w.median / 1e9,
+            "noisy": d.noisy or w.noisy}
+
+
+def fastest_call_s(fn: Callable[[], Any], calls: int = 60, per_sample: int = 10) -> float:
+    """Seconds per call of ``fn``, the fastest of ``calls`` calls timed ``per_sample`` at a time.
+
+    For costs of a few microseconds: one call is too short for the clock, and the fastest
+    batch is the one the machine disturbed least (:func:`course.timing.benchmark` times each batch).
+
+    >>> fastest_call_s(lambda: None, calls=20) < 1e-3
+    True
+    """
+    if not callable(fn):
+        raise BadInputError(f"fastest_call_s needs a function to call, got {fn!r}")
+    calls = whole_number("calls", calls, hi=10**6, hint="calls to time in all, e.g. 60")
+    per_sample = whole_number("per_sample", per_sample, hi=10**4, hint="calls timed together, e.g. 10")
+
+    def batch() -> None:
+        for _ in range(per_sample):
+            fn()
+
+    return benchmark(batch, warmup=0, repeat=max(calls // per_sample, 1), name="batch of calls").min / per_sample
+
+
+def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> dict:
+    """GB/s of ``maximum(x, 0)`` (scalar operand), ``maximum(x, zeros)`` (two arrays) and a
+    copy, all on ``n`` values that fit in the cache; best of ``calls`` calls each.
+
+    Same answer, same bytes counted (read ``x``, write ``y``), possibly different inner loops.
+
+    >>> r = operand_probe(n=1024, calls=20)
+    >>> r["scalar_gb_per_s"] > 0 and r["array_gb_per_s"] > 0
+    True
+    """
+    n = whole_number("n", n, hi=2**22, hint="a cache-sized array")
+    calls = whole_number("calls", calls, lo=10, hi=100_000, hint="timed calls per kind, e.g. 200")
+    dt = validate_dtype(dtype, "cpu")
+    if dt.kind != "f":
+        raise BadInputError(f"operand_probe times a float dtype, got {dt.name}")
+    x = np.random.default_rng(0).standard_normal(int(n)).astype(dt)
+    out, zeros, zero = np.empty_like(x), np.zeros_like(x), dt.type(0)
+    bytes_ = 2 * x.nbytes
+    times = {"scalar": fastest_call_s(lambda: np.maximum(x, zero, out=out), calls),
+             "array": fastest_call_s(lambda: np.maximum(x, zeros, out=out), calls),
+             "copy": fastest_call_s(lambda: np.copyto(out, x), calls)}
+    res = {"n": int(n), "dtype": dt.name}
+    for k, t in times.items():
+        res[f"{k}_gb_per_s"] = bytes_ / t / 1e9
+    res["array_over_scalar"] = times["scalar"] / times["array"]
     return res

@@ -33,11 +33,11 @@ from ..widgets import (
     require_affordable,
     size_slider,
 )
-from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, matmul, matmul_ladder, random_matrices, torch_available
+from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, matmul, random_matrices, torch_available
 from .plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
 from .rungs import OPS, lane_steps
 from .simd import ufunc_dispatch
-from .timing import ladder, relu_bandwidth
+from .timing import ladder, matmul_ladder, relu_bandwidth
 
 __all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table", "matmul_rate",
            "matmul_plan", "MATMUL_CALLS", "ladder_cost_s"]

@@ -1,0 +1,211 @@
+"""Lesson 01's figures: the digits, a training run, one step's trace, checkpointing's trade and what
+makes the step fast.  The modules they draw (data, train, trace, checkpointing, bench) draw nothing.
+
+>>> from course.backprop.data import load_digits
+>>> digits_figure(load_digits(), 3).axes[0].get_title()
+'label 1'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..devices import to_numpy
+from ..errors import whole_number
+from ..plots import COLORS, PALETTE, add_footer, bar_figure, footer_text, new_figure, place_legend, set_takeaway
+from ..results import ResultSet
+from .checkpointing import kept_pattern
+from .data import Dataset
+from .trace import StepTrace
+from .train import History
+
+__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure"]
+
+
+def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
+    """The first ``n`` test images with their labels (and predictions, red where wrong)."""
+    n = min(whole_number("n", n, hint="the test images to draw"), len(data.images_test))
+    fig = Figure(figsize=(1.0 * n, 1.35), layout="constrained")
+    labels = to_numpy(data.y_test)
+    preds = None if predictions is None else to_numpy(predictions)
+    for i in range(n):
+        ax = fig.add_subplot(1, n, i + 1)
+        ax.imshow(data.images_test[i], cmap="gray_r", interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        title = f"label {labels[i]}"
+        wrong = preds is not None and preds[i] != labels[i]
+        if preds is not None:
+            title += f"\nsaid {preds[i]}" + (" ✗" if wrong else "")   # a mark, not only a colour
+        ax.set_title(title, fontsize=9, color=PALETTE["vermillion"] if wrong else "black",
+                     fontweight="bold" if wrong else "normal")
+    if preds is None:
+        set_takeaway(fig, f"The first {n} test images, each with its label.")
+    else:
+        wrong = int((preds[:n] != labels[:n]).sum())
+        set_takeaway(fig, f"The model gets {n - wrong} of these {n} test images right; the {wrong} it gets wrong "
+                          "are marked ✗.")
+    return fig
+
+
+def training_figure(h: History, title: str = "") -> Figure:
+    """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
+    fig, (ax1, ax2) = new_figure(2, height=3.2)
+    ax1.plot(h.epoch, h.train_loss, "o-", ms=3, label="train (mean over the epoch's steps)")
+    ax1.plot(h.epoch, h.test_loss, "s--", ms=3, label="test")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("epoch")
+    ax1.set_ylabel("cross-entropy loss")
+    place_legend(ax1)
+    ax1.grid(True, alpha=0.3)
+    ax2.plot(h.epoch, np.asarray(h.train_acc) * 100, "o-", ms=3, label="train")
+    ax2.plot(h.epoch, np.asarray(h.test_acc) * 100, "s--", ms=3, label="test")
+    ax2.axhline(95, color="0.6", lw=0.8, ls=":")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("accuracy (%)")
+    ax2.set_ylim(min(80.0, 100 * min(h.test_acc + h.train_acc, default=0.8) - 2), 100.5)
+    place_legend(ax2, loc="lower right")
+    ax2.grid(True, alpha=0.3)
+    if h.epoch:
+        ax2.set_title(f"test accuracy {100 * h.test_acc[-1]:.1f} % after {h.epoch[-1]} epochs "
+                      f"({sum(h.seconds):.2f} s of training)", fontsize=9)
+    fig.suptitle(title or h.description, fontsize=10)
+    add_footer(fig, devices=[h.device])
+    return fig
+
+
+def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None) -> Figure:
+    """Per-layer forward and backward times (bars), and how the step splits up.
+
+    ``reference``: the result set ``tr`` was rebuilt from when it was recorded on
+    another machine; the footer then says so instead of "measured live".
+    """
+    fig, (ax, ax2) = new_figure(2, width=10, height=0.9 + 0.42 * len(tr.layers))
+    names = [r.name for r in tr.layers]
+    fw = np.array([r.forward_s for r in tr.layers]) * 1e3
+    bw = np.array([r.backward_s for r in tr.layers]) * 1e3
+    yy = np.arange(len(names))
+    ax.barh(yy - 0.2, fw, 0.4, color=COLORS[tr.device], alpha=0.55, label="forward")
+    ax.barh(yy + 0.2, bw, 0.4, color=COLORS[tr.device], label="backward")
+    for i in range(len(names)):
+        ax.text(max(fw[i], bw[i]), i, f"  ×{bw[i] / fw[i]:.1f}" if fw[i] > 0 else "", va="center", fontsize=9)
+    ax.set_yticks(yy, names, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms, median)")
+    place_legend(ax, loc="lower right")
+    ax.set_title("each layer alone (label: backward ÷ forward)", fontsize=9)
+    ax.margins(x=0.15)
+    parts = [("forward: Linear (products)", sum(f for f, r in zip(fw, tr.layers) if r.kind == "linear")),
+             ("forward: activations + loss", sum(f for f, r in zip(fw, tr.layers) if r.kind != "linear")),
+             ("backward: Linear (products)", sum(v for v, r in zip(bw, tr.layers) if r.kind == "linear")),
+             ("backward: activations + loss", sum(v for v, r in zip(bw, tr.layers) if r.kind != "linear"))]
+    ax2.barh(range(4), [p[1] for p in parts], color=[COLORS[tr.device]] * 4,
+             alpha=1.0)
+    for i, (_, v) in enumerate(parts):
+        ax2.text(v, i, f" {v:.3g} ms", va="center", fontsize=9)
+    ax2.barh([4.2], [tr.step_s * 1e3], color="0.4")
+    ax2.text(tr.step_s * 1e3, 4.2, f" {tr.step_s * 1e3:.3g} ms", va="center", fontsize=9)
+    ax2.set_yticks(list(range(4)) + [4.2], [p[0] for p in parts] + ["whole train_step\n(with the SGD update)"],
+                   fontsize=9)
+    ax2.invert_yaxis()
+    ax2.margins(x=0.25)
+    ax2.set_xlabel("time (ms)")
+    ax2.set_title(f"backward ÷ forward: time {tr.backward_s / max(tr.forward_s, 1e-30):.2f}, "
+                  f"FLOPs {tr.flop_ratio:.2f}\n"
+                  f"Linear layers: {100 * tr.matmul_share:.1f} % of the time", fontsize=9)
+    fig.suptitle(title or f"One training step of {tr.model}, batch {tr.batch}", fontsize=10)
+    how = "" if tr.device == "cpu" else "Timed on the GPU with CUDA events."
+    if reference is not None and reference.source == "reference":
+        footer_text(fig, f"Reference results {reference.label}: NOT measured on this machine. {how}", color="#a40")
+    else:
+        add_footer(fig, extra=how)
+    return fig
+
+
+_PATTERN_COLORS = {"checkpoint": PALETTE["green"], "last segment": PALETTE["purple"],
+                   "recomputed": PALETTE["vermillion"]}
+
+
+#: A hatch per kind as well, so the pattern reads without telling the colours apart.
+_PATTERN_HATCH = {"checkpoint": "", "last segment": "..", "recomputed": "//"}
+
+
+def _draw_pattern(ax, n_blocks: int, every: int) -> None:
+    """One box per block input, coloured by what k = ``every`` does with it."""
+    pat = kept_pattern(n_blocks, every)
+    for i, p in enumerate(pat):
+        ax.add_patch(Rectangle((i, 0), 0.9, 1, fc=_PATTERN_COLORS[p], ec="white", hatch=_PATTERN_HATCH[p]))
+    ax.set_xlim(-0.1, n_blocks)
+    ax.set_ylim(0, 1)
+    ax.set_yticks([])
+    ax.set_xticks(np.arange(n_blocks) + 0.45, [str(i) for i in range(n_blocks)], fontsize=9)
+    ax.tick_params(length=0)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    handles = [Rectangle((0, 0), 1, 1, fc=c, ec="white", hatch=_PATTERN_HATCH[k]) for k, c in _PATTERN_COLORS.items()]
+    ax.legend(handles, ["kept: checkpoint", "kept: last segment", "dropped, recomputed in backward"],
+              ncol=3, fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_xlabel(f"block inputs 0..{n_blocks - 1} with k = {every}", fontsize=9)
+
+
+def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool = False) -> Figure:
+    """Peak activation memory and extra compute (counted and timed) against k.
+
+    With ``pattern`` and a ``highlight`` k, a strip on top shows which block inputs
+    that k keeps (checkpoints, the last segment) and which it recomputes.
+    """
+    recs = sorted(rs.records, key=lambda r: r["every"])
+    ks = [r["every"] for r in recs]
+    L = recs[0]["blocks"]
+    strip = pattern and highlight is not None
+    fig = Figure(figsize=(9.0, 4.6 if strip else 3.4), layout="constrained")
+    if strip:
+        axd = fig.subplot_mosaic([["strip", "strip"], ["mem", "work"]], height_ratios=[1, 4.5])
+        _draw_pattern(axd["strip"], L, int(highlight))
+    else:
+        axd = fig.subplot_mosaic([["mem", "work"]])
+    ax, ax2 = axd["mem"], axd["work"]
+    mem = np.array([r["peak_activation_bytes"] for r in recs]) / 2**20
+    ax.plot(ks, mem, "o-", label="activations held (counted)")
+    if all(r.get("traced_peak_bytes") for r in recs):
+        what = ("all new numpy memory during the step (tracemalloc;\nthe input batch was allocated before)"
+                if recs[0].get("traced_by") != "CuPy memory pool" else "CuPy memory pool in use (sampled at each hold)")
+        ax.plot(ks, np.array([r["traced_peak_bytes"] for r in recs]) / 2**20, "s--", ms=4, color="0.5",
+                label=what)
+    ax.axvline(np.sqrt(L), color="0.6", lw=0.8, ls=":", label=f"k = √L = {np.sqrt(L):.1f}")
+    ax.set_xlabel("k (keep every k-th block input)")
+    ax.set_ylabel("peak memory (MiB)")
+    ax.set_ylim(bottom=0)
+    place_legend(ax)
+    ax.grid(True, alpha=0.3)
+    ax2.plot(ks, [100 * r["extra_compute"] for r in recs], "o-", color=PALETTE["green"],
+             label="counted: recomputed FLOPs (% of a plain step)")
+    ax2.plot(ks, [100 * (r["time_ratio"] - 1) for r in recs], "s--", color="0.25",
+             label="measured: extra time over k = 1 (%)")
+    ax2.axhline(0, color="0.5", lw=0.8)
+    ax2.set_xlabel("k")
+    ax2.set_ylabel("extra work (%)")
+    place_legend(ax2)
+    ax2.grid(True, alpha=0.3)
+    for a in (ax, ax2):
+        if highlight is not None:
+            a.axvline(highlight, color="k", lw=1)
+    p = rs.params
+    fig.suptitle(f"Gradient checkpointing: {p['depth']} hidden layers of {p['width']}, batch {p['batch']} "
+                 f"({L} blocks)", fontsize=10)
+    add_footer(fig, rs)
+    return fig
+
+
+def ablation_figure(times: dict, title: str = "") -> Figure:
+    """Bars of :func:`speed_ablation`'s times, each labelled with its ratio to the course's step."""
+    what = {"course": "course: buffers reused, float32", "allocating": "new arrays every step, float32",
+            "float64 data": "new arrays, float64 input data"}
+    base = times["course"]
+    items = [(f"{what.get(k, k)} ({v / base:.2f}×)", v * 1e3, "cpu") for k, v in times.items()]
+    return bar_figure(items, title=title or "One SGD step of 784-512-512-10, batch 256: what makes it fast",
+                      unit="ms")
