@@ -15,7 +15,8 @@ Read in this order:
 * :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no
   read back, fused kernels from :mod:`~course.backprop.step_kernels`, a CUDA graph), their launches
   counted by :mod:`~course.backprop.counting` and timed by :mod:`~course.backprop.ladder`;
-* :mod:`~course.backprop.widgets`, :mod:`~course.backprop.checks` (the exercises) and
+* :mod:`~course.backprop.plots` (the figures), :mod:`~course.backprop.widgets`,
+  :mod:`~course.backprop.checks` (the exercises) and
   :mod:`~course.backprop.experiments` (``python -m course report``).
 """
 
