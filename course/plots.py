@@ -310,6 +310,18 @@ def _curve_sentence(who: str, xs: np.ndarray, ys: np.ndarray, xlabel: str, y: st
            f"{value_text(xs[i])}"
 
 
+def _gpu_over_cpu(cpu: tuple, gpu: tuple, higher_is_better: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the sizes both series have, the GPU's speed-up over the CPU there, whether either point is noisy),
+    from two :func:`_series` results."""
+    cx, cy, _, _, cn = cpu
+    gx, gy, _, _, gn = gpu
+    common = np.intersect1d(cx, gx)
+    c = np.array([cy[cx == v][0] for v in common])
+    g = np.array([gy[gx == v][0] for v in common])
+    noisy = np.array([bool(cn[cx == v][0] or gn[gx == v][0]) for v in common], dtype=bool)
+    return common, (g / c if higher_is_better else c / g), noisy
+
+
 def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
                  where: dict | None = None, higher_is_better: bool = False,
                  xlabel: str | None = None, highlight: float | None = None, empty_note: str | None = None) -> None:
@@ -320,29 +332,20 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
     sources = [rs for rs in sources if rs is not None]
     live_cpu = [rs for rs in sources if rs.source != "reference" and len(_series(rs, "cpu", x, y, where)[0])]
     for ref in [rs for rs in sources if rs.source == "reference" and not len(_series(rs, "cpu", x, y, where)[0])]:
-        gx, gy, _, _, gn = _series(ref, "gpu", x, y, where)
         for lv in live_cpu:
-            cx, cy, _, _, cn = _series(lv, "cpu", x, y, where)
-            common = np.intersect1d(cx, gx)
+            common, ratio, noisy = _gpu_over_cpu(_series(lv, "cpu", x, y, where), _series(ref, "gpu", x, y, where),
+                                                 higher_is_better)
             if not len(common):
                 continue
-            c = np.array([cy[cx == v][0] for v in common])
-            g = np.array([gy[gx == v][0] for v in common])
-            ratio = g / c if higher_is_better else c / g
             ax.plot(common, ratio, ls="-.", marker="s", ms=3.5, color="k", alpha=0.8,
                     label=f"{ref.gpu_name} (recorded {ref.date}) vs this CPU (live)")
-            mark_noisy(ax, common, ratio, np.array([cn[cx == v][0] or gn[gx == v][0] for v in common]), "k")
+            mark_noisy(ax, common, ratio, noisy, "k")
             drawn = True
     for rs in sources:
-        cx, cy, _, _, cn = _series(rs, "cpu", x, y, where)
-        gx, gy, _, _, gn = _series(rs, "gpu", x, y, where)
-        common = np.intersect1d(cx, gx)
+        common, ratio, noisy = _gpu_over_cpu(_series(rs, "cpu", x, y, where), _series(rs, "gpu", x, y, where),
+                                             higher_is_better)
         if not len(common):
             continue
-        c = np.array([cy[cx == v][0] for v in common])
-        g = np.array([gy[gx == v][0] for v in common])
-        noisy = np.array([cn[cx == v][0] or gn[gx == v][0] for v in common])
-        ratio = g / c if higher_is_better else c / g
         ref = rs.source == "reference"
         ax.plot(common, ratio, ls=REFERENCE_LS if ref else LIVE_LS, marker="D", ms=4, color="k",
                 alpha=0.7 if ref else 1.0,

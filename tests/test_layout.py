@@ -44,29 +44,34 @@ def _is_package(name: str) -> bool:
     return MODULES[name].name == "__init__.py"
 
 
-def _imports(name: str):
-    """Yield (imported module, imported name or None, line) for each import of a course module."""
+def _import_statements(name: str):
+    """Yield (module, the names taken from it or None for ``import module``, line) for every import in
+    ``name``, third-party ones too, relative imports resolved."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     package = name if _is_package(name) else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == "course":
-                    yield alias.name, None, node.lineno
+                yield alias.name, None, node.lineno
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            if mod.split(".")[0] != "course":
-                continue
-            for alias in node.names:
-                sub = f"{mod}.{alias.name}"
-                if sub in MODULES:
-                    yield sub, None, node.lineno
-                else:
-                    yield mod, alias.name, node.lineno
+            yield mod, [alias.name for alias in node.names], node.lineno
+
+
+def _imports(name: str):
+    """Yield (imported module, imported name or None, line) for each import of a course module."""
+    for mod, names, line in _import_statements(name):
+        if mod.split(".")[0] != "course":
+            continue
+        if names is None:
+            yield mod, None, line
+        for n in names or ():
+            sub = f"{mod}.{n}"
+            yield (sub, None, line) if sub in MODULES else (mod, n, line)
 
 
 def test_one_folder_per_lesson_and_a_small_spine():
@@ -210,21 +215,10 @@ NOT_YET_IN_THEIR_ROOMS = {
 def _all_imports(name: str):
     """Yield (module, line) for every import of ``name``, third-party ones too (``from a import b`` yields
     ``a`` and ``a.b``)."""
-    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-    package = name if _is_package(name) else name.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            yield mod, node.lineno
-            for alias in node.names:
-                yield f"{mod}.{alias.name}", node.lineno
+    for mod, names, line in _import_statements(name):
+        yield mod, line
+        for n in names or ():
+            yield f"{mod}.{n}", line
 
 
 def _apparatus(name: str) -> dict[str, int]:
