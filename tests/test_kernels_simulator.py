@@ -169,5 +169,6 @@ def test_an_endless_loop_stops_with_a_clear_error():
         d = 1
         while d < 8:            # the learner forgot d *= 2
             out[0] = a[0]
-    with pytest.raises(KernelFailed, match="never end"):
+    # stopped by whichever budget runs out first: its memory accesses, or (on a busy machine) its deadline
+    with pytest.raises(KernelFailed, match="never end|condition never changes"):
         simulate(endless, 1, 2, out=np.zeros(1), a=np.ones(1))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable
@@ -136,6 +137,9 @@ class _Budget:
         self.fn, self.file = fn, fn.__code__.co_filename
         self.skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (numba, np, os, sys.modules[__package__]))
         self.skip += ("<string>", "<frozen")   # code made by exec (a dataclass's __init__), frozen modules
+        # installed packages too: a garbage-collector callback of one (hypothesis has one) may run in a
+        # simulated thread, and a stop raised there would be swallowed, and the thread's tracing with it
+        self.skip += tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib")})
         self.deadline = time.monotonic() + MAX_SECONDS
         self.failures: list[BaseException] = []
 
