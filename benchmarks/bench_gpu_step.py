@@ -24,8 +24,8 @@ import numpy as np
 
 from course.backprop import MLP
 from course.backprop.fast_step import FastStep
-from course.backprop.ladder import GPU_RUNGS, ladder_sweep, ladder_table, step_counts
 from course.backprop.step_kernels import REFERENCE, ptxas_report
+from course.backprop.timing import GPU_RUNGS, ladder_sweep, ladder_table, step_counts
 from course.devices import gpu_available, gpu_unavailable_reason, to_device, to_numpy
 
 WIDTHS = (64, 128, 256, 512, 1024, 2048, 4096)

@@ -215,7 +215,8 @@ def test_each_cuda_kernel_matches_its_numpy_version():
 # ----------------------------------------------------------------------------- the ladder, timed and counted
 
 def test_the_cpu_ladder_records_rungs_a_and_b_with_their_counts_and_no_dtype_field():
-    from course.backprop.ladder import ladder_figure, ladder_sweep, ladder_table
+    from course.backprop.plots import ladder_figure
+    from course.backprop.timing import ladder_sweep, ladder_table
     from course.results import ResultSet
 
     rs = ladder_sweep(widths=(8, 16), batch=4, devices=["cpu"], repeat=3, budget_s=0.05)
@@ -234,7 +235,7 @@ def test_the_cpu_ladder_records_rungs_a_and_b_with_their_counts_and_no_dtype_fie
 
 
 def test_the_graph_rung_declares_one_launch_and_the_fused_step_kernels():
-    from course.backprop.ladder import step_counts
+    from course.backprop.timing import step_counts
 
     c = step_counts("graph", (784, 64, 64, 10))
     assert c["launches"] == 1 and c["kernels"] == step_counts("fused", (784, 64, 64, 10))["launches"] == 15

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.backprop.layers import MLP
+from course.backprop.layers import MLP, softmax_cross_entropy
 from course.errors import BadInputError
 from course.parallel import mpi_unavailable_reason
 from course.parallel.collectives import bytes_per_worker
-from course.parallel.runs import tensor_parallel_check, tensor_parallel_sweep
+from course.parallel.runs import tensor_parallel_check
 from course.parallel.tensor_parallel import (
     column_bounds,
     communication_model_s,
@@ -24,6 +24,7 @@ from course.parallel.tensor_parallel import (
     split_block,
     tensor_parallel_bytes,
 )
+from course.parallel.timing import tensor_parallel_sweep
 
 needs_mpi = pytest.mark.skipif(mpi_unavailable_reason() is not None,
                                reason=f"MPI cannot start here: {mpi_unavailable_reason()}")
@@ -32,15 +33,19 @@ needs_mpi = pytest.mark.skipif(mpi_unavailable_reason() is not None,
 def _numeric_gradients(sizes, x, y, seed, activation, eps=1e-6):
     """Central differences of the unsplit block's mean loss: an oracle that shares no backward code."""
     model = MLP(sizes, activation=activation, dtype="float64", seed=seed)
+
+    def loss(x, y):
+        return float(softmax_cross_entropy(model.forward(x), y)[0])
+
     out = []
     for q in model.parameters():
         g = np.zeros_like(q)
         for i in np.ndindex(q.shape):
             old = q[i]
             q[i] = old + eps
-            up = model.loss(x, y)
+            up = loss(x, y)
             q[i] = old - eps
-            down = model.loss(x, y)
+            down = loss(x, y)
             q[i] = old
             g[i] = (up - down) / (2 * eps)
         out.append(g)

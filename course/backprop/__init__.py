@@ -5,16 +5,16 @@ Read in this order:
 * :mod:`~course.backprop.layers`: each layer's ``forward`` and ``backward`` side by side, the
   losses, and :class:`MLP` (its step written for speed is :class:`~course.backprop.bench.PreallocatedMLP`);
 * :mod:`~course.backprop.gradcheck`: the oracle, centred finite differences;
-* :mod:`~course.backprop.validate`: the checks that give each bad input a clear message;
+* :mod:`~course.backprop.validate`: the validators that give each bad input a clear message;
 * :mod:`~course.backprop.data` and :mod:`~course.backprop.train`: real data and a training loop;
 * :mod:`~course.backprop.trace`: one training step, layer by layer: shapes, operations, FLOPs; timed by
-  :mod:`~course.backprop.timing`, which also times whole steps against the width;
+  :mod:`~course.backprop.timing`, which also times whole steps against the width and the fast step's ladder;
 * :mod:`~course.backprop.checkpointing`: memory traded for recomputation, its bytes counted by
   :mod:`~course.backprop.memory`;
 * :mod:`~course.backprop.bench`: the course's training step, buffers reused, against PyTorch's;
 * :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no
   read back, fused kernels from :mod:`~course.backprop.step_kernels`, a CUDA graph), their launches
-  counted by :mod:`~course.backprop.counting` and timed by :mod:`~course.backprop.ladder`;
+  counted by :mod:`~course.backprop.counting`;
 * :mod:`~course.backprop.plots` (the figures), :mod:`~course.backprop.widgets`,
   :mod:`~course.backprop.checks` (the exercises) and
   :mod:`~course.backprop.experiments` (``python -m course report``).

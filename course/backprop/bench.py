@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,10 +31,7 @@ from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available,
 from .checkpointing import checkpointed_backward
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
-from .validate import check_finite_loss, check_inputs
-
-if TYPE_CHECKING:
-    pass
+from .validate import validate_finite_loss, validate_inputs
 
 __all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step",
            "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU"]
@@ -96,7 +93,7 @@ class PreallocatedMLP(MLP):
 
     def train_step(self, x: Any, y: Any, lr: float) -> float:
         """The teaching :meth:`MLP.train_step`'s numbers, into the buffers; returns the loss before the update."""
-        x, y = check_inputs(self, x, y, lr)
+        x, y = validate_inputs(self, x, y, lr)
         self._buffers(x.shape[0])
         xp, lin, last, h = self.xp, self.linear_layers(), len(self.sizes) - 2, x
         for j, layer in enumerate(lin):               # forward, each output into its buffer
@@ -104,10 +101,9 @@ class PreallocatedMLP(MLP):
             h += layer.b
             if j < last:
                 self._activate(h)
-        with np.errstate(over="ignore", invalid="ignore"):   # a diverging run gets check_finite_loss's message
+        with np.errstate(over="ignore", invalid="ignore"):   # a diverging run gets validate_finite_loss's message
             loss, (probs, labels) = softmax_cross_entropy(h, y)
-            loss = float(loss)
-        check_finite_loss(loss, x, lr)
+        loss = validate_finite_loss(loss, x, lr)
         g = self._g[last]                             # d loss / d logits = (softmax - one_hot) / batch
         g[...] = probs
         g[xp.arange(g.shape[0]), labels] -= 1

@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import whole_number
+from ..arguments import Whole, arguments
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from .memory import ActivationLedger
-from .validate import check_checkpointing
+from .validate import validate_checkpointing
 
 __all__ = ["CheckpointRun", "checkpointed_backward", "kept_pattern"]
 
@@ -70,14 +70,14 @@ def _blocks(model: MLP) -> list[tuple[Linear, Any]]:
 KEPT_PATTERN_MAX_BLOCKS = 100_000
 
 
+@arguments(n_blocks=Whole(hi=KEPT_PATTERN_MAX_BLOCKS, hint="the blocks (layers) of a network"),
+           every=Whole(hint="a checkpoint every k blocks, k >= 1"))
 def kept_pattern(n_blocks: int, every: int) -> list[str]:
     """For each block input 0..n_blocks-1: "checkpoint", "last segment" or "recomputed".
 
     >>> kept_pattern(5, 2)
     ['checkpoint', 'recomputed', 'checkpoint', 'recomputed', 'checkpoint']
     """
-    n_blocks = whole_number("n_blocks", n_blocks, hi=KEPT_PATTERN_MAX_BLOCKS, hint="the blocks (layers) of a network")
-    every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
     last = ((n_blocks - 1) // every) * every
     return ["checkpoint" if i % every == 0 else "last segment" if i >= last else "recomputed"
             for i in range(n_blocks)]
@@ -89,7 +89,7 @@ def checkpointed_backward(model: MLP, x: Any, y: Any, every: int) -> CheckpointR
     Fills the model's gradients (equal to plain backprop's) and leaves the weights
     unchanged.  ``every=1`` keeps everything: plain backprop.
     """
-    x, y, every = check_checkpointing(model, x, y, every)
+    x, y, every = validate_checkpointing(model, x, y, every)
     with ActivationLedger(model.device, x, model.xp) as held:    # counts the bytes of what is held
         return _checkpointed(model, x, y, int(every), held)
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Seed, Whole, arguments
 from ..devices import to_device
-from ..errors import BadInputError, random_generator, whole_number
-from ..limits import require_fits
-from .validate import check_digits
+from ..errors import BadInputError
+from .validate import require_order_fits, validate_digits
 
 __all__ = ["Dataset", "load_digits", "batches"]
 
@@ -70,7 +70,7 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
     test_fraction : share of the images held out for testing, stratified by class.
     seed : the split is a function of the seed alone.
     """
-    dev, dt = check_digits(device, dtype, test_fraction)
+    dev, dt = validate_digits(device, dtype, test_fraction)
     try:
         from sklearn.datasets import load_digits as _sk_digits
     except ImportError:  # pragma: no cover - scikit-learn is a dependency of the course
@@ -99,14 +99,12 @@ def load_digits(device: Any = "cpu", dtype: Any = "float32", test_fraction: floa
         images_test=raw.images[test_idx], mean=mean, std=std)
 
 
+@arguments(n=Whole(lo=0, hint="the number of examples to cover"),
+           batch_size=Whole(hint="the examples in one step, e.g. 64"), seed=Seed(), then=require_order_fits)
 def batches(n: int, batch_size: int, seed: int | np.random.Generator = 0,
             shuffle: bool = True) -> Iterator[np.ndarray]:
     """Index arrays (host numpy) that cover ``range(n)`` in batches of ``batch_size`` (last one smaller),
     shuffled by ``seed`` (a whole number, or a numpy ``Generator`` that goes on from epoch to epoch)."""
-    n = whole_number("n", n, lo=0, hint="the number of examples to cover")
-    batch_size = whole_number("batch_size", batch_size, hint="the examples in one step, e.g. 64")
-    rng = random_generator(seed)
-    require_fits(8 * n, "cpu", what=f"the order of {n:,} examples")
-    order = rng.permutation(n) if shuffle else np.arange(n)
+    order = seed.permutation(n) if shuffle else np.arange(n)
     for start in range(0, n, batch_size):
         yield order[start:start + batch_size]

@@ -11,10 +11,9 @@ from ..plots import sweep_figure
 from ..report import experiment
 from ..results import ResultSet
 from .bench import checkpoint_sweep
-from .ladder import ladder_sweep
 from .layers import MLP
 from .plots import checkpoint_figure, trace_figure
-from .timing import step_time_sweep, trace_from_results, trace_step, trace_to_results
+from .timing import ladder_sweep, step_time_sweep, trace_from_results, trace_step, trace_to_results
 from .trace import random_batch
 
 #: The network of the lesson's benchmark: 784 inputs, two hidden layers of 512, 10 classes.

@@ -40,7 +40,7 @@ from ..devices import cupy_module, to_numpy
 from ..errors import BadInputError
 from .layers import MLP, Linear
 from .step_kernels import REFERENCE, cupy_kernels
-from .validate import check_batch, check_fast_step, check_labels
+from .validate import validate_fast_step, validate_step_batch
 
 __all__ = ["RUNGS", "RUNG_TITLES", "FastStep", "declared_counts"]
 
@@ -81,7 +81,7 @@ class FastStep:
 
     def __init__(self, model: MLP, rung: str = "fused", batch: int = 256, lr: float = 1e-3,
                  namespace: Any = None):
-        self.batch = check_fast_step(model, rung, batch, lr, MLP, RUNGS)
+        self.batch = validate_fast_step(model, rung, batch, lr, MLP, RUNGS)
         self.rung, self.lr = rung, float(lr)
         self.sizes, self.device, self.dtype = list(model.sizes), model.device, model.dtype
         self.net = MLP(model.sizes, activation=model.activation, dtype=model.dtype, device=model.device)
@@ -123,12 +123,7 @@ class FastStep:
     def load(self, x: Any, y: Any, check: bool = True) -> None:
         """Copy a batch into the step's own buffers.  ``check``: validate the labels here (one read
         back); pass False for slices of a dataset whose labels were checked once as a whole."""
-        x = check_batch(x, self.sizes[0], self.device, self.dtype)
-        if x.shape[0] != self.batch:
-            raise BadInputError(f"this step was built for batches of {self.batch} rows, got {x.shape[0]}: "
-                                f"build FastStep(model, batch={x.shape[0]}) for this size")
-        if check:
-            y = check_labels(y, self.batch, self.sizes[-1], self.device)
+        x, y = validate_step_batch(self, x, y, check)
         _copy_into(self._x, x)
         _copy_into(self._y, y)
         if self.rung == "no_readback":

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..devices import to_numpy
 from .layers import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
-from .validate import check_eps, check_gradient_inputs
+from .validate import validate_eps, validate_gradient_inputs
 
 __all__ = ["rel_error", "central_differences", "gradient_check", "gradient_errors", "layer_gradient_check",
            "loss_gradient_check",
@@ -69,7 +69,7 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
     a bigger one (two forward passes per entry would take minutes).  Use a float64
     model: in float32 the rounding of the loss alone limits the agreement to about 1e-3.
     """
-    x, y, eps, max_entries = check_gradient_inputs(model, x, y, eps, max_entries)
+    x, y, eps, max_entries = validate_gradient_inputs(model, x, y, eps, max_entries)
     if max_entries == "auto":
         max_entries = None if model.n_parameters() <= FULL_CHECK_LIMIT else SAMPLE_ENTRIES
     loss, cache = softmax_cross_entropy(model.forward(x), y)
@@ -77,7 +77,8 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
     analytic = [to_numpy(g).copy() for g in model.gradients()]
     rng = np.random.default_rng(seed)
     out = []
-    for name, p, g in zip(model.parameter_names(), model.parameters(), analytic):
+    names = [f"{w}{i + 1}" for i in range(len(model.sizes) - 1) for w in ("W", "b")]     # W1, b1, W2, ...
+    for name, p, g in zip(names, model.parameters(), analytic):
         n = p.size                               # p is nudged in place: the model sees it
         idx = np.arange(n) if max_entries is None or max_entries >= n else \
             np.sort(rng.choice(n, size=max_entries, replace=False))
@@ -117,7 +118,7 @@ def central_differences(f: Callable[[], float], a: Any, eps: float = 1e-6, idx: 
     >>> np.round(central_differences(lambda: float((a ** 2).sum()), a), 6).tolist()   # d/da of a² = 2a
     [2.0, 4.0, 6.0]
     """
-    eps = check_eps(eps)
+    eps = validate_eps(eps)
     flat = a.reshape(-1)                          # a view: nudging it nudges a
     idx = range(flat.size) if idx is None else [int(i) for i in idx]
     out = np.empty(len(idx))
@@ -138,7 +139,7 @@ def layer_gradient_check(layer: Any, x: np.ndarray, eps: float = 1e-6, seed: int
     The scalar checked is ``sum(layer.forward(x) * dout)`` for a random ``dout``,
     whose gradient with respect to the output is exactly ``dout``.
     """
-    eps = check_eps(eps)
+    eps = validate_eps(eps)
     x = np.array(x, dtype=np.float64)
     dout_shape = (x.shape[0], layer.n_out) if isinstance(layer, Linear) else x.shape
     dout = np.random.default_rng(seed).standard_normal(dout_shape)
@@ -158,7 +159,7 @@ def layer_gradient_check(layer: Any, x: np.ndarray, eps: float = 1e-6, seed: int
 
 def loss_gradient_check(eps: float = 1e-6, seed: int = 0) -> dict:
     """Relative errors of the softmax cross-entropy and MSE backward passes on random float64 data."""
-    eps = check_eps(eps)
+    eps = validate_eps(eps)
     rng = np.random.default_rng(seed)
     logits = rng.standard_normal((6, 5)) * 3
     labels = rng.integers(0, 5, size=6)

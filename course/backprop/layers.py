@@ -33,16 +33,15 @@ from typing import Any
 import numpy as np
 
 from ..devices import get_xp, xp_of
-from ..errors import random_generator
 from .counting import mlp_flops
 from .validate import (
-    check_dlogits,
-    check_finite_loss,
-    check_inputs,
-    check_linear,
-    check_logits,
-    check_mlp,
-    check_same_shape,
+    require_logits,
+    validate_dlogits,
+    validate_finite_loss,
+    validate_inputs,
+    validate_linear,
+    validate_mlp,
+    validate_same_shape,
 )
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
@@ -69,8 +68,8 @@ class Linear:
 
     def __init__(self, n_in: int, n_out: int, *, dtype: Any = "float32", device: str = "cpu",
                  seed: int | np.random.Generator = 0, gain: float = 2.0):
-        n_in, n_out, dtype = check_linear(n_in, n_out, dtype, device)
-        w = random_generator(seed).standard_normal((n_in, n_out)) * math.sqrt(gain / n_in)
+        n_in, n_out, dtype, rng = validate_linear(n_in, n_out, dtype, device, seed)
+        w = rng.standard_normal((n_in, n_out)) * math.sqrt(gain / n_in)
         xp = get_xp(device)
         self.W = xp.asarray(w.astype(dtype))                 # weights, (n_in, n_out)
         self.b = xp.zeros(n_out, dtype=dtype)                # bias, (n_out,)
@@ -166,7 +165,7 @@ def softmax_cross_entropy(logits: Any, labels: Any) -> tuple[Any, tuple[Any, Any
     >>> float(loss)
     0.0
     """
-    check_logits(logits, labels)                 # an out-of-range label would pick another class
+    require_logits(logits, labels)               # an out-of-range label would pick another class
     xp, n = xp_of(logits), logits.shape[0]
     shifted = logits - logits.max(axis=1, keepdims=True)
     exp = xp.exp(shifted)
@@ -192,7 +191,7 @@ def mse(pred: Any, target: Any) -> tuple[Any, tuple[Any]]:
     ``pred`` and ``target`` must have the same shape: numpy would broadcast a ``(4, 1)`` against a
     ``(4,)`` into a ``(4, 4)`` difference and return a wrong loss without a word.
     """
-    pred, target = check_same_shape(pred, target)
+    pred, target = validate_same_shape(pred, target)
     diff = pred - target
     return (diff * diff).mean(), (diff,)
 
@@ -208,30 +207,25 @@ def mse_backward(cache: tuple[Any]) -> Any:
 class MLP:
     """A multilayer perceptron: Linear, activation, Linear, ..., Linear (logits).
 
-    ``sizes``: widths from input to output, e.g. ``[64, 128, 10]``; ``activation``: ``"relu"``,
-    ``"sigmoid"`` or ``"tanh"``; ``dtype``: ``"float32"``, or ``"float64"`` for gradient checks;
-    ``device``: ``"cpu"`` or ``"gpu"`` (inputs must live there); ``seed``: the weights are a
-    function of it alone.  ``layers`` in order; ``caches``: one per layer, from the last forward.
-
-    >>> MLP([784, 512, 512, 10]).flops_per_step(256) > 0.8e9
-    True
+    ``sizes``: widths from input to output, e.g. ``[64, 128, 10]``; ``activation``: ``"relu"``, ``"sigmoid"`` or
+    ``"tanh"``; ``dtype``: ``"float32"``, or ``"float64"`` for gradient checks; ``device``: ``"cpu"`` or ``"gpu"``
+    (inputs must live there); ``seed``: the weights are a function of it alone.
     """
 
     def __init__(self, sizes: Sequence[int], activation: str = "relu", dtype: Any = "float32",
                  device: Any = "cpu", seed: int = 0):
-        self.sizes, self.dtype, self.device = check_mlp(sizes, activation, dtype, device, ACTIVATIONS)
-        self.activation, self.seed, self.xp = activation, seed, get_xp(self.device)
+        self.sizes, self.dtype, self.device = validate_mlp(sizes, activation, dtype, device, ACTIVATIONS)
+        self.activation, self.xp = activation, get_xp(self.device)
         rng, act = np.random.default_rng(seed), ACTIVATIONS[activation]
-        self.layers: list = []
+        self.layers: list = []                   # Linear, activation, ..., Linear: none after the logits
         for n_in, n_out in zip(self.sizes[:-1], self.sizes[1:]):
-            self.layers += [Linear(n_in, n_out, dtype=self.dtype, device=self.device, seed=rng, gain=act.gain),
-                            act()]
-        self.layers.pop()                        # the last Linear gives the logits: no activation after it
-        self.caches: list = []
+            self.layers += [Linear(n_in, n_out, dtype=self.dtype, device=self.device, seed=rng, gain=act.gain), act()]
+        self.layers.pop()
+        self.caches: list = []                   # one per layer, from the last forward
 
     def forward(self, x):
         """Logits of shape ``(batch, sizes[-1])``; keeps each layer's cache for :meth:`backward`."""
-        h, _ = check_inputs(self, x)
+        h, _ = validate_inputs(self, x)
         self.caches = []
         for layer in self.layers:
             h, cache = layer.forward(h)
@@ -241,31 +235,25 @@ class MLP:
     def backward(self, dlogits, need_input_grad: bool = False):
         """Backpropagate ``dlogits`` (d loss / d logits) through the last forward pass: fills every
         layer's ``dW``/``db``; returns d loss / d x when ``need_input_grad`` (else None)."""
-        g = check_dlogits(self, dlogits)
+        g = validate_dlogits(self, dlogits)
         for layer, cache in zip(self.layers[:0:-1], self.caches[:0:-1]):
             g = layer.backward(g, cache)
         return self.layers[0].backward(g, self.caches[0], need_dx=need_input_grad)
 
-    def loss(self, x, y) -> float:
-        """Mean softmax cross-entropy on ``(x, y)`` (a forward pass; no gradients)."""
-        x, y = check_inputs(self, x, y)
-        return float(softmax_cross_entropy(self.forward(x), y)[0])
-
     def train_step(self, x, y, lr: float) -> float:
         """One step of plain SGD: forward, loss, backward, ``p -= lr * dp``; returns the loss before the
         update.  A loss that is not finite (lr too big) raises, leaving the weights untouched."""
-        x, y = check_inputs(self, x, y, lr)
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run gets check_finite_loss's message
+        x, y = validate_inputs(self, x, y, lr)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run gets validate_finite_loss's message
             loss, cache = softmax_cross_entropy(self.forward(x), y)
-            loss = float(loss)
-        check_finite_loss(loss, x, lr)
+        loss = validate_finite_loss(loss, x, lr)
         self.backward(softmax_cross_entropy_backward(cache))
         for p, dp in zip(self.parameters(), self.gradients()):
             p -= lr * dp
         return loss
 
     def linear_layers(self) -> list[Linear]:
-        return [layer for layer in self.layers if isinstance(layer, Linear)]
+        return self.layers[::2]                  # Linear, activation, Linear, ...
 
     def parameters(self) -> list:
         """``[W1, b1, W2, b2, ...]``: the live arrays (updating them changes the model)."""
@@ -275,15 +263,11 @@ class MLP:
         """``[dW1, db1, dW2, db2, ...]`` from the last backward, in the order of :meth:`parameters`."""
         return [g for layer in self.linear_layers() for g in layer.gradients()]
 
-    def parameter_names(self) -> list[str]:
-        return [f"{n}{i + 1}" for i in range(len(self.sizes) - 1) for n in ("W", "b")]
-
     def n_parameters(self) -> int:
         return sum(int(p.size) for p in self.parameters())
 
     def flops_per_step(self, batch: int) -> float:
-        """Floating-point operations of one forward + backward on ``batch`` examples (see :func:`mlp_flops`)."""
-        return mlp_flops(self.sizes, batch)
+        return mlp_flops(self.sizes, batch)     # one forward + backward on ``batch`` examples
 
     def __repr__(self) -> str:
         return f"MLP({'-'.join(map(str, self.sizes))}, {self.activation}, {self.dtype.name}, {self.device})"

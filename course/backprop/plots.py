@@ -1,5 +1,6 @@
-"""Lesson 01's figures: the digits, a training run, one step's trace, checkpointing's trade and what
-makes the step fast.  The modules they draw (data, train, trace, checkpointing, bench) draw nothing.
+"""Lesson 01's figures: the digits, a training run, one step's trace, checkpointing's trade, what
+makes the step fast and the fast step's ladder.  The modules they draw (data, train, trace, checkpointing,
+bench, timing) draw nothing.
 
 >>> from course.backprop.data import load_digits
 >>> digits_figure(load_digits(), 3).axes[0].get_title()
@@ -8,6 +9,7 @@ makes the step fast.  The modules they draw (data, train, trace, checkpointing, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,14 +18,25 @@ from matplotlib.patches import Rectangle
 
 from ..devices import to_numpy
 from ..errors import whole_number
-from ..plots import COLORS, PALETTE, add_footer, bar_figure, footer_text, new_figure, place_legend, set_takeaway
+from ..plots import (
+    COLORS,
+    PALETTE,
+    add_footer,
+    bar_figure,
+    footer_text,
+    log2_x,
+    new_figure,
+    place_legend,
+    series_style,
+    set_takeaway,
+)
 from ..results import ResultSet
 from .checkpointing import kept_pattern
 from .data import Dataset
 from .trace import StepTrace
 from .train import History
 
-__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure"]
+__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure"]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
@@ -209,3 +222,36 @@ def ablation_figure(times: dict, title: str = "") -> Figure:
     items = [(f"{what.get(k, k)} ({v / base:.2f}×)", v * 1e3, "cpu") for k, v in times.items()]
     return bar_figure(items, title=title or "One SGD step of 784-512-512-10, batch 256: what makes it fast",
                       unit="ms")
+
+
+def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+    """Step time against width, one line per rung and peer: ``live`` solid, each reference dashed.
+
+    Draws only records with a ``rung``; a reference without any says so in the footer instead.
+    """
+    fig, (ax,) = new_figure(1, width=9, height=4)
+    missing, drawn, styles = [], [], {}
+    for rs in ([live] if live is not None else []) + list(references):
+        ref = rs.source == "reference"
+        recs = [r for r in rs.records if r.get("rung")]
+        if not recs:
+            missing.append(rs.label)
+            continue
+        drawn += [rs] if ref else []
+        for dev in ("cpu", "gpu"):
+            for rung in dict.fromkeys(r["rung"] for r in recs if r["device"] == dev):
+                pts = sorted((r["width"], r["median_s"], r["title"]) for r in recs
+                             if r["device"] == dev and r["rung"] == rung)
+                # one colour and marker per rung, live and recorded alike (solid and dashed)
+                style = series_style(styles.setdefault((dev, rung), len(styles)), recorded=ref)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], ms=4, **style,
+                        label=f"{dev.upper()} {pts[0][2]}" + (f" ({rs.label})" if ref else " (live)"))
+    log2_x(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel("hidden width w (784-w-w-10, batch 256, float32)")
+    ax.set_ylabel("time per training step (s)")
+    ax.set_title("The step's ladder: each rung removes a host cost")
+    place_legend(ax)
+    # one footer (a second one would be written over the first)
+    add_footer(fig, live, drawn, extra="No ladder (records with a rung) in: " + "; ".join(missing) if missing else "")
+    return fig

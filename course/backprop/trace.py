@@ -27,13 +27,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
-
+from ..arguments import Seed, Whole, arguments
 from ..devices import to_device
-from ..errors import whole_number
-from ..limits import require_fits
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from .validate import check_inputs
+from .validate import require_random_batch_fits, validate_inputs
 
 __all__ = ["LayerTrace", "StepTrace", "describe_step", "random_batch", "trace_html"]
 
@@ -94,7 +91,7 @@ def describe_step(model: MLP, x: Any, y: Any) -> tuple[StepTrace, list[tuple[Lay
     """One real step of ``model`` on ``(x, y)`` (weights not updated), described layer by layer: a
     :class:`StepTrace` of what each layer computes and its FLOPs, and per layer (the loss last) a record
     with its forward and its backward as calls on copies of the values it saw in the step."""
-    x, y = check_inputs(model, x, y)
+    x, y = validate_inputs(model, x, y)
     b = int(x.shape[0])
     inputs, caches, upstream, logits, lcache = _run_step(model, x, y)
     tr = StepTrace(device=model.device, model=repr(model), batch=b)
@@ -168,14 +165,11 @@ def _layer_calls(layer: Any, xin, cache, dout, first: bool) -> tuple[Callable, C
     return forward, partial(layer.backward, dout, cache)
 
 
+@arguments(batch=Whole(hint="the examples in one step"), seed=Seed(), then=require_random_batch_fits)
 def random_batch(model: MLP, batch: int, seed: int = 0) -> tuple[Any, Any]:
     """A random standard-normal batch and random labels for ``model``, on its device."""
-    batch = whole_number("batch", batch, hint="the examples in one step")
-    require_fits(batch * (model.sizes[0] * (8 + model.dtype.itemsize) + 8), "cpu",
-               what=f"a random batch of {batch:,} examples of {model.sizes[0]:,} features")
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch, model.sizes[0])).astype(model.dtype)
-    y = rng.integers(0, model.sizes[-1], size=batch)
+    x = seed.standard_normal((batch, model.sizes[0])).astype(model.dtype)
+    y = seed.integers(0, model.sizes[-1], size=batch)
     return to_device(x, model.device), to_device(y, model.device)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..devices import synchronize, to_device
 from .data import Dataset, batches
 from .layers import MLP, softmax_cross_entropy
-from .validate import check_inputs, check_training
+from .validate import validate_inputs, validate_training
 
 __all__ = ["History", "train", "accuracy", "evaluate", "MAX_EPOCHS"]
 
@@ -55,7 +55,7 @@ class History:
 
 def evaluate(model: MLP, x: Any, y: Any) -> tuple[float, float]:
     """``(mean cross-entropy, accuracy)`` of ``model`` on ``(x, y)``, one forward pass."""
-    x, y = check_inputs(model, x, y)
+    x, y = validate_inputs(model, x, y)
     logits = model.forward(x)
     loss, _ = softmax_cross_entropy(logits, y)
     acc = (logits.argmax(axis=1) == y).mean()
@@ -75,7 +75,7 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     The batches are shuffled with ``seed``, so a run is a function of the model's
     seed and this one.  ``budget_s`` stops after the first epoch that ends past it.
     """
-    epochs = check_training(model, data, epochs, MAX_EPOCHS)
+    epochs = validate_training(model, data, epochs, MAX_EPOCHS)
     rng = np.random.default_rng(seed)
     h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD", device=model.device)
     began = time.perf_counter()

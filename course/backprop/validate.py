@@ -1,9 +1,10 @@
-"""Input checks for :class:`course.backprop.MLP`: each bad input gets a message naming the value.
+"""Lesson 01's input validation (``validate_*`` returns the value, ``require_*`` only raises): each bad
+input to :class:`course.backprop.MLP` and the lesson's functions gets a message naming the value.
 
 Kept apart from the model so that the algorithm reads top to bottom without them.
 
 >>> import numpy as np
->>> check_batch(np.zeros((2, 3), np.float32), 3, "cpu", np.dtype("float32")).shape
+>>> validate_batch(np.zeros((2, 3), np.float32), 3, "cpu", np.dtype("float32")).shape
 (2, 3)
 """
 
@@ -17,15 +18,17 @@ from typing import Any
 import numpy as np
 
 from ..devices import array_device, normalize_device, xp_of
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, random_generator, whole_number
 from ..limits import require_fits, validate_dtype
 
-__all__ = ["check_batch", "check_labels", "check_mlp", "check_linear", "check_inputs", "check_dlogits",
-           "check_finite_loss", "check_logits", "check_same_shape", "check_lr", "check_eps", "check_gradient_inputs",
-           "check_checkpointing", "check_training", "check_fast_step", "check_digits"]
+__all__ = ["validate_batch", "validate_labels", "validate_mlp", "validate_linear", "validate_inputs",
+           "validate_dlogits", "validate_finite_loss", "require_logits", "validate_same_shape", "validate_lr",
+           "validate_eps", "validate_gradient_inputs", "validate_checkpointing", "validate_training",
+           "validate_fast_step", "validate_step_batch", "require_order_fits", "require_random_batch_fits",
+           "validate_digits"]
 
 
-def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
+def validate_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
     """``x`` as a ``(batch, n_in)`` array of ``dtype`` on ``device`` (cast if needed), or a clear error."""
     n_in = whole_number("n_in", n_in, hint="the input width of the model")
     if array_device(x) != device:
@@ -39,7 +42,7 @@ def check_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
     return x if x.dtype == dtype else x.astype(dtype)
 
 
-def check_labels(y: Any, batch: int, n_classes: int, device: str) -> Any:
+def validate_labels(y: Any, batch: int, n_classes: int, device: str) -> Any:
     """``y`` as ``batch`` integer labels in ``0..n_classes-1`` on ``device``, or a clear error."""
     batch = whole_number("batch", batch, lo=0, hint="the rows of x")
     n_classes = whole_number("n_classes", n_classes, hint="the classes of the model")
@@ -59,7 +62,7 @@ def check_labels(y: Any, batch: int, n_classes: int, device: str) -> Any:
     return y
 
 
-def check_lr(lr: Any) -> float:
+def validate_lr(lr: Any) -> float:
     """``lr`` if it is a positive finite number, or a clear error."""
     if not isinstance(lr, (int, float, np.floating)) or not math.isfinite(lr) or lr <= 0:
         raise BadInputError(f"learning rate lr must be a positive finite number, got {lr!r}")
@@ -74,29 +77,30 @@ def _float_dtype(dtype: Any, device: Any) -> np.dtype:
     return dt
 
 
-def _check_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> None:
+def _require_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> None:
     """Refuse, before drawing anything, weights that would not fit: on ``device`` the weights, their
     gradients and one update buffer; on the host the float64 draw of the largest layer (and its copy)."""
     pairs = list(zip(sizes[:-1], sizes[1:]))
     params = sum(a * b + b for a, b in pairs)
     arch = "-".join(map(str, sizes))
     require_fits(3 * params * dtype.itemsize, device,
-               what=f"the {params:,} {dtype.name} weights of a {arch} network, their gradients and updates")
+                 what=f"the {params:,} {dtype.name} weights of a {arch} network, their gradients and updates")
     require_fits(max(a * b for a, b in pairs) * (16 + dtype.itemsize), "cpu",
-               what=f"the float64 draw of the largest layer of {arch}")
+                 what=f"the float64 draw of the largest layer of {arch}")
 
 
-def check_linear(n_in: Any, n_out: Any, dtype: Any, device: Any) -> tuple[int, int, np.dtype]:
-    """A Linear layer's ``(n_in, n_out, dtype)``, checked, with weights that fit on ``device``."""
+def validate_linear(n_in: Any, n_out: Any, dtype: Any, device: Any,
+                    seed: Any) -> tuple[int, int, np.dtype, np.random.Generator]:
+    """A Linear layer's ``(n_in, n_out, dtype, random generator)``, checked, with weights that fit on ``device``."""
     n_in = whole_number("n_in", n_in, hint="the width of the layer's input")
     n_out = whole_number("n_out", n_out, hint="the width of the layer's output")
     dtype = _float_dtype(dtype, device)
-    _check_weights_fit([n_in, n_out], dtype, device)
-    return n_in, n_out, dtype
+    _require_weights_fit([n_in, n_out], dtype, device)
+    return n_in, n_out, dtype, random_generator(seed)
 
 
-def check_mlp(sizes: Any, activation: Any, dtype: Any, device: Any,
-              activations: Mapping) -> tuple[list[int], np.dtype, str]:
+def validate_mlp(sizes: Any, activation: Any, dtype: Any, device: Any,
+                 activations: Mapping) -> tuple[list[int], np.dtype, str]:
     """An MLP's ``(sizes, dtype, device)``, checked, with weights that fit on ``device``."""
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) < 2:
         raise BadInputError(f"sizes must list at least two widths (input and output), e.g. "
@@ -106,22 +110,22 @@ def check_mlp(sizes: Any, activation: Any, dtype: Any, device: Any,
         raise BadInputError(f"activation must be one of {sorted(activations)}, got {activation!r}")
     device = normalize_device(device)
     dtype = _float_dtype(dtype, device)
-    _check_weights_fit(sizes, dtype, device)
+    _require_weights_fit(sizes, dtype, device)
     return sizes, dtype, device
 
 
-def check_inputs(model: Any, x: Any, y: Any = None, lr: Any = None) -> tuple[Any, Any]:
+def validate_inputs(model: Any, x: Any, y: Any = None, lr: Any = None) -> tuple[Any, Any]:
     """``(x, y)`` for ``model`` (an MLP): x cast to its dtype, the labels (if given) in range, and the
     learning rate (if given) positive; or a clear error."""
     if lr is not None:
-        check_lr(lr)
-    x = check_batch(x, model.sizes[0], model.device, model.dtype)
+        validate_lr(lr)
+    x = validate_batch(x, model.sizes[0], model.device, model.dtype)
     if y is not None:
-        y = check_labels(y, x.shape[0], model.sizes[-1], model.device)
+        y = validate_labels(y, x.shape[0], model.sizes[-1], model.device)
     return x, y
 
 
-def check_dlogits(model: Any, dlogits: Any) -> Any:
+def validate_dlogits(model: Any, dlogits: Any) -> Any:
     """``dlogits`` with the shape of ``model``'s last logits, on its device, in its dtype; or a clear error."""
     if not model.caches:
         raise BadInputError("backward needs a forward pass first: call model.forward(x)")
@@ -133,25 +137,27 @@ def check_dlogits(model: Any, dlogits: Any) -> Any:
     return dlogits if dlogits.dtype == model.dtype else dlogits.astype(model.dtype)
 
 
-def check_finite_loss(loss: float, x: Any, lr: float) -> None:
-    """A clear error when a training step's ``loss`` is not finite: bad data, or a learning rate too big."""
+def validate_finite_loss(loss: Any, x: Any, lr: float) -> float:
+    """A training step's ``loss`` as a float (one read back), or a clear error when it is not finite: bad
+    data, or a learning rate too big."""
+    loss = float(loss)
     if math.isfinite(loss):
-        return
+        return loss
     if not bool(xp_of(x).isfinite(x).all()):
         raise BadInputError("x contains NaN or infinite values: clean the data before training")
     raise BadInputError(f"the loss is {loss} (not finite): training diverged with learning rate "
                         f"lr={lr:g}. Lower lr (try {lr / 10:g}) and start again from a new model.")
 
 
-def check_logits(logits: Any, labels: Any) -> None:
+def require_logits(logits: Any, labels: Any) -> None:
     """``logits`` a ``(batch, classes)`` array and ``labels`` one class in range per row; or a clear error."""
     if getattr(logits, "ndim", None) != 2:
         raise BadInputError(f"logits must be a 2-D array (batch, classes), got "
                             f"{getattr(logits, 'shape', type(logits).__name__)}")
-    check_labels(labels, logits.shape[0], logits.shape[1], array_device(logits))
+    validate_labels(labels, logits.shape[0], logits.shape[1], array_device(logits))
 
 
-def check_same_shape(pred: Any, target: Any) -> tuple[Any, Any]:
+def validate_same_shape(pred: Any, target: Any) -> tuple[Any, Any]:
     """``(pred, target)`` of one shape (plain lists become float64 arrays); or a clear error."""
     if not hasattr(pred, "shape") and not hasattr(target, "shape"):
         pred, target = np.asarray(pred, dtype=np.float64), np.asarray(target, dtype=np.float64)
@@ -161,31 +167,31 @@ def check_same_shape(pred: Any, target: Any) -> tuple[Any, Any]:
     return pred, target
 
 
-def check_eps(eps: object) -> float:
+def validate_eps(eps: object) -> float:
     """``eps`` as a float if it is a step in (0, 1); a zero step would divide by zero."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
         raise BadInputError(f"eps must be a small positive step such as 1e-6, got {eps!r}")
     return float(eps)
 
 
-def check_gradient_inputs(model: Any, x: Any, y: Any, eps: Any, max_entries: Any) -> tuple[Any, Any, float, Any]:
+def validate_gradient_inputs(model: Any, x: Any, y: Any, eps: Any, max_entries: Any) -> tuple[Any, Any, float, Any]:
     """A gradient check's ``(x, y, eps, max_entries)``: the batch for ``model``, a step in (0, 1), and
     None, ``"auto"`` or a whole number of entries; or a clear error."""
-    eps = check_eps(eps)
+    eps = validate_eps(eps)
     if max_entries is not None and max_entries != "auto":
         max_entries = whole_number("max_entries", max_entries, hint="or None (every entry) or 'auto'")
-    x, y = check_inputs(model, x, y)
+    x, y = validate_inputs(model, x, y)
     return x, y, eps, max_entries
 
 
-def check_checkpointing(model: Any, x: Any, y: Any, every: Any) -> tuple[Any, Any, int]:
+def validate_checkpointing(model: Any, x: Any, y: Any, every: Any) -> tuple[Any, Any, int]:
     """A checkpointed step's ``(x, y, every)``: the batch for ``model`` and k >= 1; or a clear error."""
     every = whole_number("every", every, hint="a checkpoint every k blocks, k >= 1")
-    x, y = check_inputs(model, x, y)
+    x, y = validate_inputs(model, x, y)
     return x, y, every
 
 
-def check_training(model: Any, data: Any, epochs: Any, max_epochs: int) -> int:
+def validate_training(model: Any, data: Any, epochs: Any, max_epochs: int) -> int:
     """``epochs``, checked, for a ``model`` that fits ``data`` (same device, widths); or a clear error."""
     epochs = whole_number("epochs", epochs, hi=max_epochs, hint="passes over the training set, e.g. 10")
     if data.device != model.device:
@@ -197,7 +203,7 @@ def check_training(model: Any, data: Any, epochs: Any, max_epochs: int) -> int:
     return epochs
 
 
-def check_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, rungs: Sequence[str]) -> int:
+def validate_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, rungs: Sequence[str]) -> int:
     """A fast step's ``batch``, checked, for a ``model`` (an ``mlp``) that ``rung`` (one of ``rungs``) can
     run; or a clear error."""
     if not isinstance(model, mlp):
@@ -213,11 +219,32 @@ def check_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, rungs
     if model.device == "gpu" and rung in ("fused", "graph") and model.dtype != np.float32:
         raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
                             f"(build it with dtype='float32', or use rung 'no_readback')")
-    check_lr(lr)
+    validate_lr(lr)
     return whole_number("batch", batch, hint="the rows of every batch this step takes")
 
 
-def check_digits(device: Any, dtype: Any, test_fraction: Any) -> tuple[str, np.dtype]:
+def validate_step_batch(fast: Any, x: Any, y: Any, check: bool) -> tuple[Any, Any]:
+    """A fast step's ``(x, y)``: ``fast.batch`` rows for its model, the labels checked when ``check``; or a
+    clear error."""
+    x = validate_batch(x, fast.sizes[0], fast.device, fast.dtype)
+    if x.shape[0] != fast.batch:
+        raise BadInputError(f"this step was built for batches of {fast.batch} rows, got {x.shape[0]}: "
+                            f"build FastStep(model, batch={x.shape[0]}) for this size")
+    return x, validate_labels(y, fast.batch, fast.sizes[-1], fast.device) if check else y
+
+
+def require_order_fits(n: int) -> None:
+    """Refuse an order of ``n`` examples (int64 indices) that does not fit in host memory."""
+    require_fits(8 * n, "cpu", what=f"the order of {n:,} examples")
+
+
+def require_random_batch_fits(model: Any, batch: int) -> None:
+    """Refuse a random batch for ``model`` (drawn in float64, then cast) that does not fit in host memory."""
+    require_fits(batch * (model.sizes[0] * (8 + model.dtype.itemsize) + 8), "cpu",
+                 what=f"a random batch of {batch:,} examples of {model.sizes[0]:,} features")
+
+
+def validate_digits(device: Any, dtype: Any, test_fraction: Any) -> tuple[str, np.dtype]:
     """The digits' ``(device, float dtype)``, with ``test_fraction`` in (0, 1); or a clear error."""
     device = normalize_device(device)
     dt = _float_dtype(dtype, device)

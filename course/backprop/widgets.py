@@ -110,10 +110,10 @@ def step_rate(sizes: Sequence[int], dtype: str) -> float:
     return run()
 
 
-def _check_steps(what: str, sizes, steps: float, batch: int, dtype: str, instead: str) -> None:
+def _require_quick(what: str, sizes, steps: float, batch: int, dtype: str, instead: str) -> None:
     """Refuse ``steps`` training steps of this network at ``batch`` whose estimated time is over the widget limit."""
     require_affordable(what, estimate_s(steps * step_flops(sizes, batch), step_rate(sizes, dtype)),
-               f"counted FLOPs over this network's {dtype} step rate measured at batch {_RATE_BATCH}", instead)
+                       f"counted FLOPs over this network's {dtype} step rate measured at batch {_RATE_BATCH}", instead)
 
 
 def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider:
@@ -231,9 +231,9 @@ def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp
             device, note = "cpu", _gpu_fallback_html(width, depth, batch, dtype)
         key = (width, depth, batch, dtype, device)
         if device == "cpu" and key not in traces:
-            _check_steps(f"Tracing a step of width {width}, {depth} hidden layers, batch {batch} in {dtype}",
-                         [784] + [width] * depth + [10], STEP_CALLS["trace"], batch, dtype,
-                         "Choose a smaller width, batch or depth (or float32).")
+            _require_quick(f"Tracing a step of width {width}, {depth} hidden layers, batch {batch} in {dtype}",
+                           [784] + [width] * depth + [10], STEP_CALLS["trace"], batch, dtype,
+                           "Choose a smaller width, batch or depth (or float32).")
         tr, name, flops = traces.get(key, lambda: measure(*key))
         t_ratio = tr.backward_s / max(tr.forward_s, 1e-30)
         closer = ("above the counted ratio: the backward's products "
@@ -319,9 +319,9 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
     def update(depth, every, width, batch):
         if (depth, width, batch) not in sweeps:
             n_ks = len({k for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, depth + 1) if k <= depth + 1})
-            _check_steps(f"Checkpointing {depth} hidden layers of width {width} at batch {batch} ({n_ks} values of k)",
-                         [784] + [width] * depth + [10], STEP_CALLS["checkpoint"] * n_ks, batch, "float32",
-                         "Choose a smaller width, batch or depth.")
+            _require_quick(f"Checkpointing {depth} hidden layers of width {width} at batch {batch} "
+                           f"({n_ks} values of k)", [784] + [width] * depth + [10], STEP_CALLS["checkpoint"] * n_ks,
+                           batch, "float32", "Choose a smaller width, batch or depth.")
         rs = sweeps.get((depth, width, batch), lambda: checkpoint_sweep(
             depth=depth, width=width, batch=batch, repeat=5, budget_s=0.4, progress=progress))
         L = depth + 1

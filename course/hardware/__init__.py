@@ -4,6 +4,7 @@
   multiprocessors and FP32 lanes, memory, bandwidth), the copy bandwidth measured here, GPU
   data-sheet figures (labelled as such), and the first experiment: a matrix product against its
   size on every device;
+* :mod:`~course.hardware.plots`: its figure, GFLOP/s against size on every device;
 * :mod:`~course.hardware.widgets`: that experiment's live app;
 * :mod:`~course.hardware.experiments`: the same sweep for ``python -m course report``.
 

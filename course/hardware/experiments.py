@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..plots import sweep_figure
 from ..report import experiment
 from .machine import matmul_sweep
+from .plots import matmul_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -26,6 +26,4 @@ def run(devices, quick, progress):
 
 @run.plot
 def plot(rs: ResultSet, references: Sequence[ResultSet]) -> Figure:
-    return sweep_figure(rs, references, x="n", y="gflops", xlabel="matrix size n",
-                        ylabel="GFLOP/s (higher is faster)", title="Matrix multiply, float32",
-                        higher_is_better=True)
+    return matmul_figure(rs, references, dtype="float32")

@@ -11,6 +11,7 @@ from ..devices import gpu_available
 from ..results import ResultSet
 from ..timing import noisy_note
 from .machine import matmul_sweep, time_matmul
+from .plots import matmul_figure
 
 if TYPE_CHECKING:
     from ..widgets import LiveApp
@@ -34,7 +35,6 @@ def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size:
     The sweep for each (device, dtype) is measured once and kept; moving the
     slider times only the chosen size, so it answers in well under a second.
     """
-    from ..plots import COLORS, mark_point, sweep_figure
     from ..results import load_reference
     from ..widgets import LiveApp, control_panel
 
@@ -66,12 +66,7 @@ def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size:
             lines.append(f"<b>{d.upper()}</b>: {n}×{n} {dtype} product in {r['median_s'] * 1e3:.3g} ms "
                          f"(IQR {r['q25_s'] * 1e3:.3g}–{r['q75_s'] * 1e3:.3g} ms) = <b>{r['gflops']:,.1f} "
                          f"GFLOP/s</b>" + (f" <i>{noisy_note([r])}</i>" if r["noisy"] else ""))
-        fig = sweep_figure(live, refs if "gpu" not in devs else [], x="n", y="gflops",
-                           xlabel="matrix size n (n×n @ n×n)", ylabel="GFLOP/s (higher is faster)",
-                           title=f"Matrix multiply, {dtype}", highlight=n, higher_is_better=True,
-                           where={"dtype": dtype})
-        for d, rate in points:
-            mark_point(fig, n, rate, label=f"{d.upper()} at n={n} (just now)", color=COLORS[d])
+        fig = matmul_figure(live, refs if "gpu" not in devs else [], dtype=dtype, highlight=n, points=points)
         return fig, "".join(notes) + "<br>".join(lines)
 
     controls = control_panel(sizes=sizes, size=size, dtypes=("float32", "float64"), device=True)
