@@ -64,7 +64,7 @@ def test_batch_sweep_budget_stops_early():
 
 
 @pytest.mark.parametrize("kw, exc, words", [
-    (dict(batch_sizes=[]), BadInputError, "empty"),
+    (dict(batch_sizes=[]), BadInputError, "at least 1 whole number"),
     (dict(batch_sizes=[0]), BadInputError, ">= 1"),
     (dict(sizes=[5]), BadInputError, "input and an output"),
     (dict(batch_sizes=[2 ** 40]), DeviceMemoryError, "smaller"),
@@ -140,7 +140,7 @@ def test_precision_sweep_bfloat16_via_torch_or_a_note():
         assert not rs.records and "PyTorch" in rs.notes[0]
 
 
-@pytest.mark.parametrize("kw, exc, words", [(dict(sizes=[]), BadInputError, "empty"),
+@pytest.mark.parametrize("kw, exc, words", [(dict(sizes=[]), BadInputError, "at least 1 whole number"),
                                             (dict(dtypes=[]), BadInputError, "dtypes"),
                                             (dict(dtypes=["int3"]), UnsupportedDtypeError, "int3")])
 def test_precision_bad_input(kw, exc, words):

@@ -86,4 +86,4 @@ def test_torch_bfloat16_product_agrees_with_float64():
 def test_torch_rung_with_unknown_dtype_is_refused():
     pytest.importorskip("torch")
     with pytest.raises(UnsupportedDtypeError, match="no dtype 'float7'"):
-        vm.random_matrices(4, "float7", rung="torch")
+        vt.torch_matrices(4, "float7")

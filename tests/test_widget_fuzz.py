@@ -98,7 +98,8 @@ def _scan_cost(algorithm, n, op="add", dtype="float32", device="cpu", **_):
 
 
 def _point_cost(op, n, dtype="float32", device="cpu", **_):
-    from course.throughput.costs import POINT_CALLS, point_rate
+    from course.throughput.costs import POINT_CALLS
+    from course.throughput.widgets import point_rate
 
     if device != "cpu" or op not in ("matmul", "mlp step"):
         return 0.0
@@ -113,7 +114,8 @@ def _point_cost(op, n, dtype="float32", device="cpu", **_):
 
 
 def _sweep_cost(op, sizes, dtype="float32", devices=("cpu",), **_):
-    from course.throughput.costs import SWEEP_CALLS, op_rate
+    from course.throughput.costs import SWEEP_CALLS
+    from course.throughput.widgets import op_rate
 
     if "cpu" not in devices:
         return 0.0
@@ -121,13 +123,13 @@ def _sweep_cost(op, sizes, dtype="float32", devices=("cpu",), **_):
 
 
 def _fusion_cost(n=2 ** 20, steps=4, dtype="float32", devices=("cpu",), **_):
-    from course.throughput.costs import fusion_cost_s
+    from course.throughput.widgets import fusion_cost_s
 
     return fusion_cost_s(n, steps, dtype) if "cpu" in devices and n > 2 ** 20 else 0.0
 
 
 def _async_cost(device, n=2 ** 16, chain=20, **_):
-    from course.throughput.costs import async_cost_s
+    from course.throughput.widgets import async_cost_s
 
     return async_cost_s(n, chain) if device == "cpu" and chain * n > 8 * 2 ** 20 else 0.0
 

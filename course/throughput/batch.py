@@ -24,15 +24,15 @@ bfloat16 has no numpy type; it is timed through PyTorch when that is installed.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..arguments import Devices, Dtype, Real, Whole, Wholes, arguments
 from ..backprop import MLP
-from ..devices import cupy_module, get_xp, resolve_devices, synchronize
-from ..errors import BadInputError, UnsupportedDtypeError, whole_number
+from ..devices import cupy_module, get_xp, synchronize
+from ..errors import BadInputError, UnsupportedDtypeError
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
@@ -45,18 +45,17 @@ __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep"
 DEFAULT_MLP_SIZES = (256, 256, 256, 10)
 
 
+@arguments(throughput_per_s=Real(lo=0), latency_s=Real(lo=0))
 def littles_law(throughput_per_s: float, latency_s: float) -> float:
     """Items in flight ``L = λ · W`` (Little's law).
 
     >>> littles_law(1000.0, 0.064)  # 1000 samples/s, 64 ms each: 64 in flight
     64.0
     """
-    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0
-               for v in (throughput_per_s, latency_s)):
-        raise BadInputError(f"throughput and latency must be >= 0, got {throughput_per_s!r}, {latency_s!r}")
-    return float(throughput_per_s) * float(latency_s)
+    return throughput_per_s * latency_s
 
 
+@arguments(fraction=Real(above=0, hi=1))
 def batch_for_fraction(batch_sizes: Sequence[float], samples_per_s: Sequence[float],
                        fraction: float = 0.9) -> int:
     """The smallest batch size whose throughput reaches ``fraction`` of the best measured.
@@ -71,8 +70,6 @@ def batch_for_fraction(batch_sizes: Sequence[float], samples_per_s: Sequence[flo
                             f"{len(s)} throughputs")
     if not np.all(np.isfinite(b)) or not np.all(np.isfinite(s)):
         raise BadInputError("batch_sizes and samples_per_s must be finite numbers (no NaN or infinity)")
-    if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool) or not 0 < fraction <= 1:
-        raise BadInputError(f"fraction must be in (0, 1], got {fraction!r}")
     order = np.argsort(b)
     b, s = b[order], s[order]
     return int(b[np.nonzero(s >= fraction * s.max())[0][0]])
@@ -87,6 +84,17 @@ def _run_steps(model: Any, x: Any, y: Any, steps: int, device: str) -> None:
     synchronize(device)
 
 
+def _require_mlp_fits(batch_sizes: list[int], sizes: list[int], devices: list[str], dtype: np.dtype) -> None:
+    """Refuse a dtype a device cannot hold, or an MLP step at the largest batch that does not fit on a device."""
+    nbytes = (4 * max(batch_sizes) * sum(sizes) + 3 * sum(a * b for a, b in zip(sizes, sizes[1:]))) * dtype.itemsize
+    for d in devices:
+        validate_dtype(dtype, d)
+        require_fits(nbytes, d, what=f"an MLP {sizes} at batch {max(batch_sizes):,}")
+
+
+@arguments(batch_sizes=Wholes(hint="each is a batch size, e.g. [1, 64]"),
+           sizes=Wholes(min_len=2, hint="the layer widths, at least an input and an output width"),
+           devices=Devices(), dtype=Dtype(), repeat=Whole(), stream_steps=Whole(hi=10_000), then=_require_mlp_fits)
 def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequence[int] = DEFAULT_MLP_SIZES,
                 devices: Sequence[Any] | None = None, dtype: Any = "float32", repeat: int = 5,
                 budget_s: float | None = 0.3, stream_steps: int = 5, total_budget_s: float | None = None,
@@ -98,30 +106,16 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
     over ``stream_steps`` consecutive steps timed as one run; median of up to 3 runs), ``in_flight`` (Little's law:
     ``stream_samples_per_s × median_s``, to compare with ``batch``) and ``gflops``.
     """
-    bs = [whole_number("batch_sizes", b, hint="each is a batch size") for b in batch_sizes]
-    if not bs:
-        raise BadInputError("the batch-size range is empty: give at least one batch size, e.g. [1, 64]")
-    sizes = [whole_number("sizes", s, hint="each is a layer width") for s in sizes]
-    repeat = whole_number("repeat", repeat)
-    stream_steps = whole_number("stream_steps", stream_steps, 1, 10_000)
-    if len(sizes) < 2:
-        raise BadInputError(f"sizes must list at least an input and an output width, got {sizes!r}")
-    devs = resolve_devices(devices)
-    dt = validate_dtype(dtype, "cpu")
-    for d in devs:
-        validate_dtype(dt, d)
-        require_fits(4 * max(bs) * sum(sizes) * dt.itemsize + 3 * sum(a * b for a, b in zip(sizes, sizes[1:]))
-                     * dt.itemsize, d, what=f"an MLP {sizes} at batch {max(bs):,}")
-    rs = ResultSet("batching", params={"batch_sizes": bs, "sizes": sizes, "devices": devs, "dtype": dt.name,
-                                      "repeat": repeat, "stream_steps": stream_steps,
+    rs = ResultSet("batching", params={"batch_sizes": batch_sizes, "sizes": sizes, "devices": devices,
+                                      "dtype": dtype.name, "repeat": repeat, "stream_steps": stream_steps,
                                       "total_budget_s": total_budget_s, "stopped_early": False})
-    jobs = [(d, b) for d in devs for b in bs]
+    jobs = [(d, b) for d in devices for b in batch_sizes]
     rng = np.random.default_rng(0)
     models: dict[str, Any] = {}
     for d, b in sweep_within_budget(jobs, rs, total_budget_s, progress, "batch sizes"):
-        model = models.get(d) or models.setdefault(d, MLP(sizes, dtype=dt.name, device=d, seed=0))
+        model = models.get(d) or models.setdefault(d, MLP(sizes, dtype=dtype.name, device=d, seed=0))
         xp = get_xp(d)
-        x = xp.asarray(rng.standard_normal((b, sizes[0])).astype(dt))
+        x = xp.asarray(rng.standard_normal((b, sizes[0])).astype(dtype))
         y = xp.asarray(rng.integers(0, sizes[-1], size=b))
         t = benchmark(model.train_step, x, y, 1e-3, device=d, warmup=1, repeat=repeat, budget_s=budget_s,
                       name=f"train_step B={b}")
@@ -129,16 +123,16 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
                           repeat=max(1, min(repeat, 3)), budget_s=budget_s, name=f"{stream_steps} steps")
         stream = stream_steps * b / steps.median
         flops = float(model.flops_per_step(b))
-        rs.add_timing(t, batch=b, dtype=dt.name, samples_per_s=b / t.median, stream_samples_per_s=stream,
+        rs.add_timing(t, batch=b, dtype=dtype.name, samples_per_s=b / t.median, stream_samples_per_s=stream,
                       in_flight=littles_law(stream, t.median), flops=flops, gflops=flops / t.median / 1e9)
     return rs
 
 
 # ----------------------------------------------------------------- mixed precision
 
-def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: float | None) -> dict:
-    """One n×n matrix product in ``dtype`` (bfloat16, ...) timed through PyTorch: a record with its GFLOP/s."""
-    n = whole_number("n", n, hint="the matrix side")
+def require_torch_matmul(n: int, dtype: Any, device: str) -> None:
+    """Refuse three n×n matrices that do not fit, or a product PyTorch cannot time here: not installed, no
+    such dtype, or no CUDA build for the GPU."""
     require_fits(3 * n * n * 2, "gpu" if device == "gpu" else "cpu", what=f"three {n:,}x{n:,} {dtype} matrices")
     if not torch_available():
         raise UnsupportedDtypeError(f"{dtype} is timed through PyTorch, which is not installed here; "
@@ -147,10 +141,17 @@ def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: fl
 
     if not isinstance(dtype, str) or not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise UnsupportedDtypeError(f"dtype must name a PyTorch dtype such as 'bfloat16', got {dtype!r}")
-    tdev = "cuda" if device == "gpu" else "cpu"
-    if tdev == "cuda" and not torch_cuda_available():
+    if device == "gpu" and not torch_cuda_available():
         raise UnsupportedDtypeError("bfloat16 on the GPU is timed through PyTorch, whose CUDA build is not "
                                     "installed here; install a CUDA build of torch or choose float16")
+
+
+@arguments(n=Whole(hint="the matrix side"), then=require_torch_matmul)
+def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: float | None) -> dict:
+    """One n×n matrix product in ``dtype`` (bfloat16, ...) timed through PyTorch: a record with its GFLOP/s."""
+    import torch
+
+    tdev = "cuda" if device == "gpu" else "cpu"
     tdt = getattr(torch, dtype)
     a = torch.full((n, n), 0.5, dtype=tdt, device=tdev)
     b = torch.full((n, n), 0.25, dtype=tdt, device=tdev)
@@ -164,6 +165,20 @@ def time_torch_matmul(n: int, dtype: str, device: str, repeat: int, budget_s: fl
     return t.as_record() | {"device": device, "n": n, "gflops": flops / t.median / 1e9, "flops": flops}
 
 
+def _require_precisions_fit(sizes: list[int], dtypes: Sequence[str], devices: list[str]) -> None:
+    """Refuse no dtypes, a dtype a device cannot hold (bfloat16 is PyTorch's), or three matrices of the largest
+    size that do not fit."""
+    if not dtypes:
+        raise BadInputError("dtypes is empty: give at least one of float32, float16, bfloat16")
+    for dtn in dtypes:
+        for d in devices:
+            if dtn != "bfloat16":
+                validate_dtype(dtn, d)
+            require_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
+                         what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
+
+
+@arguments(sizes=Wholes(hint="each is a matrix side, e.g. [256]"), devices=Devices(), then=_require_precisions_fit)
 def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str] = ("float32", "float16", "bfloat16"),
                     devices: Sequence[Any] | None = None, repeat: int = 3, budget_s: float | None = 0.3,
                     total_budget_s: float | None = None, progress: Callable | None = None) -> ResultSet:
@@ -174,26 +189,14 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
     note when PyTorch is not installed.  Each record has ``dtype``, ``library``, ``n``,
     ``gflops``, ``median_s`` and ``matrix_bytes`` (one n×n matrix).
     """
-    sizes = [whole_number("sizes", s, hint="each is a matrix side") for s in sizes]
-    if not sizes:
-        raise BadInputError("the size range is empty: give at least one matrix size, e.g. [256]")
     dtypes = list(dtypes)
-    if not dtypes:
-        raise BadInputError("dtypes is empty: give at least one of float32, float16, bfloat16")
-    devs = resolve_devices(devices)
-    for dtn in dtypes:
-        for d in devs:
-            if dtn != "bfloat16":
-                validate_dtype(dtn, d)
-            require_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
-                         what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
-    rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devs,
+    rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devices,
                                              "repeat": repeat, "stopped_early": False})
     if "bfloat16" in dtypes and not torch_available():
         rs.notes.append("bfloat16 was not timed: numpy and CuPy have no bfloat16 type and PyTorch is not "
                         "installed (pip install torch to add it).")
         dtypes = [d for d in dtypes if d != "bfloat16"]
-    jobs = [(d, dtn, n) for d in devs for dtn in dtypes for n in sizes]
+    jobs = [(d, dtn, n) for d in devices for dtn in dtypes for n in sizes]
     for d, dtn, n in sweep_within_budget(jobs, rs, total_budget_s, progress, "precisions"):
         if dtn == "bfloat16":
             try:
@@ -210,7 +213,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
             rec = time_op("matmul", n, dtn, d, repeat=repeat, budget_s=budget_s)
             lib, itemsize = ("cupy" if d == "gpu" else "numpy"), np.dtype(dtn).itemsize
         rs.add(**(rec | {"dtype": dtn, "library": lib, "matrix_bytes": n * n * itemsize}))
-    if "gpu" in devs and cupy_module() is not None:
+    if "gpu" in devices and cupy_module() is not None:
         rs.notes.append("GPU float16 products go through cuBLAS, which uses tensor cores where the GPU has "
                         "them; float32 uses the ordinary FP32 units (CuPy enables TF32 only with CUPY_TF32=1).")
     return rs

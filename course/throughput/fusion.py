@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import cupy_module, get_xp, resolve_devices, synchronize, to_numpy
+from ..arguments import Devices, Given, OneOf, Whole, arguments
+from ..devices import cupy_module, get_xp, synchronize, to_numpy
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
@@ -55,41 +56,46 @@ FUSION_STEPS: list[tuple[str, Any, str]] = [
 MAX_STEPS = len(FUSION_STEPS)
 
 
-def _validate_steps(steps: Any) -> int:
+def validate_steps(steps: Any) -> int:
+    """``steps`` as an ``int`` from 1 to :data:`MAX_STEPS`."""
     return whole_number("steps", steps, 1, MAX_STEPS, hint="the chain has that many steps")
 
 
-def fusion_chain(steps: int) -> list[str]:
-    """Names of the first ``steps`` steps of the chain."""
-    return [name for name, _, _ in FUSION_STEPS[:_validate_steps(steps)]]
-
-
-def unfused(x: Any, steps: int) -> Any:
-    """Run the chain one array call per step (``steps`` kernels, a temporary each)."""
-    xp = get_xp("gpu") if type(x).__module__.startswith("cupy") else np
-    t = x
-    for _, f, _ in FUSION_STEPS[:_validate_steps(steps)]:
-        t = f(xp, t)
-    return t
-
-
-def blocked(x: np.ndarray, steps: int, tile: int = 2 ** 16, out: np.ndarray | None = None) -> np.ndarray:
-    """CPU: the chain tile by tile, each tile going through every step while it is in cache."""
-    k = _validate_steps(steps)
-    tile = whole_number("tile", tile, hint="elements per tile")
+def validate_cpu_floats(x: Any) -> np.ndarray:
+    """``x`` as a numpy array of floats: :func:`blocked` updates each tile in place, on the CPU."""
     if type(x).__module__.startswith("cupy"):
         raise BadInputError("blocked() is the CPU's way of fusing; on the GPU use fused()")
     x = np.asarray(x)
     if x.dtype.kind != "f":
         raise UnsupportedDtypeError(f"blocked() updates each tile in place, so x must hold floats; got "
                                     f"{x.dtype.name}: convert with x.astype('float32')")
+    return x
+
+
+def fusion_chain(steps: int) -> list[str]:
+    """Names of the first ``steps`` steps of the chain."""
+    return [name for name, _, _ in FUSION_STEPS[:validate_steps(steps)]]
+
+
+def unfused(x: Any, steps: int) -> Any:
+    """Run the chain one array call per step (``steps`` kernels, a temporary each)."""
+    xp = get_xp("gpu") if type(x).__module__.startswith("cupy") else np
+    t = x
+    for _, f, _ in FUSION_STEPS[:validate_steps(steps)]:
+        t = f(xp, t)
+    return t
+
+
+@arguments(steps=Given(validate_steps), tile=Whole(hint="elements per tile"), x=Given(validate_cpu_floats))
+def blocked(x: np.ndarray, steps: int, tile: int = 2 ** 16, out: np.ndarray | None = None) -> np.ndarray:
+    """CPU: the chain tile by tile, each tile going through every step while it is in cache."""
     out = np.empty_like(x) if out is None else out
     buf = np.empty(min(tile, x.size), dtype=x.dtype)
     for i in range(0, x.size, tile):
         j = min(i + tile, x.size)
         t = buf[: j - i]
         np.copyto(t, x[i:j])
-        for _, f, _ in FUSION_STEPS[:k]:
+        for _, f, _ in FUSION_STEPS[:steps]:
             f(np, t, out=t)  # in place: the tile never leaves the cache
         out[i:j] = t
     return out
@@ -105,7 +111,7 @@ def _c_expr(py: str) -> str:
 
 def fused_kernel_source(steps: int, target: str = "cpu") -> str:
     """The generated source of the fused loop: Python for numba (``"cpu"``) or CUDA C (``"gpu"``)."""
-    k = _validate_steps(steps)
+    k = validate_steps(steps)
     exprs = [e for _, _, e in FUSION_STEPS[:k]]
     if target == "gpu":
         return "T v = x;\n" + "".join(f"v = {_c_expr(e)};\n" for e in exprs) + "y = v;"
@@ -131,7 +137,7 @@ def _cupy_fused(k: int):
 
 def fused(x: Any, steps: int, out: Any = None) -> Any:
     """Run the whole chain in one compiled loop: one pass, one kernel."""
-    k = _validate_steps(steps)
+    k = validate_steps(steps)
     if type(x).__module__.startswith("cupy"):
         return _cupy_fused(k)(x) if out is None else _cupy_fused(k)(x, out)
     x = np.asarray(x)
@@ -143,19 +149,15 @@ def fused(x: Any, steps: int, out: Any = None) -> Any:
     return out
 
 
+@arguments(steps=Given(validate_steps), n=Whole(lo=0), itemsize=Whole(hint="bytes per element, e.g. 4 for float32"),
+           tile=Whole(), mode=OneOf("unfused", "fused", "blocked"))
 def fusion_counts(n: int, steps: int, itemsize: int, mode: str, tile: int = 2 ** 16) -> dict:
     """Kernels (calls) launched and bytes moved through main memory by one run of the chain."""
-    k = _validate_steps(steps)
-    n = whole_number("n", n, 0)
-    itemsize = whole_number("itemsize", itemsize, hint="bytes per element, e.g. 4 for float32")
-    tile = whole_number("tile", tile)
     if mode == "unfused":
-        return {"kernels": k, "bytes": 2.0 * k * n * itemsize}
+        return {"kernels": steps, "bytes": 2.0 * steps * n * itemsize}
     if mode == "fused":
         return {"kernels": 1, "bytes": 2.0 * n * itemsize}
-    if mode == "blocked":
-        return {"kernels": k * -(-n // tile), "bytes": 2.0 * n * itemsize}
-    raise BadInputError(f"mode must be 'unfused', 'fused' or 'blocked', got {mode!r}")
+    return {"kernels": steps * -(-n // tile), "bytes": 2.0 * n * itemsize}
 
 
 def _runner(mode: str, x, k: int, out):
@@ -166,6 +168,22 @@ def _runner(mode: str, x, k: int, out):
     return lambda: blocked(x, k, out=out)
 
 
+def _require_fusion_run(n: int, dtype: Any, devices: list[str], modes: Sequence[str]) -> None:
+    """Refuse unknown modes, a dtype that is not a float on a device, or a chain that does not fit there."""
+    bad = [m for m in modes if m not in ("unfused", "fused", "blocked")]
+    if bad or not modes:
+        raise BadInputError(f"modes must be some of 'unfused', 'blocked', 'fused'; got {list(modes)!r}")
+    for d in devices:
+        dt = validate_dtype(dtype, d)
+        if dt.kind != "f":
+            raise UnsupportedDtypeError(f"dtype must be a floating type (float16, float32, float64): the chain "
+                                        f"multiplies by 0.5 in place, got {dt.name}")
+    for d in devices:
+        dt = validate_dtype(dtype, d)
+        require_fits(4 * n * dt.itemsize, d, what=f"the chain on {n:,} {dt.name}")
+
+
+@arguments(n=Whole(), steps=Given(validate_steps), devices=Devices(), then=_require_fusion_run)
 def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", devices: Sequence[Any] | None = None,
                    modes: Sequence[str] = ("unfused", "blocked", "fused"), repeat: int = 5,
                    budget_s: float | None = 0.3) -> ResultSet:
@@ -175,22 +193,11 @@ def fusion_compare(n: int = 2 ** 20, steps: int = 4, dtype: Any = "float32", dev
     ``gb_per_s`` (those bytes over the time) and ``max_abs_error`` against the unfused
     result (the oracle).  ``"blocked"`` runs on the CPU only.
     """
-
-    n, k = whole_number("n", n), _validate_steps(steps)
-    bad = [m for m in modes if m not in ("unfused", "fused", "blocked")]
-    if bad or not modes:
-        raise BadInputError(f"modes must be some of 'unfused', 'blocked', 'fused'; got {list(modes)!r}")
-    devs = resolve_devices(devices)
+    k = steps
     rs = ResultSet("fusion", params={"n": n, "steps": k, "chain": fusion_chain(k), "dtype": str(dtype),
-                                    "devices": devs, "modes": list(modes)})
-    for d in devs:
+                                    "devices": devices, "modes": list(modes)})
+    for d in devices:
         dt = validate_dtype(dtype, d)
-        if dt.kind != "f":
-            raise UnsupportedDtypeError(f"dtype must be a floating type (float16, float32, float64): the chain "
-                                        f"multiplies by 0.5 in place, got {dt.name}")
-    for d in devs:
-        dt = validate_dtype(dtype, d)
-        require_fits(4 * n * dt.itemsize, d, what=f"the chain on {n:,} {dt.name}")
         xp = get_xp(d)
         x = xp.asarray(np.linspace(-2, 2, n, dtype=dt))
         ref = to_numpy(unfused(x, k)).astype(np.float64)

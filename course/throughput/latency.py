@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Wholes, arguments
 from ..devices import cupy_module, get_xp, normalize_device, require_gpu
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..limits import require_fits, validate_dtype
@@ -298,6 +299,18 @@ def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: A
     return rs
 
 
+def require_transfer_buffers(sizes: list[int], memory: Sequence[str]) -> None:
+    """Refuse a ``memory`` other than pageable and/or pinned, no GPU, or buffers of the largest size that
+    do not fit."""
+    bad = [m for m in memory if m not in ("pageable", "pinned")]
+    if bad or not memory:
+        raise BadInputError(f"memory must name 'pageable' and/or 'pinned', got {list(memory)!r}")
+    require_gpu()
+    require_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
+    require_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
+
+
+@arguments(sizes=Wholes(lo=4, hint="byte counts of at least 4"), then=require_transfer_buffers)
 def transfer_bandwidth(sizes: Sequence[int] = (2 ** 12, 2 ** 16, 2 ** 20, 2 ** 24, 2 ** 26),
                        memory: Sequence[str] = ("pageable", "pinned"), repeat: int = 5,
                        budget_s: float | None = 0.3, progress: Callable | None = None) -> ResultSet:
@@ -307,15 +320,6 @@ def transfer_bandwidth(sizes: Sequence[int] = (2 ** 12, 2 ** 16, 2 ** 20, 2 ** 2
     pinned staging buffer, then DMAs it.  Pinned (page-locked) memory is DMA'd
     directly.  Needs a GPU (there is no host↔device copy without one).
     """
-    sizes = [whole_number("sizes", s, 4, hint="byte counts of at least 4") for s in sizes]
-    if not sizes:
-        raise BadInputError("sizes must be a non-empty list of byte counts >= 4, got an empty list")
-    bad = [m for m in memory if m not in ("pageable", "pinned")]
-    if bad or not memory:
-        raise BadInputError(f"memory must name 'pageable' and/or 'pinned', got {list(memory)!r}")
-    require_gpu()
-    require_fits(max(sizes), "gpu", what=f"a {max(sizes) / 2**20:.0f} MiB transfer buffer")
-    require_fits(2 * max(sizes), "cpu", what=f"host buffers of {max(sizes) / 2**20:.0f} MiB")
     cp = cupy_module()
     import cupyx
 

@@ -19,14 +19,14 @@ thousands of threads — each stalled thread is one more outstanding load.
 from __future__ import annotations
 
 import functools
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..devices import cupy_module, get_xp, normalize_device, resolve_devices, synchronize
-from ..errors import BadInputError, whole_number
+from ..arguments import Devices, Real, Whole, Wholes, arguments
+from ..devices import cupy_module, get_xp, normalize_device, synchronize
+from ..errors import whole_number
 from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import benchmark
@@ -118,33 +118,26 @@ def memory_latency(nbytes: int = 2 ** 26, device: Any = "cpu", hops: int = 2 ** 
                             "ns_per_hop": per_hop * 1e9}
 
 
+@arguments(sizes=Wholes(lo=2 * LINE_BYTES, hint="working sets in bytes, e.g. [2**20]"), hops=Whole(hi=MAX_HOPS),
+           devices=Devices())
 def memory_latency_sweep(sizes: Sequence[int] = tuple(2 ** k for k in range(12, 27, 2)),
                          devices: Sequence[Any] | None = None, hops: int = 2 ** 18, repeat: int = 3,
                          progress: Any = None) -> ResultSet:
     """Pointer-chase latency against working-set size on each device: a ``ResultSet`` ``"memory_latency"``."""
-
-    sizes = [whole_number("sizes", s, 2 * LINE_BYTES, hint="working sets in bytes") for s in sizes]
-    hops = whole_number("hops", hops, 1, MAX_HOPS)
-    if not sizes:
-        raise BadInputError("the working-set range is empty: give at least one size in bytes, e.g. [2**20]")
-    devs = resolve_devices(devices)
-    rs = ResultSet("memory_latency", params={"sizes": sizes, "devices": devs, "hops": hops, "repeat": repeat})
-    jobs = [(d, s) for d in devs for s in sizes]
+    rs = ResultSet("memory_latency", params={"sizes": sizes, "devices": devices, "hops": hops, "repeat": repeat})
+    jobs = [(d, s) for d in devices for s in sizes]
     it = progress(jobs, total=len(jobs), desc="pointer chase") if progress else jobs
     for d, s in it:
         rs.add(**(memory_latency(s, d, hops=hops, repeat=repeat) | {"device": d}))
     return rs
 
 
+@arguments(bandwidth_bytes_per_s=Real(above=0), latency_s=Real(above=0))
 def bytes_in_flight(bandwidth_bytes_per_s: float, latency_s: float) -> dict:
     """Little's law for memory: bytes (and 64-byte lines) that must be in flight to stream at full speed.
 
     >>> bytes_in_flight(20e9, 100e-9)["lines"]
     31.25
     """
-    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
-               for v in (bandwidth_bytes_per_s, latency_s)):
-        raise BadInputError(f"bandwidth and latency must be positive, got {bandwidth_bytes_per_s!r} B/s and "
-                            f"{latency_s!r} s")
-    b = float(bandwidth_bytes_per_s) * float(latency_s)
+    b = bandwidth_bytes_per_s * latency_s
     return {"bytes": b, "lines": b / LINE_BYTES}

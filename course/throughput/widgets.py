@@ -30,6 +30,7 @@ from ..widgets import (
     dtype_dropdown,
     estimate_s,
     log2_slider,
+    measured_rate,
     noise_html,
     progress,
     require_affordable,
@@ -40,10 +41,11 @@ from .costs import (
     FUSION_RATE_N,
     POINT_CALLS,
     POINT_RATE_N,
-    async_cost_s,
-    fusion_cost_s,
+    async_probe,
+    fusion_probe,
+    op_probe,
     point_flops,
-    point_rate,
+    point_probe,
     sweep_sizes_within,
 )
 from .fusion import MAX_STEPS, fusion_compare
@@ -61,9 +63,30 @@ from .plots import (
 from .roofline import POINT_NAMES, cached_peaks, classify, peaks_of, roofline_point
 
 __all__ = ["latency_app", "sweep_app", "async_app", "memory_app", "batch_app", "fusion_app", "precision_app",
-           "roofline_app"]
+           "roofline_app", "op_rate", "point_rate", "async_cost_s", "fusion_cost_s"]
 
 _DTYPES = ("float32", "float64", "float16")
+
+
+def op_rate(op: str, dtype: str) -> float:
+    """Units of :func:`~course.throughput.costs.op_work` per second of ``op`` in ``dtype`` on this CPU."""
+    return measured_rate(("op", op, dtype), *op_probe(op, dtype))
+
+
+def point_rate(op: str, dtype: str) -> float:
+    """FLOP/s of a costly roofline point on this CPU in ``dtype``, measured once at a small size."""
+    return measured_rate(("roofline", op, dtype), *point_probe(op, dtype))
+
+
+def async_cost_s(n: int, chain: int) -> float:
+    """Estimated seconds of the CPU measurement: operations × elements over the rate of a chain of 8."""
+    return estimate_s(max(chain * n, ASYNC_RATE_WORK), measured_rate(("async chain",), *async_probe()))
+
+
+def fusion_cost_s(n: int, steps: int, dtype: str) -> float:
+    """Estimated seconds of the CPU comparison at ``n``, scaled linearly from the same comparison at 2^20."""
+    rate = measured_rate(("fusion", int(steps), str(dtype)), *fusion_probe(steps, dtype))
+    return estimate_s(max(n, FUSION_RATE_N), rate)
 
 
 def _plan(device: str, experiment: str) -> tuple[list[str], list, str]:
@@ -133,7 +156,7 @@ def sweep_app(op: str = "add", lo: int = 0, hi: int = 20, budget_s: float = 1.5)
         step = 1 if hi - lo <= 12 else 2
         sizes = [2 ** k for k in range(lo, hi + 1, step)]
         if "cpu" in devs:
-            sizes, dropped = sweep_sizes_within(op, sizes, dtype)
+            sizes, dropped = sweep_sizes_within(op, sizes, op_rate(op, dtype), WIDGET_LIMIT_S)
             if dropped:
                 note += (f"<p><i>Not timed: sizes from {dropped[0]:,} up ({dropped[0]:,} alone would take about "
                          f"{dropped[1]:,.1f} s on the CPU, estimated from its counted work at the rate measured at "

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from ..report import experiment
 from ..results import ResultSet
-from .matmul import torch_available
 from .plots import bandwidth_sweep_figure, ladder_figure, matmul_figure
-from .timing import ladder, matmul_ladder, relu_bandwidth
+from .timing import ladder, matmul_ladder, relu_bandwidth, torch_available
 
 
 @experiment("vectorize_ladder", title="ReLU at every rung: loop, lanes, numpy, threads, GPU", lesson="02")

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Whole, arguments
 from ..devices import array_device, cupy_module, quiet_numba_launches, require_gpu
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError
 
 __all__ = ["CUDA_BODIES", "ELEMENT_FUNCTIONS", "VECTOR_RELU_SOURCE", "cuda_source", "numba_kernel_source",
            "fused_elementwise", "vector_relu",
@@ -65,16 +66,23 @@ def _kernel(op: str, dtype_name: str):
                                 f"course_fused_{op}_{dtype_name}")
 
 
+def require_gpu_floats(x: Any, who: str, dtypes: tuple[str, ...] = ("float16", "float32", "float64"),
+                       why: str = "") -> None:
+    """Refuse, saying what to do: no GPU (:func:`~course.devices.require_gpu`), an ``x`` that is not a CuPy
+    array, or a dtype ``who`` does not take."""
+    require_gpu()
+    if array_device(x) != "gpu":
+        raise BadInputError(f"{who} needs a CuPy array; move x with course.to_device(x, 'gpu')")
+    if str(x.dtype) not in dtypes:
+        raise BadInputError(f"{who} takes {'/'.join(dtypes)}{why}, got {x.dtype}")
+
+
 def fused_elementwise(op: str, x: Any, out: Any = None, a: float = 2.0, b: float = -0.5) -> Any:
     """Run ``op`` on a CuPy array in a single fused CUDA kernel (compiled on first use, cached).
 
     Raises :class:`~course.errors.GPUUnavailableError` (with what to do) without a GPU.
     """
-    require_gpu()
-    if array_device(x) != "gpu":
-        raise BadInputError("fused_elementwise needs a CuPy array; move x with course.to_device(x, 'gpu')")
-    if str(x.dtype) not in ("float16", "float32", "float64"):
-        raise BadInputError(f"fused kernels take float16/float32/float64, got {x.dtype}")
+    require_gpu_floats(x, "fused_elementwise")
     k = _kernel(op if op in CUDA_BODIES else cuda_source(op), str(x.dtype))
     if out is None:
         return k(x, float(a), float(b))
@@ -128,12 +136,8 @@ def vector_relu(x: Any, out: Any = None) -> Any:
     elementwise kernels, moves 16 bytes per load.  Arrays whose address is not a multiple of 16
     bytes (a view such as ``x[1:]``) fall back to ``cupy.maximum``.
     """
-    require_gpu()
+    require_gpu_floats(x, "vector_relu", ("float32", "float64"), " (16 bytes = 4 or 2 of them)")
     cp = cupy_module()
-    if array_device(x) != "gpu":
-        raise BadInputError("vector_relu needs a CuPy array; move x with course.to_device(x, 'gpu')")
-    if str(x.dtype) not in ("float32", "float64"):
-        raise BadInputError(f"vector_relu takes float32 or float64 (16 bytes = 4 or 2 of them), got {x.dtype}")
     x = cp.ascontiguousarray(x)
     if out is None:
         out = cp.empty_like(x)
@@ -149,14 +153,14 @@ def vector_relu(x: Any, out: Any = None) -> Any:
     return out
 
 
+@arguments(n=Whole(lo=0, hint="the number of elements"),
+           threads_per_block=Whole(hi=1024, hint="1..1024 is a CUDA limit"))
 def blocks_for(n: int, threads_per_block: int = 256) -> int:
     """Blocks to launch so that ``blocks * threads_per_block >= n`` (at least 1).
 
     >>> blocks_for(1000, 256)
     4
     """
-    threads_per_block = whole_number("threads_per_block", threads_per_block, hi=1024, hint="1..1024 is a CUDA limit")
-    n = whole_number("n", n, lo=0, hint="the number of elements")
     return max(1, -(-n // threads_per_block))
 
 
@@ -208,6 +212,21 @@ def numba_kernel_source() -> str:
     return textwrap.dedent("        @cuda.jit" + body).rstrip() + "\n"
 
 
+def require_numba_input(op: str, x: Any) -> None:
+    """Refuse an unknown ``op``, no GPU (unless numba's CUDA simulator is on), or an ``x`` that is not a
+    1-d float16/float32/float64 array."""
+    if op not in CUDA_BODIES:
+        raise BadInputError(f"op must be one of {tuple(CUDA_BODIES)}, got {op!r}")
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        require_gpu()
+    if x.ndim != 1:
+        raise BadInputError(f"numba_elementwise takes a 1-d array, got shape {x.shape}; use x.ravel()")
+    if str(x.dtype) not in ("float16", "float32", "float64"):
+        raise BadInputError(f"numba_elementwise takes float16/float32/float64, got {x.dtype}")
+
+
 def numba_elementwise(op: str, x: Any, threads_per_block: int = 128, a: float = 2.0,
                       b: float = -0.5) -> Any:
     """Run ``op`` with a ``numba.cuda`` kernel: one thread per element, warps of 32.
@@ -217,17 +236,8 @@ def numba_elementwise(op: str, x: Any, threads_per_block: int = 128, a: float = 
     the constants are cast to it).  ``blocks_for(n, threads_per_block)`` blocks are
     launched; threads past the end do nothing.
     """
-    if op not in CUDA_BODIES:
-        raise BadInputError(f"op must be one of {tuple(CUDA_BODIES)}, got {op!r}")
-    from numba import config
-
-    if not config.ENABLE_CUDASIM:
-        require_gpu()
-    if x.ndim != 1:
-        raise BadInputError(f"numba_elementwise takes a 1-d array, got shape {x.shape}; use x.ravel()")
+    require_numba_input(op, x)
     dt = np.dtype(x.dtype)
-    if dt.name not in ("float16", "float32", "float64"):
-        raise BadInputError(f"numba_elementwise takes float16/float32/float64, got {dt.name}")
     y = x.copy()
     kernel = _numba_kernels(dt.name)[op]
     with quiet_numba_launches():   # small grids are on purpose here

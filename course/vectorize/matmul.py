@@ -10,16 +10,15 @@ rung        what runs                                                        siz
 ``dots``    one vectorized dot product per output element (SIMD per dot)     n ≤ 384
 ``blas``    one call to the BLAS library numpy links (SIMD + all cores)      any
 ``gpu``     CuPy's matmul: cuBLAS, tensor cores for float16                  any
-``torch``   PyTorch's matmul, the one place here with bfloat16 (optional)   any
 ==========  ===============================================================  ==========
 
 numpy has float16 arrays but no half-precision BLAS: its float16 product runs its
 own generic loop and is *slower* than float32 -- a measurement worth seeing.
 numpy has no bfloat16 at all (:func:`course.validate_dtype` says so); PyTorch has it,
-on the CPU and on the GPU, so the ``torch`` rung times it when PyTorch is
-installed.  :func:`course.vectorize.timing.wrapper_overhead` shows that :func:`matmul` (the
-course's wrapper) costs nothing measurable over calling ``numpy.matmul`` directly; the rungs are
-timed there too (:func:`~course.vectorize.timing.matmul_ladder`).
+on the CPU and on the GPU, so :mod:`course.vectorize.timing` times PyTorch's product as one
+more rung, ``torch``, when PyTorch is installed.  :func:`course.vectorize.timing.wrapper_overhead`
+shows that :func:`matmul` (the course's wrapper) costs nothing measurable over calling
+``numpy.matmul`` directly; the rungs are timed there too (:func:`~course.vectorize.timing.matmul_ladder`).
 
 >>> a = np.arange(4.0).reshape(2, 2)
 >>> matmul(a, a, rung="loop").tolist()
@@ -32,15 +31,15 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Dtype, Given, Seed, Whole, arguments
 from ..devices import get_xp, normalize_device, xp_of
-from ..errors import BadInputError, UnsupportedDtypeError, whole_number
-from ..limits import require_fits, validate_dtype
-from ..torch_peer import torch_available, torch_cuda_available
+from ..errors import BadInputError
+from ..limits import require_fits
 
 __all__ = ["MATMUL_RUNGS", "MATMUL_LIMITS", "CPU_FLOAT16_MATMUL_MAX_N", "matmul", "matmul_loop", "matmul_dots",
-           "matmul_blas", "torch_available", "random_matrices", "matmul_tolerance"]
+           "matmul_blas", "random_matrices", "matmul_tolerance"]
 
-MATMUL_RUNGS = ("loop", "dots", "blas", "gpu", "torch")
+MATMUL_RUNGS = ("loop", "dots", "blas", "gpu")
 #: The largest n each slow rung accepts (the loop takes n³ Python steps).
 MATMUL_LIMITS = {"loop": 96, "dots": 384}
 #: The largest n the ladder times numpy's float16 product at on the CPU: numpy has no float16 BLAS and
@@ -48,18 +47,21 @@ MATMUL_LIMITS = {"loop": 96, "dots": 384}
 CPU_FLOAT16_MATMUL_MAX_N = 512
 
 
-def _check_square(a: Any, b: Any) -> None:
+def require_product_shapes(a: Any, b: Any, rung: str) -> None:
+    """Refuse two arrays that are not an (m, k) and a (k, n) matrix, or too big for a slow ``rung``."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise BadInputError(f"matmul needs a (m, k) and a (k, n) matrix, got shapes {a.shape} and {b.shape}")
+    limit = MATMUL_LIMITS[rung]
+    if max(a.shape + b.shape) > limit:
+        why, instead = (("the triple loop takes n³ Python steps", "rung='dots' or 'blas'") if rung == "loop"
+                        else ("rung 'dots' makes n² calls", "rung='blas'"))
+        raise BadInputError(f"{why}; shapes {a.shape}, {b.shape} are too big for it (at most {limit}). Use {instead}.")
 
 
 def matmul_loop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """SISD: three nested loops, one multiply-add per step (accumulated in float64)."""
     a, b = np.asarray(a), np.asarray(b)
-    _check_square(a, b)
-    if max(a.shape + b.shape) > MATMUL_LIMITS["loop"]:
-        raise BadInputError(f"the triple loop takes n³ Python steps; shapes {a.shape}, {b.shape} are "
-                            f"too big for it (at most {MATMUL_LIMITS['loop']}). Use rung='dots' or 'blas'.")
+    require_product_shapes(a, b, "loop")
     A, B = a.tolist(), b.tolist()
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     out = [[0.0] * n for _ in range(m)]
@@ -76,10 +78,7 @@ def matmul_dots(a: Any, b: Any) -> Any:
     """One vectorized dot product per output element: n² library calls of length n."""
     if not hasattr(a, "ndim") or not hasattr(b, "ndim"):  # nested lists: as numpy arrays
         a, b = np.asarray(a), np.asarray(b)
-    _check_square(a, b)
-    if max(a.shape + b.shape) > MATMUL_LIMITS["dots"]:
-        raise BadInputError(f"rung 'dots' makes n² calls; shapes {a.shape}, {b.shape} are too big for it "
-                            f"(at most {MATMUL_LIMITS['dots']}). Use rung='blas'.")
+    require_product_shapes(a, b, "dots")
     xp = xp_of(a)
     out = xp.empty((a.shape[0], b.shape[1]), dtype=xp.result_type(a, b))
     bt = xp.ascontiguousarray(b.T)  # each column of b as a contiguous row
@@ -95,7 +94,7 @@ def matmul_blas(a: Any, b: Any, out: Any = None) -> Any:
 
 
 def matmul(a: Any, b: Any, rung: str = "blas", out: Any = None) -> Any:
-    """``a @ b`` at the given rung (``loop``, ``dots``, ``blas``/``gpu``, ``torch``).
+    """``a @ b`` at the given rung (``loop``, ``dots``, ``blas``/``gpu``).
 
     >>> a = np.ones((3, 3), dtype=np.float32)
     >>> float(matmul(a, a, rung="dots")[0, 0])
@@ -107,65 +106,33 @@ def matmul(a: Any, b: Any, rung: str = "blas", out: Any = None) -> Any:
         return matmul_loop(a, b)
     if rung == "dots":
         return matmul_dots(a, b)
-    if rung == "torch":
-        if not torch_available():
-            raise UnsupportedDtypeError("rung 'torch' needs PyTorch (pip install torch), which is not installed "
-                                        "here; use rung='blas'")
-        import torch
-
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            raise BadInputError(f"rung 'torch' multiplies PyTorch tensors, got {type(a).__name__} and "
-                                f"{type(b).__name__}; make them with random_matrices(n, rung='torch') or "
-                                "torch.as_tensor(a)")
-        return torch.matmul(a, b, out=out)
-    raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
+    raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}"
+                        + ("; PyTorch's product is timed by course.vectorize.timing" if rung == "torch" else ""))
 
 
-def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", rung: str = "blas",
-                    seed: int = 0) -> tuple[Any, Any, Any]:
-    """Two random n×n matrices (values in [-1, 1)) and an output, on the device the rung uses.
-
-    For ``rung="torch"`` they are PyTorch tensors (the only way to get bfloat16);
-    otherwise ``dtype`` goes through :func:`course.validate_dtype`, which explains that
-    numpy and CuPy have no bfloat16.
-    """
-    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
-    dev = normalize_device(device)
-    # the two float64 draws, made on the CPU before any conversion, must fit first
+def require_float_matrices_fit(n: int, dtype: np.dtype, device: str) -> None:
+    """Refuse a dtype that is not a float, or three n×n matrices (and the two float64 draws) that do not fit."""
+    if dtype.kind != "f":
+        raise BadInputError(f"the matrix ladder times float dtypes, got {dtype.name}")
     require_fits(2 * n * n * 8, "cpu", what=f"two {n}×{n} float64 random matrices")
-    rng = np.random.default_rng(seed)
-
-    def draw() -> tuple[np.ndarray, np.ndarray]:
-        return rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, (n, n))
-
-    if rung == "torch":
-        if not torch_available():
-            raise UnsupportedDtypeError("the 'torch' rung needs PyTorch (pip install torch); "
-                                        "numpy and CuPy have no bfloat16")
-        import torch
-
-        tdt = getattr(torch, str(dtype), None)
-        if not isinstance(tdt, torch.dtype):
-            raise UnsupportedDtypeError(f"PyTorch has no dtype {dtype!r}; try bfloat16, float16 or float32")
-        tdev = "cuda" if dev == "gpu" else "cpu"
-        if tdev == "cuda" and not torch_cuda_available():
-            raise UnsupportedDtypeError("this PyTorch build sees no CUDA GPU; install a CUDA build of "
-                                        "PyTorch or use device='cpu'")
-        require_fits(3 * int(n) ** 2 * torch.tensor([], dtype=tdt).element_size(), dev, what="three matrices")
-        a, b = (torch.as_tensor(m).to(device=tdev, dtype=tdt) for m in draw())
-        return a, b, torch.empty((int(n), int(n)), dtype=tdt, device=tdev)
-    dt = validate_dtype(dtype, dev)
-    if dt.kind != "f":
-        raise BadInputError(f"the matrix ladder times float dtypes, got {dt.name}")
-    require_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
-    xp = get_xp(dev)
-    a64, b64 = draw()
-    a, b = xp.asarray(a64.astype(dt)), xp.asarray(b64.astype(dt))
-    return a, b, xp.empty((int(n), int(n)), dtype=dt)
+    require_fits(3 * n * n * dtype.itemsize, device, what=f"three {n}×{n} {dtype.name} matrices")
 
 
+@arguments(n=Whole(hint="the matrix size n (n×n matrices)"), device=Given(normalize_device),
+           dtype=Dtype(device="device"), seed=Seed(), then=require_float_matrices_fit)
+def random_matrices(n: int, dtype: Any = "float32", device: Any = "cpu", seed: int = 0) -> tuple[Any, Any, Any]:
+    """Two random n×n matrices (values in [-1, 1), drawn in float64) and an output, on ``device``.
+
+    ``dtype`` goes through :func:`course.validate_dtype`, which explains that numpy and CuPy have
+    no bfloat16 (PyTorch's tensors are made by :func:`course.vectorize.timing.torch_matrices`).
+    """
+    xp = get_xp(device)
+    a, b = (xp.asarray(seed.uniform(-1, 1, (n, n)).astype(dtype)) for _ in range(2))
+    return a, b, xp.empty((n, n), dtype=dtype)
+
+
+@arguments(n=Whole(hint="the matrix size n (n×n matrices)"))
 def matmul_tolerance(dtype: Any, n: int) -> float:
     """Relative error allowed against a float64 product: rounding grows like sqrt(n)."""
-    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     eps = {"float16": 2**-10, "bfloat16": 2**-7, "float32": 2**-23, "float64": 2**-52}.get(str(dtype), 1e-3)
     return 8 * eps * max(1.0, float(n) ** 0.5)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -42,10 +41,11 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Dtype, Given, Optional, Real, Whole, arguments
 from ..cpu import cpu_info
 from ..devices import array_device, get_xp, normalize_device, xp_of
 from ..errors import BadInputError, whole_number
-from ..limits import require_fits, validate_dtype
+from ..limits import require_fits
 
 __all__ = ["OPS", "RUNGS", "CPU_RUNGS", "GPU_RUNGS", "FLOAT_DTYPES", "RUNG_INFO", "elementwise",
            "loop_elementwise", "lanes_elementwise", "lane_trace", "numpy_elementwise", "threaded_elementwise",
@@ -79,25 +79,31 @@ MAX_WORKERS = 1024
 
 # ----------------------------------------------------------------- validation
 
-def _validate_op(op: Any) -> str:
+def validate_op(op: Any) -> str:
+    """``op`` if it is one of :data:`OPS`."""
     if op not in OPS:
         raise BadInputError(f"op must be one of {OPS}, got {op!r}")
     return op
 
 
-def _validate_float(x: Any) -> None:
+def validate_floats(x: Any, cpu: bool = False) -> Any:
+    """``x`` if its dtype is float16, float32 or float64; with ``cpu=True`` as a numpy array (a list too)."""
+    x = np.asarray(x) if cpu else x
     name = str(getattr(x, "dtype", type(x).__name__))
     if name not in FLOAT_DTYPES:
         raise BadInputError(f"elementwise ops take a float16/float32/float64 array, got dtype {name}; "
                             "convert it first, e.g. x.astype('float32')")
+    return x
 
 
-def _validate_lanes(lanes: Any) -> int:
+def validate_lanes(lanes: Any) -> int:
+    """``lanes`` as an ``int`` >= 1 (the elements of one step of the ``lanes`` rung)."""
     return whole_number("lanes", lanes, hint=f"try {cpu_info()['float32_lanes'] or 8}, the float32 lanes of this "
                                              "CPU's widest SIMD register")
 
 
-def _validate_out(x: Any, out: Any) -> Any:
+def validate_out(out: Any, x: Any) -> Any:
+    """``out`` (or None) if it has ``x``'s shape, dtype and device."""
     if out is None:
         return None
     if getattr(out, "shape", None) != x.shape or getattr(out, "dtype", None) != x.dtype:
@@ -107,6 +113,31 @@ def _validate_out(x: Any, out: Any) -> Any:
         raise BadInputError(f"out is on the {array_device(out).upper()} but x is on the "
                             f"{array_device(x).upper()}: move one of them with course.to_device")
     return out
+
+
+def validate_elementwise(op: Any, x: Any, out: Any = None, cpu: bool = False) -> Any:
+    """``x``, checked for ``op``: :func:`validate_op`, :func:`validate_floats` (``cpu``: as a numpy array),
+    :func:`validate_out`.  One call, so that the rungs timed in a loop pay for one."""
+    validate_op(op)
+    x = validate_floats(x, cpu)
+    validate_out(out, x)
+    return x
+
+
+def require_rung(op: Any, x: Any, rung: Any, lanes: Any, workers: Any, out: Any) -> None:
+    """Refuse an unknown ``op`` or ``rung``, a bad ``lanes`` or ``workers`` (checked whatever the rung, so a
+    typo never goes unnoticed), an ``x`` on another device than the rung runs on, or a bad ``out``."""
+    validate_op(op)
+    if rung not in RUNGS:
+        raise BadInputError(f"rung must be one of {RUNGS}, got {rung!r}")
+    validate_lanes(lanes)
+    if workers is not None:
+        whole_number("workers", workers, hi=MAX_WORKERS, hint="the threads of the 'threads' rung")
+    want = RUNG_INFO[rung][2]
+    if array_device(x) != want:
+        raise BadInputError(f"rung {rung!r} runs on the {want.upper()}, but x is on the "
+                            f"{array_device(x).upper()}: use course.to_device(x, {want!r}) first")
+    validate_out(out, x)
 
 
 # ----------------------------------------------------------------- rung: SISD
@@ -135,9 +166,7 @@ def loop_elementwise(op: str, x: np.ndarray, a: float = DEFAULT_A, b: float = DE
     >>> loop_elementwise("sigmoid", np.zeros(2)).tolist()
     [0.5, 0.5]
     """
-    _validate_op(op)
-    x = np.asarray(x)
-    _validate_float(x)
+    x = validate_elementwise(op, x, cpu=True)
     rule = _scalar_rule(op, a, b)
     values = x.ravel().tolist()
     out = [0.0] * len(values)
@@ -181,10 +210,8 @@ def numpy_elementwise(op: str, x: Any, out: Any = None, a: float = DEFAULT_A,
     >>> numpy_elementwise("affine_relu", np.array([0.0, 1.0])).tolist()
     [0.0, 1.5]
     """
-    _validate_op(op)
-    _validate_float(x)
+    x = validate_elementwise(op, x, out)
     xp = xp_of(x)
-    _validate_out(x, out)
     if out is None:
         out = xp.empty_like(x)
     with np.errstate(over="ignore"):
@@ -193,31 +220,36 @@ def numpy_elementwise(op: str, x: Any, out: Any = None, a: float = DEFAULT_A,
 
 # ----------------------------------------------------------------- rung: W lanes per step
 
+@arguments(lanes=Given(validate_lanes), n=Whole(lo=0, hint="the number of elements"))
 def lane_steps(n: int, lanes: int) -> int:
     """Steps needed for ``n`` elements at ``lanes`` per step: ``ceil(n / lanes)``.
 
     >>> lane_steps(10, 4)
     3
     """
-    lanes = _validate_lanes(lanes)
-    n = whole_number("n", n, lo=0, hint="the number of elements")
     return -(-n // lanes)
 
 
+def require_short_trace(n: int, lanes: int) -> None:
+    """Refuse a trace of more than :data:`LANE_TRACE_MAX_STEPS` steps."""
+    if lane_steps(n, lanes) > LANE_TRACE_MAX_STEPS:
+        raise BadInputError(f"lane_trace(n={n}, lanes={lanes}) would list {lane_steps(n, lanes):,} steps; a trace "
+                            f"is for a picture, so n / lanes may be at most {LANE_TRACE_MAX_STEPS:,} (use lane_steps "
+                            "for the count)")
+
+
+@arguments(lanes=Given(validate_lanes), n=Whole(lo=0, hint="the number of elements"), then=require_short_trace)
 def lane_trace(n: int, lanes: int) -> list[tuple[int, int]]:
     """The ``(start, stop)`` slice each step of the ``lanes`` rung handles: the picture's steps.
 
     >>> lane_trace(10, 4)
     [(0, 4), (4, 8), (8, 10)]
     """
-    lanes = _validate_lanes(lanes)
-    steps = lane_steps(n, lanes)
-    if steps > LANE_TRACE_MAX_STEPS:
-        raise BadInputError(f"lane_trace(n={n}, lanes={lanes}) would list {steps:,} steps; a trace is for a picture, "
-                            f"so n / lanes may be at most {LANE_TRACE_MAX_STEPS:,} (use lane_steps for the count)")
-    return [(s, min(s + lanes, n)) for s in range(0, steps * lanes, lanes)]
+    return [(s, min(s + lanes, n)) for s in range(0, n, lanes)]
 
 
+@arguments(op=Given(validate_op), x=Given(validate_floats, cpu=True), lanes=Given(validate_lanes),
+           out=Given(validate_out, earlier=("x",)))
 def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | None = None,
                       a: float = DEFAULT_A, b: float = DEFAULT_B) -> np.ndarray:
     """One numpy call per slice of ``lanes`` elements: the picture of SIMD, not SIMD itself.
@@ -232,12 +264,8 @@ def lanes_elementwise(op: str, x: np.ndarray, lanes: int = 8, out: np.ndarray | 
     >>> lanes_elementwise("relu", np.array([-1.0, 2.0, -3.0]), lanes=2).tolist()
     [0.0, 2.0, 0.0]
     """
-    _validate_op(op)
-    lanes = _validate_lanes(lanes)
-    x = np.asarray(x)
-    _validate_float(x)
     flat = x.reshape(-1)
-    res = np.empty_like(flat) if out is None else _validate_out(x, out).reshape(-1)
+    res = np.empty_like(flat) if out is None else out.reshape(-1)
     step = _kernel(op, np, x.dtype, a, b)
     with np.errstate(over="ignore"):
         for start in range(0, flat.size, lanes):  # one step = one "vector instruction"
@@ -261,6 +289,9 @@ def default_workers() -> int:
     return int(cpu_info().get("usable_cores") or os.cpu_count() or 1)
 
 
+@arguments(op=Given(validate_op), x=Given(validate_floats, cpu=True), out=Given(validate_out, earlier=("x",)),
+           workers=Optional(Whole(hi=MAX_WORKERS, hint="the threads to start, at most default_workers() are useful")),
+           chunk=Whole(hint="the elements each thread handles at a time, e.g. 16384"))
 def threaded_elementwise(op: str, x: np.ndarray, out: np.ndarray | None = None,
                          workers: int | None = None, chunk: int = 2**14,
                          a: float = DEFAULT_A, b: float = DEFAULT_B) -> np.ndarray:
@@ -275,14 +306,9 @@ def threaded_elementwise(op: str, x: np.ndarray, out: np.ndarray | None = None,
     >>> threaded_elementwise("relu", np.array([-2.0, 3.0]), workers=2).tolist()
     [0.0, 3.0]
     """
-    _validate_op(op)
-    x = np.asarray(x)
-    _validate_float(x)
-    workers = default_workers() if workers is None else whole_number(
-        "workers", workers, hi=MAX_WORKERS, hint=f"the threads to start; this machine has {default_workers()} cores")
-    chunk = whole_number("chunk", chunk, hint="the elements each thread handles at a time, e.g. 16384")
+    workers = workers or default_workers()
     flat = x.reshape(-1)
-    res = np.empty_like(flat) if out is None else _validate_out(x, out).reshape(-1)
+    res = np.empty_like(flat) if out is None else out.reshape(-1)
     step = _kernel(op, np, x.dtype, a, b)
 
     def work(lo: int, hi: int) -> None:  # one worker: its own contiguous part, chunk by chunk
@@ -315,6 +341,7 @@ def _relu_kernel():
     return relu
 
 
+@arguments(x=Given(validate_floats, cpu=True), out=Given(validate_out, earlier=("x",)), threads=Optional(Whole()))
 def compiled_relu(x: np.ndarray, out: np.ndarray | None = None, threads: int | None = None) -> np.ndarray:
     """ReLU as one compiled loop over all cores: as fast as copying the array.
 
@@ -328,10 +355,8 @@ def compiled_relu(x: np.ndarray, out: np.ndarray | None = None, threads: int | N
     """
     import numba
 
-    x = np.asarray(x)
-    _validate_float(x)
-    res = np.empty_like(x) if out is None else _validate_out(x, out)
-    workers = default_workers() if threads is None else whole_number("threads", threads)
+    res = np.empty_like(x) if out is None else out
+    workers = threads or default_workers()
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(workers, numba.config.NUMBA_NUM_THREADS)))
     try:
@@ -353,22 +378,13 @@ def elementwise(op: str, x: Any, rung: str = "numpy", *, lanes: int = 8, out: An
     >>> elementwise("relu", np.array([-1.0, 1.0]), rung="threads").tolist()
     [0.0, 1.0]
     """
-    _validate_op(op)
-    if rung not in RUNGS:
-        raise BadInputError(f"rung must be one of {RUNGS}, got {rung!r}")
-    lanes = _validate_lanes(lanes)            # checked whatever the rung, so a typo never goes unnoticed
-    if workers is not None:
-        workers = whole_number("workers", workers, hi=MAX_WORKERS, hint="the threads of the 'threads' rung")
-    want = RUNG_INFO[rung][2]
-    if array_device(x) != want:
-        raise BadInputError(f"rung {rung!r} runs on the {want.upper()}, but x is on the "
-                            f"{array_device(x).upper()}: use course.to_device(x, {want!r}) first")
+    require_rung(op, x, rung, lanes, workers, out)
     if rung == "loop":
         res = loop_elementwise(op, x, a=a, b=b)
-        if out is not None:
-            _validate_out(x, out)[...] = res
-            return out
-        return res
+        if out is None:
+            return res
+        out[...] = res
+        return out
     if rung == "lanes":
         return lanes_elementwise(op, x, lanes=lanes, out=out, a=a, b=b)
     if rung == "threads":
@@ -384,21 +400,20 @@ def elementwise(op: str, x: Any, rung: str = "numpy", *, lanes: int = 8, out: An
 
 # ----------------------------------------------------------------- bandwidth and checks
 
+@arguments(n=Whole(lo=0, hint="the number of elements"), dtype=Dtype())
 def bytes_moved(n: int, dtype: Any) -> int:
     """The least memory traffic of an elementwise op: read ``n`` values and write ``n``.
 
     >>> bytes_moved(1000, "float32")
     8000
     """
-    n = whole_number("n", n, lo=0, hint="the number of elements")
-    return 2 * n * validate_dtype(dtype, "cpu").itemsize
+    return 2 * n * dtype.itemsize
 
 
+@arguments(seconds=Real(above=0, hint="the time of one call, in seconds"))
 def effective_bandwidth(seconds: float, n: int, dtype: Any) -> float:
     """Useful bytes per second: :func:`bytes_moved` divided by the time of one call."""
-    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not 0 < seconds < math.inf:
-        raise BadInputError(f"seconds must be a positive, finite time in seconds, got {seconds!r}")
-    return bytes_moved(n, dtype) / float(seconds)
+    return bytes_moved(n, dtype) / seconds
 
 
 def tolerance(dtype: Any) -> dict:
@@ -417,14 +432,17 @@ def simd_summary() -> str:
             f"= {lanes} float32 lanes per instruction" if lanes else f"{c['model']}: numpy uses {used}")
 
 
+def require_float_input_fits(n: int, dtype: np.dtype, device: str) -> None:
+    """Refuse a dtype that is not a float, or ``n`` values (input, output, check) that do not fit on ``device``."""
+    if dtype.name not in FLOAT_DTYPES:
+        raise BadInputError(f"elementwise ops need a float dtype ({', '.join(FLOAT_DTYPES)}), got {dtype.name}")
+    require_fits(3 * n * dtype.itemsize, device, what=f"{n:,} {dtype.name} values (input, output, check)")
+
+
+@arguments(n=Whole(lo=0, hint="the size n: how many values to draw"), device=Given(normalize_device),
+           dtype=Dtype(device="device"), then=require_float_input_fits)
 def random_input(n: int, dtype: Any = "float32", device: Any = "cpu", seed: int = 0) -> Any:
-    """``n`` standard-normal values (half of them negative) on ``device``, after size checks."""
-    n = whole_number("size n", n, lo=0, hint="the number of values to draw")
-    dev = normalize_device(device)
-    dt = validate_dtype(dtype, dev)
-    if dt.name not in FLOAT_DTYPES:
-        raise BadInputError(f"elementwise ops need a float dtype ({', '.join(FLOAT_DTYPES)}), got {dt.name}")
-    require_fits(3 * int(n) * dt.itemsize, dev, what=f"{int(n):,} {dt.name} values (input, output, check)")
-    x = np.random.default_rng(seed).standard_normal(int(n)).astype(dt)
-    return x if dev == "cpu" else get_xp(dev).asarray(x)
+    """``n`` standard-normal values (half of them negative) on ``device``."""
+    x = np.random.default_rng(seed).standard_normal(n).astype(dtype)
+    return x if device == "cpu" else get_xp(device).asarray(x)
 

@@ -25,14 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Dtype, Whole, arguments
 from ..cpu import cpu_info
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize, to_device, to_numpy
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..hardware.machine import copy_bandwidth, matmul_flops
-from ..limits import validate_dtype
+from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import Timing, benchmark, interleaved_rounds
-from ..torch_peer import benchmark_torch, torch_available
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
 from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, MATMUL_RUNGS, matmul, matmul_tolerance, random_matrices
 from .rungs import (
     CPU_RUNGS,
@@ -47,8 +48,9 @@ from .rungs import (
     tolerance,
 )
 
-__all__ = ["ladder", "relu_bandwidth", "agree", "time_matmul_rung", "matmul_ladder", "wrapper_overhead",
-           "fastest_call_s", "operand_probe"]
+__all__ = ["ladder", "relu_bandwidth", "agree", "LADDER_RUNGS", "torch_available", "torch_matrices",
+           "matmul_operands", "time_matmul_rung", "matmul_ladder", "wrapper_overhead", "fastest_call_s",
+           "operand_probe"]
 
 _SLOW = ("loop", "lanes")
 
@@ -233,22 +235,60 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
     return res
 
 
+#: The matrix product's rungs (:mod:`course.vectorize.matmul`), and PyTorch's product as one more, ``torch``:
+#: the one place here with bfloat16, timed when PyTorch is installed.
+LADDER_RUNGS = MATMUL_RUNGS + ("torch",)
+
+
+def torch_matrices(n: int, dtype: Any = "bfloat16", device: Any = "cpu", seed: int = 0) -> tuple[Any, Any, Any]:
+    """The ``torch`` rung's operands: :func:`~course.vectorize.matmul.random_matrices`' values as two PyTorch
+    tensors in ``dtype`` (bfloat16 too, which numpy and CuPy lack), and an output."""
+    if not torch_available():
+        raise UnsupportedDtypeError("the 'torch' rung needs PyTorch (pip install torch); "
+                                    "numpy and CuPy have no bfloat16")
+    import torch
+
+    tdt = getattr(torch, str(dtype), None)
+    if not isinstance(tdt, torch.dtype):
+        raise UnsupportedDtypeError(f"PyTorch has no dtype {dtype!r}; try bfloat16, float16 or float32")
+    dev = normalize_device(device)
+    tdev = "cuda" if dev == "gpu" else "cpu"
+    if tdev == "cuda" and not torch_cuda_available():
+        raise UnsupportedDtypeError("this PyTorch build sees no CUDA GPU; install a CUDA build of "
+                                    "PyTorch or use device='cpu'")
+    a, b, _ = random_matrices(n, "float64", "cpu", seed=seed)
+    require_fits(3 * a.size * torch.tensor([], dtype=tdt).element_size(), dev, what="three matrices")
+    a, b = (torch.as_tensor(m).to(device=tdev, dtype=tdt) for m in (a, b))
+    return a, b, torch.empty(a.shape, dtype=tdt, device=tdev)
+
+
+def matmul_operands(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu") -> tuple[Any, Any, Callable]:
+    """Two random n×n matrices for ``rung`` and the call that multiplies them, into a preallocated output
+    where the rung takes one (``torch``: PyTorch tensors and ``torch.matmul``)."""
+    if rung == "torch":
+        a, b, out = torch_matrices(n, dtype, device)
+        import torch
+
+        return a, b, partial(torch.matmul, a, b, out=out)
+    a, b, out = random_matrices(n, dtype, device)
+    return a, b, partial(matmul, a, b, rung, **({"out": out} if rung in ("blas", "gpu") else {}))
+
+
 def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
                      budget_s: float | None = 0.5, check: bool = True) -> dict:
     """Time one rung at size n: a record (:meth:`course.timing.Timing.as_record`) with the rung, n,
     dtype, ``gflops`` and (with ``check``) ``rel_error`` against float64 and whether it ``agrees``."""
-    if rung not in MATMUL_RUNGS:
-        raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}")
+    if rung not in LADDER_RUNGS:
+        raise BadInputError(f"rung must be one of {LADDER_RUNGS}, got {rung!r}")
     n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
     dev = "gpu" if rung == "gpu" else normalize_device(device)
     if rung in MATMUL_LIMITS and n > MATMUL_LIMITS[rung]:
         raise BadInputError(f"rung {rung!r} is limited to n <= {MATMUL_LIMITS[rung]} (got n={n}): "
                             "it would take too long")
-    a, b, out = random_matrices(n, dtype, dev, rung=rung)
-    kw = {"out": out} if rung in ("blas", "gpu", "torch") else {}
+    a, b, product = matmul_operands(rung, n, dtype, dev)
     err = None
     if check:
-        got = matmul(a, b, rung, **kw)
+        got = product()
         if rung == "torch":
             got, a_np, b_np = (t.float().cpu().numpy() for t in (got, a, b))
         else:
@@ -256,13 +296,12 @@ def time_matmul_rung(rung: str, n: int, dtype: Any = "float32", device: Any = "c
         exact = a_np.astype(np.float64) @ b_np.astype(np.float64)
         err = float(np.max(np.abs(got - exact)) / max(np.max(np.abs(exact)), 1e-30))
     if rung == "torch":
-        t = benchmark_torch(matmul, a, b, "torch", device=dev, warmup=2, repeat=repeat, budget_s=budget_s,
-                            name="torch matmul", **kw)
+        t = benchmark_torch(product, device=dev, warmup=2, repeat=repeat, budget_s=budget_s, name="torch matmul")
     else:
         synchronize(dev)
         slow = rung in MATMUL_LIMITS
-        t = benchmark(matmul, a, b, rung, device=dev, warmup=0 if slow else 2, repeat=2 if slow else repeat,
-                      budget_s=budget_s, name=f"matmul {rung}", **kw)
+        t = benchmark(product, device=dev, warmup=0 if slow else 2, repeat=2 if slow else repeat,
+                      budget_s=budget_s, name=f"matmul {rung}")
     return t.as_record(rung=rung, n=int(n), dtype=str(dtype), gflops=matmul_flops(n) / t.median / 1e9,
                        rel_error=err, agrees=None if err is None else err <= matmul_tolerance(dtype, n))
 
@@ -340,6 +379,8 @@ def wrapper_overhead(n: int = 256, dtype: Any = "float32", rounds: int = 30) -> 
             "noisy": d.noisy or w.noisy}
 
 
+@arguments(calls=Whole(hi=10**6, hint="calls to time in all, e.g. 60"),
+           per_sample=Whole(hi=10**4, hint="calls timed together, e.g. 10"))
 def fastest_call_s(fn: Callable[[], Any], calls: int = 60, per_sample: int = 10) -> float:
     """Seconds per call of ``fn``, the fastest of ``calls`` calls timed ``per_sample`` at a time.
 
@@ -351,8 +392,6 @@ def fastest_call_s(fn: Callable[[], Any], calls: int = 60, per_sample: int = 10)
     """
     if not callable(fn):
         raise BadInputError(f"fastest_call_s needs a function to call, got {fn!r}")
-    calls = whole_number("calls", calls, hi=10**6, hint="calls to time in all, e.g. 60")
-    per_sample = whole_number("per_sample", per_sample, hi=10**4, hint="calls timed together, e.g. 10")
 
     def batch() -> None:
         for _ in range(per_sample):
@@ -361,6 +400,8 @@ def fastest_call_s(fn: Callable[[], Any], calls: int = 60, per_sample: int = 10)
     return benchmark(batch, warmup=0, repeat=max(calls // per_sample, 1), name="batch of calls").min / per_sample
 
 
+@arguments(n=Whole(hi=2**22, hint="a cache-sized array"),
+           calls=Whole(lo=10, hi=100_000, hint="timed calls per kind, e.g. 200"), dtype=Dtype())
 def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> dict:
     """GB/s of ``maximum(x, 0)`` (scalar operand), ``maximum(x, zeros)`` (two arrays) and a
     copy, all on ``n`` values that fit in the cache; best of ``calls`` calls each.
@@ -371,18 +412,15 @@ def operand_probe(n: int = 2**14, dtype: Any = "float32", calls: int = 200) -> d
     >>> r["scalar_gb_per_s"] > 0 and r["array_gb_per_s"] > 0
     True
     """
-    n = whole_number("n", n, hi=2**22, hint="a cache-sized array")
-    calls = whole_number("calls", calls, lo=10, hi=100_000, hint="timed calls per kind, e.g. 200")
-    dt = validate_dtype(dtype, "cpu")
-    if dt.kind != "f":
-        raise BadInputError(f"operand_probe times a float dtype, got {dt.name}")
-    x = np.random.default_rng(0).standard_normal(int(n)).astype(dt)
-    out, zeros, zero = np.empty_like(x), np.zeros_like(x), dt.type(0)
+    if dtype.kind != "f":
+        raise BadInputError(f"operand_probe times a float dtype, got {dtype.name}")
+    x = np.random.default_rng(0).standard_normal(n).astype(dtype)
+    out, zeros, zero = np.empty_like(x), np.zeros_like(x), dtype.type(0)
     bytes_ = 2 * x.nbytes
     times = {"scalar": fastest_call_s(lambda: np.maximum(x, zero, out=out), calls),
              "array": fastest_call_s(lambda: np.maximum(x, zeros, out=out), calls),
              "copy": fastest_call_s(lambda: np.copyto(out, x), calls)}
-    res = {"n": int(n), "dtype": dt.name}
+    res = {"n": n, "dtype": dtype.name}
     for k, t in times.items():
         res[f"{k}_gb_per_s"] = bytes_ / t / 1e9
     res["array_over_scalar"] = times["scalar"] / times["array"]

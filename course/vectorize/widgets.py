@@ -21,6 +21,7 @@ from ..cpu import cpu_info
 from ..devices import gpu_available
 from ..errors import GPUUnavailableError
 from ..results import ResultSet, load_reference
+from ..torch_peer import torch_available
 from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
@@ -33,11 +34,11 @@ from ..widgets import (
     require_affordable,
     size_slider,
 )
-from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, matmul, random_matrices, torch_available
+from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS
 from .plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
 from .rungs import OPS, lane_steps
 from .simd import ufunc_dispatch
-from .timing import ladder, matmul_ladder, relu_bandwidth
+from .timing import ladder, matmul_ladder, matmul_operands, relu_bandwidth
 
 __all__ = ["ladder_app", "lanes_app", "bandwidth_app", "matmul_app", "lane_sweep", "ladder_table", "matmul_rate",
            "matmul_plan", "MATMUL_CALLS", "ladder_cost_s"]
@@ -220,9 +221,7 @@ def _matmul_work(rung: str, n: int) -> float:
 def matmul_rate(rung: str, dtype: str) -> float:
     """The CPU rate of one rung in ``dtype`` (units of :func:`_matmul_work` per second), measured once at a small n."""
     n = 128 if dtype == "float16" and rung == "blas" else _RATE_N[rung]
-    a, b, out = random_matrices(n, dtype, "cpu", rung=rung)
-    kw = {"out": out} if rung in ("blas", "torch") else {}
-    return measured_rate(("matmul", rung, dtype), _matmul_work(rung, n), lambda: matmul(a, b, rung, **kw))
+    return measured_rate(("matmul", rung, dtype), _matmul_work(rung, n), matmul_operands(rung, n, dtype)[2])
 
 
 def matmul_plan(n: int, dtypes: tuple[str, ...], rungs: tuple[str, ...],
