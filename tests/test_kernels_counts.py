@@ -184,7 +184,8 @@ def test_occupancy_against_h100_data_sheet_limits(threads, regs, smem, blocks, l
 
 
 def test_padding_the_tile_scan_removes_its_conflicts_and_saves_more_with_longer_runs():
-    from course.kernels.warps import scan_padding_report, scan_padding_rows
+    from course.kernels.plots import scan_padding_report
+    from course.kernels.warps import scan_padding_rows
     rows = scan_padding_rows(((32, 4), (32, 8)))
     assert all(r["padded_wavefronts_per_element"] < r["plain_wavefronts_per_element"] for r in rows)
     saved = [r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"] for r in rows]

@@ -158,7 +158,7 @@ def test_bad_inputs_name_the_argument(args, match):
 def test_unknown_method_is_rejected():
     with pytest.raises(BadInputError, match="method must be one of"):
         solve_recurrence(np.ones(2), np.ones(2), method="fft")
-    with pytest.raises(BadInputError, match="'scan' or 'loop'"):
+    with pytest.raises(BadInputError, match="one of 'scan', 'loop'"):
         reverse_recurrence(np.ones(2), np.ones(2), method="tree")
 
 

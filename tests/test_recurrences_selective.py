@@ -81,7 +81,7 @@ def test_training_beats_always_answering_the_mean():
     (lambda p: forward(p, np.zeros((3, 2))), r"shape \(T, B, d_in\)"),
     (lambda p: forward(p, np.zeros((3, 1, 5))), "d_in = 2"),
     (lambda p: forward({"W_C": p["W_C"]}, np.zeros((3, 1, 2))), "params lack"),
-    (lambda p: forward(p, np.zeros((3, 1, 2)), method="fft"), "'scan' or 'loop'"),
+    (lambda p: forward(p, np.zeros((3, 1, 2)), method="fft"), "one of 'scan', 'loop'"),
     (lambda p: backward(np.zeros((2, 1, 1)), forward(p, np.zeros((3, 1, 2)))[1]), "dy must have the shape"),
     (lambda p: init_params(0), "d_in must be"),
     (lambda p: gradient_check({k: v.astype("float32") for k, v in p.items()}, np.zeros((3, 1, 2)),

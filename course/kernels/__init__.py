@@ -8,7 +8,7 @@ and have them checked.  Read in this order:
   :mod:`~course.kernels.trace` records what every thread read and wrote;
 * :mod:`~course.kernels.grading`: what is wrong with a learner's kernel, said precisely, and
   :mod:`~course.kernels.checks`: the exercises' checks (``course.check.<name>``);
-* :mod:`~course.kernels.pictures`: what every thread read and wrote, drawn per barrier phase;
+* :mod:`~course.kernels.plots`: what every thread read and wrote, drawn per barrier phase;
 * :mod:`~course.kernels.counts`: what a GPU would pay (sectors, bank conflicts, divergent warps, barriers);
 * :mod:`~course.kernels.tuning` and :mod:`~course.kernels.tuned`: three slow kernels made fast against
   those counts; :mod:`~course.kernels.warps`: the counted warp-level demonstrations.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from .counts import Counts, count, counts_table, hardware_counts
 from .exercises import EXERCISES, TILE, TPB, Exercise, exercise
 from .grading import Grade, grade
-from .pictures import draw_trace, show
+from .plots import draw_trace, show
 from .simulator import KernelFailed, gpu_kernels_available, python_function, run_on_gpu, simulate
 from .trace import Access, KernelIndexError, Trace, TracedArray
 

@@ -1,6 +1,7 @@
 """The warp-level ideas, counted: coalescing, divergence, bank conflicts (each a good and a bad kernel
-under :mod:`course.kernels.counts`), occupancy (a calculator against H100 data-sheet limits), and why
-lesson 04's bank-conflict padding did not pay on the H100 reference.
+under :mod:`course.kernels.counts`), occupancy (a calculator against H100 data-sheet limits), and lesson
+04's bank-conflict padding counted (:func:`course.kernels.plots.scan_padding_report` sets the counts beside
+the H100 reference times: why the padding did not pay).
 
 >>> d = coalescing()
 >>> d["coalesced"].global_sectors, d["strided"].global_sectors
@@ -17,8 +18,7 @@ from . import tuned
 from .counts import Counts, count, hardware_counts
 from .simulator import simulate
 
-__all__ = ["H100_LIMITS", "coalescing", "divergence", "bank_conflicts", "occupancy", "scan_padding_rows",
-           "scan_padding_report"]
+__all__ = ["H100_LIMITS", "coalescing", "divergence", "bank_conflicts", "occupancy", "scan_padding_rows"]
 
 #: Per-SM limits of compute capability 9.0 (H100), data-sheet figures: NVIDIA CUDA C++ Programming Guide,
 #: "Technical Specifications per Compute Capability", and its occupancy calculator's allocation units.
@@ -128,51 +128,3 @@ def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16))) -> list[d
                      "blocks_per_sm_plain": occupancy(threads, 32, smem[0])["blocks_per_sm"],
                      "blocks_per_sm_padded": occupancy(threads, 32, smem[1])["blocks_per_sm"]})
     return rows
-
-
-def scan_padding_report(rows: list[dict] | None = None) -> str:
-    """:func:`scan_padding_rows` beside the H100 reference times of lesson 04's scan (scan-then-add, the whole
-    67M-element scan, medians): what the padding saves in counts, and what it did to the time.
-
-    The sentences are printed from the numbers; where no reference is stored, only the counts are shown.
-    """
-    from ..results import load_reference
-    rows = scan_padding_rows() if rows is None else rows
-    ref = {}
-    for rs in load_reference("scan_kernel_variants"):
-        for r in rs.select(strategy="scan-then-add"):
-            ref[(r["threads"], r["items"], bool(r["conflict_free"]))] = (r["median_s"],)
-    lines = [f"{'tile':>8} {'wavefronts/element':>19} {'saved':>6} {'sectors/elem':>12} {'blocks/SM':>10} "
-             f"{'H100 plain':>11} {'H100 padded':>12} {'padded/plain':>13}",
-             f"{'':>8} {'plain -> padded':>19}"]
-    for r in rows:
-        key = (r["threads"], r["items"])
-        plain, padded = ref.get(key + (False,)), ref.get(key + (True,))
-        timing = (f"{plain[0] * 1e3:>9.3f}ms {padded[0] * 1e3:>10.3f}ms {padded[0] / plain[0]:>13.2f}"
-                  if plain and padded else f"{'no reference':>38}")
-        saved = r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"]
-        lines.append(f"{r['threads']:>5}x{r['items']:<2} {r['plain_wavefronts_per_element']:>8.2f} -> "
-                     f"{r['padded_wavefronts_per_element']:<8.2f} {saved:>6.2f} "
-                     f"{r['global_sectors_per_element']:>12.2f} "
-                     f"{r['blocks_per_sm_plain']:>4} -> {r['blocks_per_sm_padded']:<3} {timing}")
-    small = min(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
-    large = max(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
-    ds = small["plain_wavefronts_per_element"] - small["padded_wavefronts_per_element"]
-    dl = large["plain_wavefronts_per_element"] - large["padded_wavefronts_per_element"]
-    unchanged = all(r["same_global_sectors"] and r["blocks_per_sm_plain"] == r["blocks_per_sm_padded"] for r in rows)
-    lines += ["", f"Padding saves {ds:.2f} shared-memory wavefronts per element at "
-              f"{small['threads']}x{small['items']} and "
-              f"{dl:.2f} at {large['threads']}x{large['items']} (each thread's run of items "
-              f"consecutive words is an items-way conflict without it).",
-              "It costs an index computation (i + i // 32: a shift and an add) on every shared access of the padded "
-              "kernel; " + ("it changes no global sector and no block count per SM (32 registers a thread assumed)."
-                            if unchanged else "it also changes the global sectors or the blocks per SM above."),
-              "So where the saving is small, padding has little to win and its extra instructions can lose; the "
-              "counts do not say how much time either side is: that is what the H100 column measures."]
-    ratios = {f"{t}x{i}": ref[(t, i, True)][0] / ref[(t, i, False)][0]
-              for t, i in ((r["threads"], r["items"]) for r in rows) if (t, i, True) in ref and (t, i, False) in ref}
-    if ratios and max(ratios.values()) > 1.2:
-        worst = max(ratios, key=ratios.get)
-        lines.append(f"At {worst} the padded kernel took {ratios[worst]:.2f}x the plain one's time, more than these "
-                     f"counts account for: an open question for a profiler (Nsight Compute), not a guess.")
-    return "\n".join(lines)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Whole, arguments
 from ..devices import array_device, quiet_numba_launches
 from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..kernel_runtime import kernels_unavailable_reason, numba_cuda
@@ -168,6 +169,8 @@ def diagonal_scan(a: Any, b: Any, h0: Any = None, chunk: int = 64, threads: int 
     return h if on_gpu else d_h.copy_to_host()
 
 
+@arguments(T=Whole(hint="steps of the recurrence"), n=Whole(hint="the channels"),
+           chunk=Whole(hint="steps per thread"), threads=Whole(hi=1024, hint="threads per block"))
 def chunk_plan(T: int, n: int, chunk: int = 64, threads: int = 128) -> dict:
     """What the kernels launch for a ``(T, n)`` scan: grid, threads, and each thread's steps.
 
@@ -179,9 +182,6 @@ def chunk_plan(T: int, n: int, chunk: int = 64, threads: int = 128) -> dict:
     >>> p["chunks"], p["threads"], p["dependent_steps"]
     (64, 1024, 192)
     """
-    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
-    chunk = whole_number("chunk", chunk, hint="steps per thread")
-    threads = whole_number("threads", threads, 1, 1024, hint="threads per block")
     K = -(-T // chunk)
     grid = (-(-n // threads), K)
     steps = min(chunk, T)

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import OneOf, arguments
 from ..devices import array_device, get_xp, to_numpy, xp_of
 from ..errors import BadInputError
 from ..limits import require_fits
@@ -47,12 +48,15 @@ __all__ = ["validate_recurrence", "recurrence_loop", "recurrence_scan", "recurre
 
 # ------------------------------------------------------------------ input checks
 
-def validate_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, Any]:
+def validate_recurrence(a: Any, b: Any, h0: Any = None, arrays: int = 2,
+                        nonzero_a: bool = False) -> tuple[Any, Any, Any, Any]:
     """Check ``a``, ``b`` (and ``h0``); return ``(a, b, h0, xp)`` as arrays of one float dtype.
 
     ``a`` and ``b`` have the same shape ``(T, *channels)`` with T >= 1 and live on one device;
     ``h0`` (the state before step 0) has shape ``channels``, or is a scalar (every channel starts
-    there), or is None (zeros); it is returned with shape ``channels``.  Raises
+    there), or is None (zeros); it is returned with shape ``channels``.  ``arrays``: how many arrays
+    of a's size the method holds at once (the result and a temporary; the scan's pairs take 4);
+    ``nonzero_a``: refuse an ``a_t`` of 0 (the log-space method).  Raises
     :class:`~course.errors.BadInputError` naming the argument, and
     :class:`~course.errors.DeviceMemoryError` when the result would not fit (broadcast views
     included), before anything is allocated.
@@ -86,8 +90,13 @@ def validate_recurrence(a: Any, b: Any, h0: Any = None) -> tuple[Any, Any, Any, 
                                 f"value per channel) or a scalar; got shape {tuple(h0.shape)}.")
         dtype = np.result_type(dtype, h0.dtype)
         h0 = xp.broadcast_to(h0, a.shape[1:])
-    require_fits(2 * a.size * np.dtype(dtype).itemsize, array_device(a),
-                 what=f"the recurrence's result and a temporary, {a.shape[0]:,} steps of shape {tuple(a.shape[1:])}")
+    require_fits(arrays * a.size * np.dtype(dtype).itemsize, array_device(a),
+                 what=f"{arrays} arrays of {a.shape[0]:,} steps of shape {tuple(a.shape[1:])} (the result and "
+                      "the method's temporaries)")
+    if nonzero_a and bool(xp.any(a == 0)):
+        raise BadInputError("recurrence_log_space needs every a_t != 0 (log 0 is -inf): a zero "
+                            "resets the state, so split the sequence there, or use "
+                            "recurrence_scan, which has no such limit.")
     return a.astype(dtype, copy=False), b.astype(dtype, copy=False), h0.astype(dtype), xp
 
 
@@ -143,8 +152,7 @@ def recurrence_scan(a: Any, b: Any, h0: Any = None, trace: bool = False) -> Any:
     >>> recurrence_scan([2.0, 2.0], [1.0, 1.0], h0=1.0)
     array([3., 7.])
     """
-    a, b, h0, xp = validate_recurrence(a, b, h0)
-    require_fits(4 * a.size * a.dtype.itemsize, array_device(a), what=f"the scan over {a.shape[0]:,} maps")
+    a, b, h0, xp = validate_recurrence(a, b, h0, arrays=4)
     maps = xp.stack([a, b], axis=-1)                 # (T, *channels, 2): the pairs (a_t, b_t)
     maps[0, ..., 1] += a[0] * h0                     # start from h0 instead of 0
     out = blelloch_scan(maps, op=affine, exclusive=False, trace=trace)
@@ -215,11 +223,7 @@ def recurrence_log_space(a: Any, b: Any, h0: Any = None) -> Any:
     >>> np.round(recurrence_log_space([2.0, 2.0], [1.0, 1.0], h0=1.0), 12)
     array([3., 7.])
     """
-    a, b, h0, xp = validate_recurrence(a, b, h0)
-    if bool(xp.any(a == 0)):
-        raise BadInputError("recurrence_log_space needs every a_t != 0 (log 0 is -inf): a zero "
-                            "resets the state, so split the sequence there, or use "
-                            "recurrence_scan, which has no such limit.")
+    a, b, h0, xp = validate_recurrence(a, b, h0, nonzero_a=True)
     alpha = xp.cumsum(xp.log(xp.abs(a)), axis=0)                 # log|P_t|
     sigma = xp.cumprod(xp.sign(a), axis=0)                       # sign of P_t
     T = a.shape[0]
@@ -237,6 +241,7 @@ def recurrence_log_space(a: Any, b: Any, h0: Any = None) -> Any:
 
 # ------------------------------------------------------------------ the backward pass
 
+@arguments(method=OneOf("scan", "loop"))
 def reverse_recurrence(a_next: Any, d: Any, method: str = "scan") -> Any:
     """``g_t = d_t + a_next_t · g_{t+1}`` from the end (``g_{T-1} = d_{T-1} + a_next_{T-1}·0``).
 
@@ -246,8 +251,6 @@ def reverse_recurrence(a_next: Any, d: Any, method: str = "scan") -> Any:
     >>> reverse_recurrence([0.5, 0.5, 0.5], [1.0, 1.0, 1.0], method="loop")
     array([1.75, 1.5 , 1.  ])
     """
-    if method not in ("scan", "loop"):
-        raise BadInputError(f"method must be 'scan' or 'loop'; got {method!r}.")
     a_next, d, _, xp = validate_recurrence(a_next, d)
     run = recurrence_scan if method == "scan" else recurrence_loop
     return xp.ascontiguousarray(run(a_next[::-1], d[::-1])[::-1])
@@ -291,12 +294,11 @@ METHODS = {"loop": recurrence_loop, "scan": recurrence_scan, "closed form": recu
            "log space": recurrence_log_space}
 
 
+@arguments(method=OneOf(*METHODS))
 def solve_recurrence(a: Any, b: Any, h0: Any = None, method: str = "scan") -> Any:
     """Run one of :data:`METHODS` by name.
 
     >>> solve_recurrence([0.5], [2.0], method="closed form")
     array([2.])
     """
-    if method not in METHODS:
-        raise BadInputError(f"method must be one of {list(METHODS)}; got {method!r}.")
     return METHODS[method](a, b, h0)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import OneOf, Whole, arguments
 from ..backprop.gradcheck import central_differences, rel_error
 from ..devices import array_device, get_xp, xp_of
 from ..errors import BadInputError, whole_number
@@ -43,6 +44,7 @@ __all__ = ["PARAM_NAMES", "init_params", "forward", "backward", "mse_loss", "los
 PARAM_NAMES = ("W_delta", "c_delta", "log_lam", "W_B", "W_C", "c_y")
 
 
+@arguments(d_in=Whole(hint="inputs per step"), n=Whole(hint="the state size"), d_out=Whole(hint="outputs per step"))
 def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype: Any = "float64",
                 device: Any = "cpu") -> dict:
     """Small random weights; ``λ`` spread over [0.01, 1] (slow to fast decays) as in S4/Mamba.
@@ -50,8 +52,6 @@ def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype
     >>> sorted(init_params(2, 4, 1))
     ['W_B', 'W_C', 'W_delta', 'c_delta', 'c_y', 'log_lam']
     """
-    d_in, n = whole_number("d_in", d_in, hint="inputs per step"), whole_number("n", n, hint="the state size")
-    d_out = whole_number("d_out", d_out, hint="outputs per step")
     require_fits(8 * (2 * d_in * n + n * d_out + 2 * n + d_out), "cpu",
                  what=f"the weights of a selective scan with d_in={d_in:,}, n={n:,}, d_out={d_out:,}")
     rng = np.random.default_rng(seed)
@@ -79,6 +79,7 @@ def _softplus(z, xp):
     return xp.logaddexp(0, z) if xp is np else xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))
 
 
+@arguments(method=OneOf("scan", "loop"))
 def forward(params: dict, x: Any, method: str = "scan") -> tuple[Any, dict]:
     """The layer's outputs ``y`` (T, B, d_out) and the cache its backward pass needs.
 
@@ -89,8 +90,6 @@ def forward(params: dict, x: Any, method: str = "scan") -> tuple[Any, dict]:
     (4, 1, 1)
     """
     xp = _validate(params, x)
-    if method not in ("scan", "loop"):
-        raise BadInputError(f"method must be 'scan' or 'loop'; got {method!r}.")
     z = x @ params["W_delta"] + params["c_delta"]        # (T, B, n)
     delta = _softplus(z, xp)
     lam = xp.exp(params["log_lam"])                      # (n,)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Whole, arguments
 from ..devices import get_xp, to_numpy
 from ..errors import whole_number
 from ..limits import require_fits
@@ -32,11 +33,10 @@ BASELINE_MSE = 1 / 6
 MAX_TRAIN_STEPS = 20_000  # Adam steps train_adding may take (each is a forward and a backward)
 
 
+@arguments(T=Whole(2, hint="one marker in each half"), batch=Whole(hint="sequences per batch"))
 def adding_problem(T: int = 32, batch: int = 64, seed: int = 0, dtype: Any = "float64",
                    device: Any = "cpu") -> tuple[Any, Any]:
     """Inputs ``(T, batch, 2)`` (number, marker) and targets ``(batch, 1)`` of the adding problem."""
-    T = whole_number("T", T, 2, hint="one marker in each half")
-    batch = whole_number("batch", batch, hint="sequences per batch")
     require_fits(8 * 5 * T * batch, "cpu", what=f"an adding problem of T={T:,} steps x batch {batch:,}")
     rng = np.random.default_rng(seed)
     values = rng.uniform(0, 1, (T, batch))

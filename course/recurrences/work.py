@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
+from ..arguments import OneOf, Whole, arguments
 from ..bppsa.algorithm import work_counts as bppsa_work_counts
-from ..errors import BadInputError, whole_number
 from ..scan.algorithms import operation_counts
 
 __all__ = ["KINDS", "work_counts", "work_table", "combine_flops"]
@@ -29,6 +29,7 @@ __all__ = ["KINDS", "work_counts", "work_table", "combine_flops"]
 KINDS = ("diagonal", "dense")
 
 
+@arguments(n=Whole(hint="the channels"), kind=OneOf(*KINDS))
 def combine_flops(n: int, kind: str = "diagonal") -> int:
     """Flops of one combine of two steps with n channels.
 
@@ -38,12 +39,11 @@ def combine_flops(n: int, kind: str = "diagonal") -> int:
     >>> combine_flops(4, "diagonal"), combine_flops(4, "dense")
     (12, 128)
     """
-    n = whole_number("n", n, hint="the channels")
-    if kind not in KINDS:
-        raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
     return 3 * n if kind == "diagonal" else 2 * n ** 3
 
 
+@arguments(T=Whole(hint="steps of the recurrence"), n=Whole(hint="the channels"), kind=OneOf(*KINDS),
+           itemsize=Whole(hint="bytes per number, e.g. 4 for float32"))
 def work_counts(T: int, n: int, kind: str = "diagonal", itemsize: int = 4) -> dict:
     """Steps, combines, flops and memory of the loop and the Blelloch scan over T steps.
 
@@ -66,10 +66,6 @@ def work_counts(T: int, n: int, kind: str = "diagonal", itemsize: int = 4) -> di
     >>> round(work_counts(1024, 16, "dense")["work_ratio"])
     32
     """
-    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
-    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
-    if kind not in KINDS:
-        raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
     if kind == "dense":
         c = bppsa_work_counts(T, n, 1, itemsize)
         return {"kind": kind, "T": T, "n": n, "steps_loop": c["steps_sequential"],

@@ -75,6 +75,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..arguments import Given, OneOf, Optional, Whole, arguments
 from ..errors import BadInputError, whole_number
 
 __all__ = ["STRATEGIES", "SCAN_DTYPES", "BYTES_PER_ELEMENT", "TILE_BYTES", "blocked_scan", "sequential_cumsum",
@@ -269,6 +270,24 @@ def _validate_x(x: Any) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
+def _validate_out(out: Any, x: np.ndarray) -> np.ndarray:
+    if out is None:
+        return np.empty_like(x)
+    if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype \
+            or not out.flags.c_contiguous:
+        raise BadInputError(f"out must be a contiguous numpy array of x's shape {x.shape} and dtype {x.dtype}, "
+                            f"got {type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
+    if np.may_share_memory(out, x):
+        raise BadInputError("out must not overlap x: the scan reads x while it writes out.")
+    return out
+
+
+def _validate_tile(tile: Any) -> int | str:
+    if isinstance(tile, str) and tile == "cache":
+        return tile
+    return whole_number("tile", tile, hint="elements per tile, 'cache' or None")
+
+
 def scan_threads(threads: int | None = None) -> int:
     """The threads numba's parallel loops will use: ``threads``, or the course's default.
 
@@ -284,14 +303,13 @@ def scan_threads(threads: int | None = None) -> int:
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))
 
 
+@arguments(n=Whole(0), blocks=Whole(hi=MAX_BLOCKS, hint="one block per thread: a few per core is plenty"))
 def block_bounds(n: int, blocks: int) -> list[tuple[int, int]]:
     """The ``(start, stop)`` of each block: ``blocks`` nearly equal, contiguous parts of ``n``.
 
     >>> block_bounds(10, 3)
     [(0, 3), (3, 6), (6, 10)]
     """
-    n = whole_number("n", n, 0)
-    blocks = whole_number("blocks", blocks, 1, MAX_BLOCKS, hint="one block per thread: a few per core is plenty")
     return [((n * b) // blocks, (n * (b + 1)) // blocks) for b in range(blocks)]
 
 
@@ -306,6 +324,7 @@ def bytes_per_element(algorithm: str, dtype: Any = "float32") -> int:
     return BYTES_PER_ELEMENT[algorithm] * np.dtype(dtype).itemsize
 
 
+@arguments(x=Given(_validate_x), out=Given(_validate_out, earlier=("x",)))
 def sequential_cumsum(x: Any, exclusive: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """The compiled sequential loop: one addition after the other, on one core (the peer).
 
@@ -320,23 +339,13 @@ def sequential_cumsum(x: Any, exclusive: bool = False, out: np.ndarray | None = 
     >>> sequential_cumsum(np.array([1, 2, 3, 4]))
     array([ 1,  3,  6, 10])
     """
-    x = _validate_x(x)
-    out = _validate_out(x, out)
     return _sequential(x, out, bool(exclusive))
 
 
-def _validate_out(x: np.ndarray, out: Any) -> np.ndarray:
-    if out is None:
-        return np.empty_like(x)
-    if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype \
-            or not out.flags.c_contiguous:
-        raise BadInputError(f"out must be a contiguous numpy array of x's shape {x.shape} and dtype {x.dtype}, "
-                            f"got {type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
-    if np.may_share_memory(out, x):
-        raise BadInputError("out must not overlap x: the scan reads x while it writes out.")
-    return out
-
-
+@arguments(x=Given(_validate_x), strategy=OneOf(*STRATEGIES),
+           blocks=Optional(Whole(hi=MAX_BLOCKS, hint="or None for one per thread")),
+           threads=Optional(Whole(hint="or None for the default")), out=Given(_validate_out, earlier=("x",)),
+           tile=Optional(Given(_validate_tile)))
 def blocked_scan(x: Any, exclusive: bool = False, strategy: str = "scan-then-add", blocks: int | None = None,
                  threads: int | None = None, out: np.ndarray | None = None,
                  tile: int | str | None = None) -> np.ndarray:
@@ -370,18 +379,10 @@ def blocked_scan(x: Any, exclusive: bool = False, strategy: str = "scan-then-add
     >>> blocked_scan(np.arange(1, 8), blocks=2, tile=2)     # tiles of 2 x 2: the carry joins them
     array([ 1,  3,  6, 10, 15, 21, 28])
     """
-    x = _validate_x(x)
-    if strategy not in STRATEGIES:
-        raise BadInputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     nthreads = scan_threads(threads)
-    nblocks = nthreads if blocks is None else whole_number("blocks", blocks, 1, MAX_BLOCKS,
-                                                           hint="or None for one per thread")
-    if isinstance(tile, str) and tile == "cache":
+    if tile == "cache":
         tile = max(1, TILE_BYTES // x.dtype.itemsize)
-    elif tile is not None:
-        tile = whole_number("tile", tile, hint="elements per tile, 'cache' or None")
-    out = _validate_out(x, out)
-    nblocks = max(1, min(nblocks, x.shape[0]))
+    nblocks = max(1, min(nthreads if blocks is None else blocks, x.shape[0]))
     before = numba.get_num_threads()
     numba.set_num_threads(nthreads)
     try:

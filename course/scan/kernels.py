@@ -53,8 +53,9 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Whole, arguments
 from ..devices import array_device, quiet_numba_launches
-from ..errors import BadInputError, GPUUnavailableError, whole_number
+from ..errors import BadInputError, GPUUnavailableError
 from ..kernel_runtime import kernels_unavailable_reason, numba_cuda, simulator_enabled
 
 __all__ = ["simulator_enabled", "kernels_available", "kernels_unavailable_reason",
@@ -82,6 +83,7 @@ def kernels_available() -> bool:
 SHARED_MEMORY_LIMIT = 48 * 1024
 
 
+@arguments(threads=Whole(hi=1024, hint="threads per block"), items=Whole(hint="elements per thread"))
 def shared_memory_bytes(dtype: Any = "float32", threads: int = 256, items: int = 8,
                         conflict_free: bool = True) -> int:
     """Bytes of static shared memory one block of ``scan_tiles`` declares: the tile and the partials.
@@ -94,10 +96,8 @@ def shared_memory_bytes(dtype: Any = "float32", threads: int = 256, items: int =
     >>> shared_memory_bytes("float64", 1024, 8) > SHARED_MEMORY_LIMIT
     True
     """
-    pad = 1 if conflict_free else 0
-    t = whole_number("threads", threads, 1, 1024, hint="threads per block")
-    tile = t * whole_number("items", items, hint="elements per thread")
-    slots = (tile + pad * (tile // BANKS) + 1) + (t + pad * (t // BANKS) + 1)
+    pad, tile = (1 if conflict_free else 0), threads * items
+    slots = (tile + pad * (tile // BANKS) + 1) + (threads + pad * (threads // BANKS) + 1)
     return slots * np.dtype(dtype).itemsize
 
 
@@ -371,6 +371,8 @@ def conflict_degree(words: Iterable[int], banks: int = BANKS) -> int:
     return int(np.bincount(words % banks, minlength=banks).max())
 
 
+@arguments(threads=Whole(hi=1024, hint="threads per block"), items=Whole(hi=1024, hint="elements per thread"),
+           warp=Whole(hi=1024, hint="threads per warp, 32 on NVIDIA GPUs"))
 def kernel_bank_conflicts(threads: int = 256, items: int = 8, conflict_free: bool = True,
                           warp: int = 32) -> list[dict]:
     """The worst conflict degree of every shared-memory access step of ``scan_tiles``.
@@ -380,10 +382,6 @@ def kernel_bank_conflicts(threads: int = 256, items: int = 8, conflict_free: boo
     down-sweep level of the tree over the thread partials.  Returns one dict per step:
     ``{"step", "threads", "degree"}`` (worst over the warps taking part).
     """
-    T = whole_number("threads", threads, 1, 1024, hint="threads per block")
-    items = whole_number("items", items, 1, 1024, hint="elements per thread")
-    warp = whole_number("warp", warp, 1, 1024, hint="threads per warp, 32 on NVIDIA GPUs")
-
     def slot(i):
         i = np.asarray(i, dtype=np.int64)
         return i + (i // BANKS if conflict_free else 0)
@@ -393,15 +391,15 @@ def kernel_bank_conflicts(threads: int = 256, items: int = 8, conflict_free: boo
         return max(conflict_degree(slot(idx_of_thread(tids[w:w + warp])))
                    for w in range(0, active, warp))
 
-    rows = [{"step": "load tile (k = 0)", "threads": T, "degree": worst(lambda t: t, T)},
-            {"step": "own run (j = 0)", "threads": T, "degree": worst(lambda t: t * items, T)}]
-    stride, active = 1, T // 2
+    rows = [{"step": "load tile (k = 0)", "threads": threads, "degree": worst(lambda t: t, threads)},
+            {"step": "own run (j = 0)", "threads": threads, "degree": worst(lambda t: t * items, threads)}]
+    stride, active = 1, threads // 2
     while active > 0:
         rows.append({"step": f"up-sweep, stride {stride} (left reads)", "threads": active,
                      "degree": worst(lambda t, s=stride: s * (2 * t + 1) - 1, active)})
         stride, active = stride * 2, active // 2
     active = 1
-    while active < T:
+    while active < threads:
         stride //= 2
         rows.append({"step": f"down-sweep, stride {stride} (left reads)", "threads": active,
                      "degree": worst(lambda t, s=stride: s * (2 * t + 1) - 1, active)})
