@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from course.bppsa.algorithm import backprop_scan, backprop_sequential
-from course.bppsa.regime import crossover_n, random_chain, regime_sweep, speedup_grid
+from course.bppsa.timing import crossover_n, random_chain, regime_sweep, speedup_grid
 from course.errors import BadInputError
 from course.results import ResultSet
 

@@ -14,7 +14,7 @@ import pytest
 import course.parallel.mpi as mpi
 from course.errors import BadInputError
 from course.parallel import MPIError, mpi_unavailable_reason, pipeline_runs, ring_check, run_mpi, train_data_parallel
-from course.parallel.runs import allreduce_sweep, data_parallel_timing
+from course.parallel.timing import allreduce_sweep, data_parallel_timing
 
 needs_mpi = pytest.mark.skipif(mpi_unavailable_reason() is not None,
                                reason=f"MPI cannot start here: {mpi_unavailable_reason()}")

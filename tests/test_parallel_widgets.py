@@ -75,7 +75,7 @@ def test_the_pipeline_app_switches_m_and_view():
 
 @pytest.mark.widgets
 def test_the_tensor_parallel_app_follows_ranks_width_and_batch():
-    from course.parallel.model import fit_alpha_beta
+    from course.parallel.timing import fit_alpha_beta
 
     app = tensor_parallel_app(fit_alpha_beta(_timings()))
     assert app.last_error is None and app.image.value[:4] == PNG and "a model, not a measurement" in app.html.value
@@ -143,8 +143,9 @@ def test_the_lesson_registers_its_report_experiments_and_explains_a_missing_mpi(
 
 
 def test_the_model_figure_draws_nvlink_only_as_far_as_an_nvlink_domain_reaches():
-    from course.parallel.model import INTERCONNECTS, fit_alpha_beta
+    from course.parallel.model import INTERCONNECTS
     from course.parallel.plots import model_figure
+    from course.parallel.timing import fit_alpha_beta
 
     fig = model_figure(fit_alpha_beta(_timings()), 2**20, p_max=1024)
     most = {ic.name: ic.max_workers for ic in INTERCONNECTS}

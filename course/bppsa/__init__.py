@@ -8,8 +8,8 @@ Read in this order:
   contiguous buffers (the one to time on a GPU);
 * :mod:`~course.bppsa.models`: two chains to back-propagate through, a tanh RNN and a deep MLP;
 * :mod:`~course.bppsa.sparse`: sparse transposed Jacobians, and why the scan can afford them;
-* :mod:`~course.bppsa.timing`: the two backward passes timed the way the paper does;
-* :mod:`~course.bppsa.regime`: where the scan wins on a CPU;
+* :mod:`~course.bppsa.timing`: the two backward passes timed the way the paper does, and where the
+  scan wins on a CPU;
 * :mod:`~course.bppsa.plots`, :mod:`~course.bppsa.widgets`, :mod:`~course.bppsa.checks` and
   :mod:`~course.bppsa.experiments`.
 """

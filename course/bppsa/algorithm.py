@@ -43,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Whole, arguments
 from ..devices import array_device, get_xp, xp_of
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError
 from ..limits import require_fits
 
 __all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
@@ -324,6 +325,11 @@ def _blelloch_combines(m: int) -> tuple[int, int]:
     return int(c["work"]), int(c["steps"])
 
 
+# the sizes a count takes: steps, state size, batch and bytes per number
+_SIZES = {"T": Whole(), "n": Whole(), "batch": Whole(), "itemsize": Whole(hint="bytes per number, e.g. 4 for float32")}
+
+
+@arguments(**_SIZES)
 def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     """Dependent steps, flops and memory of sequential back-propagation vs BPPSA.
 
@@ -342,8 +348,6 @@ def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     >>> c["steps_sequential"], c["steps_scan"]
     (30000, 30)
     """
-    T, n, batch = whole_number("T", T), whole_number("n", n), whole_number("batch", batch)
-    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
     combines, levels = _blelloch_combines(T + 1)
     flops_seq = 2.0 * n * n * T * batch
     flops_scan = 2.0 * n ** 3 * combines * batch
@@ -361,6 +365,7 @@ def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     }
 
 
+@arguments(**_SIZES)
 def scan_memory(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     """The memory :func:`backprop_scan` needs beyond its inputs, in bytes, part by part.
 
@@ -377,11 +382,8 @@ def scan_memory(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     >>> round(m["peak"] / m["jacobians"], 2)
     1.06
     """
-    T, n, batch = whole_number("T", T), whole_number("n", n), whole_number("batch", batch)
-    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
-    elem = int(batch) * int(n) * int(n) * int(itemsize)
-    m = int(T) + 1
+    elem, m = batch * n * n * itemsize, T + 1
     chunk = min(m, max(64, int(m * CHUNK_FRACTION)))
-    buffer, working, grads = m * elem, 2 * chunk * elem, m * int(batch) * int(n) * int(itemsize)
+    buffer, working, grads = m * elem, 2 * chunk * elem, m * batch * n * itemsize
     return {"buffer": buffer, "working": working, "gradients": grads, "peak": buffer + max(working, grads),
-            "jacobians": int(T) * elem}
+            "jacobians": T * elem}

@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, get_xp
+from ..arguments import Optional, Whole, arguments
+from ..devices import array_device, get_xp, xp_of
 from ..errors import BadInputError, whole_number
 from .algorithm import validate_chain
 
@@ -52,14 +53,14 @@ def default_chunk(T: int) -> int:
     return max(1, math.ceil(math.sqrt(T) / 2))
 
 
+@arguments(T=Whole(hint="the chain's length"), chunk=Optional(Whole(hint="steps per chunk")))
 def chunked_steps(T: int, chunk: int | None = None) -> int:
     """Dependent library calls of :func:`backprop_chunked`: ``4L + 2 ceil(log2 C) + 3``.
 
     >>> chunked_steps(30000)
     369
     """
-    T = whole_number("T", T, hint="the chain's length")
-    L = default_chunk(T) if chunk is None else whole_number("chunk", chunk, hint="steps per chunk")
+    L = default_chunk(T) if chunk is None else chunk
     C = -(-T // L)
     return 4 * L + 2 * math.ceil(math.log2(C)) + 3 if C > 1 else 4 * L + 3
 
@@ -197,6 +198,13 @@ def rnn_hidden_gradients(d: Any, W: Any, grad: Any, chunk: int | None = None) ->
 
 # ------------------------------------------------------------------ every buffer once, and a CUDA graph
 
+def _require_plan_weight(n: int, W: Any, graph: bool) -> None:
+    if tuple(W.shape) != (n, n):
+        raise BadInputError(f"W must have shape ({n}, {n}), got {tuple(W.shape)}.")
+    if graph and array_device(W) != "gpu":
+        raise BadInputError("graph=True records a CUDA graph: it needs W on the GPU (course.to_device(W, 'gpu')).")
+
+
 class RNNBackwardPlan:
     """:func:`rnn_hidden_gradients` for one shape, with every buffer allocated once and reused.
 
@@ -214,15 +222,11 @@ class RNNBackwardPlan:
     True
     """
 
+    @arguments(T=Whole(hint="the chain's length"), B=Whole(hint="the batch"), n=Whole(hint="the state size"),
+               then=_require_plan_weight)
     def __init__(self, T: int, B: int, n: int, W: Any, chunk: int | None = None, graph: bool = False):
-        self.T = whole_number("T", T, hint="the chain's length")
-        self.B, self.n = whole_number("B", B, hint="the batch"), whole_number("n", n, hint="the state size")
-        dev = array_device(W)
-        if tuple(W.shape) != (self.n, self.n):
-            raise BadInputError(f"W must have shape ({self.n}, {self.n}), got {tuple(W.shape)}.")
-        if graph and dev != "gpu":
-            raise BadInputError("graph=True records a CUDA graph: it needs W on the GPU (course.to_device(W, 'gpu')).")
-        self.xp = xp = get_xp(dev)
+        self.T, self.B, self.n = T, B, n
+        self.xp = xp = xp_of(W)
         self.L = L = _chunk_length(self.T, chunk)
         self.C = C = -(-self.T // L)
         self.pad = C * L - self.T

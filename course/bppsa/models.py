@@ -37,15 +37,16 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, OneOf, Whole, arguments
 from ..backprop.gradcheck import central_differences, rel_error
 from ..backprop.layers import softmax_cross_entropy, softmax_cross_entropy_backward
 from ..devices import get_xp, normalize_device, to_device, to_numpy
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError
 from ..limits import require_fits, validate_dtype
 from .algorithm import backprop_scan, backprop_scan_elements, backprop_sequential, scan_memory
 from .fast import RNNBackwardPlan, backprop_chunked
 
-__all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check"]
+__all__ = ["TanhRNN", "MLPChain", "METHODS", "finite_difference_check", "validate_float_dtype"]
 
 #: The ways a model can back-propagate through its chain.
 METHODS = ("sequential", "jacobian", "scan", "fast")
@@ -56,6 +57,20 @@ def _validate_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
     require_fits(8 * count, "cpu", what=what)
     if device != "cpu":
         require_fits(count * dtype.itemsize, device, what=what)
+
+
+def validate_float_dtype(dtype: Any, device: str = "cpu") -> np.dtype:
+    """``dtype`` as a ``numpy.dtype`` the device holds, floating point (integer weights would round to zero)."""
+    dt = validate_dtype(dtype, device)
+    if dt.kind != "f":
+        raise BadInputError(f"a network needs a floating-point dtype, got {dt.name}: integer weights would round "
+                            "to zero")
+    return dt
+
+
+#: What a model's constructor checks first: its device, then a floating-point dtype the device holds.
+_DEVICE_AND_DTYPE = {"device": Given(normalize_device), "dtype": Given(validate_float_dtype, earlier=["device"])}
+_CLASSES = Whole(2, hint="a classifier needs two classes or more")
 
 
 def _method(method: str) -> str:
@@ -102,16 +117,13 @@ class TanhRNN:
     #: On a GPU, ``backward(cache, "fast")`` records its scan once as a CUDA graph and replays it.
     capture_graph = True
 
+    @arguments(input_size=Whole(hint="numbers per input step"), hidden_size=Whole(hint="the state size"),
+               n_classes=_CLASSES, **_DEVICE_AND_DTYPE)
     def __init__(self, input_size: int = 1, hidden_size: int = 20, n_classes: int = 10, seed: int = 0,
                  device: str = "cpu", dtype: Any = "float32"):
         self._plans: dict = {}
-        self.input_size = whole_number("input_size", input_size, hint="numbers per input step")
-        self.hidden_size = h = whole_number("hidden_size", hidden_size, hint="the state size")
-        self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
-        self.device = normalize_device(device)
-        self.dtype = validate_dtype(dtype, self.device)
-        if self.dtype.kind != "f":
-            raise BadInputError(f"an RNN needs a floating-point dtype, got {self.dtype.name}")
+        self.input_size, self.hidden_size, self.n_classes = input_size, hidden_size, n_classes
+        self.device, self.dtype, h = device, dtype, hidden_size
         _validate_draw(h * (self.input_size + h + 2) + self.n_classes * (h + 1), self.device, self.dtype,
                        what=f"the weights of an RNN with hidden_size={h:,}, input_size={self.input_size:,}, "
                             f"n_classes={self.n_classes:,}")
@@ -123,9 +135,9 @@ class TanhRNN:
         self.params = {name: to_device(rng.uniform(-k, k, s), self.device, self.dtype)
                        for name, s in shapes.items()}
 
+    @arguments(T=Whole(hint="the sequence length"), batch=Whole())
     def example_data(self, T: int, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
         """Random inputs ``x (T, batch, input_size)`` and labels ``(batch,)`` on the model's device."""
-        T, batch = whole_number("T", T, hint="the sequence length"), whole_number("batch", batch)
         _validate_draw(T * batch * self.input_size, self.device, self.dtype,
                        what=f"inputs of T={T:,} steps x batch {batch:,} x {self.input_size:,} numbers")
         rng = np.random.default_rng(seed)
@@ -262,19 +274,12 @@ class MLPChain:
     width, depth, n_classes : sizes.  ``activation``: ``"tanh"`` or ``"relu"``.
     """
 
+    @arguments(width=Whole(hint="numbers per layer"), depth=Whole(hint="the number of layers"), n_classes=_CLASSES,
+               activation=OneOf("tanh", "relu"), **_DEVICE_AND_DTYPE)
     def __init__(self, width: int = 16, depth: int = 8, n_classes: int = 10, activation: str = "tanh",
                  seed: int = 0, device: str = "cpu", dtype: Any = "float32"):
-        self.width = n = whole_number("width", width, hint="numbers per layer")
-        self.depth = L = whole_number("depth", depth, hint="the number of layers")
-        self.n_classes = whole_number("n_classes", n_classes, 2, hint="a classifier needs two classes or more")
-        if activation not in ("tanh", "relu"):
-            raise BadInputError(f"activation must be 'tanh' or 'relu', got {activation!r}")
-        self.activation = activation
-        self.device = normalize_device(device)
-        self.dtype = validate_dtype(dtype, self.device)
-        if self.dtype.kind != "f":
-            raise BadInputError(f"a network needs a floating-point dtype, got {self.dtype.name}: integer "
-                                "weights would round to zero")
+        self.width, self.depth, self.n_classes, self.activation = width, depth, n_classes, activation
+        self.device, self.dtype, n, L = device, dtype, width, depth
         _validate_draw(L * n * (n + 1) + self.n_classes * (n + 1), self.device, self.dtype,
                        what=f"the weights of {L:,} layers of width {n:,}")
         self.xp = get_xp(self.device)
@@ -287,8 +292,8 @@ class MLPChain:
             "b_out": to_device(np.zeros(self.n_classes), self.device, self.dtype),
         }
 
+    @arguments(batch=Whole())
     def example_data(self, batch: int = 16, seed: int = 1) -> tuple[Any, Any]:
-        batch = whole_number("batch", batch)
         _validate_draw(batch * self.width, self.device, self.dtype,
                        what=f"inputs of batch {batch:,} x width {self.width:,}")
         rng = np.random.default_rng(seed)
@@ -344,6 +349,13 @@ class MLPChain:
 
 # ------------------------------------------------------------------ gradient checking
 
+def _require_float64(model: Any) -> None:
+    if np.dtype(model.dtype) != np.float64:
+        raise BadInputError(f"finite differences need a float64 model (got {model.dtype}); build it "
+                            "with dtype='float64'.")
+
+
+@arguments(n_checks=Whole(hint="0 would check nothing and report an error of 0"), then=_require_float64)
 def finite_difference_check(model: Any, x: Any, labels: Any, method: str = "scan", n_checks: int = 12,
                             eps: float = 1e-6, seed: int = 0) -> dict:
     """Compare ``model.backward(..., method)`` with central differences of the loss.
@@ -353,10 +365,6 @@ def finite_difference_check(model: Any, x: Any, labels: Any, method: str = "scan
     largest entry's error over the largest entry).  Values near 1e-7 or below mean the analytic
     gradient is right.
     """
-    if np.dtype(model.dtype) != np.float64:
-        raise BadInputError(f"finite differences need a float64 model (got {model.dtype}); build it "
-                            "with dtype='float64'.")
-    whole_number("n_checks", n_checks, hint="0 would check nothing and report an error of 0")
     x = model.xp.asarray(x)  # perturbed in place below, so a list becomes an array first
     loss, cache = model.forward(x, labels)
     grads = model.backward(cache, _method(method))

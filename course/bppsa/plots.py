@@ -35,7 +35,7 @@ from ..plots import (
 )
 from ..results import ResultSet
 from .algorithm import work_counts
-from .timing import PAPER
+from .timing import PAPER, crossover_n, speedup_grid, speedups
 
 if TYPE_CHECKING:
     from ..scan.algorithms import ScanTrace
@@ -170,8 +170,6 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     of the scan, measured in the same run on the same device; log y, like the paper.
     ``x``: ``"T"``, ``"batch"`` or ``"hidden_size"``; ``where`` filters the records (``{"batch": 16}``).
     """
-    from .timing import speedups
-
     xlabels = {"T": "sequence length T", "batch": "batch size", "hidden_size": "hidden size n"}
     if x not in xlabels:
         raise BadInputError(f"x must be one of {sorted(xlabels)}, got {x!r}")
@@ -309,8 +307,6 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
 def regime_figure(rs: ResultSet) -> Figure:
     """The scan's speedup over the loop against the chain's width n, one line per T (measured on the CPU),
     with the 1× line and each T's crossover marked; the right panel, the extra work the scan does."""
-    from .regime import crossover_n, speedup_grid
-
     grid = speedup_grid(rs)
     fig, (ax, bx) = new_figure(2, width=10, height=3.6)
     Ts = sorted({T for _, T in grid})

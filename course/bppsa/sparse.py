@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..arguments import Given, Whole, arguments
 from ..devices import get_xp, normalize_device
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
@@ -154,12 +155,20 @@ def conv2d_jacobian_t(weight: Any, H: int, W: int, padding: int = 1, stride: int
 
 # ------------------------------------------------------------------ memory
 
-def dense_bytes(shape: tuple[int, int], itemsize: int = 4) -> int:
-    """Bytes of a dense matrix of ``shape``."""
+def _matrix_shape(shape: Any) -> tuple[int, int]:
     if isinstance(shape, (str, bytes)) or len(shape) != 2:
         raise BadInputError(f"shape must be (rows, columns), got {shape!r}")
     rows, cols = (whole_number("shape", s, 0, hint="rows and columns of the matrix") for s in shape)
-    return rows * cols * whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
+    return rows, cols
+
+
+_ITEMSIZE = Whole(hint="bytes per number, e.g. 4 for float32")
+
+
+@arguments(shape=Given(_matrix_shape), itemsize=_ITEMSIZE)
+def dense_bytes(shape: tuple[int, int], itemsize: int = 4) -> int:
+    """Bytes of a dense matrix of ``shape``."""
+    return shape[0] * shape[1] * itemsize
 
 
 def csr_bytes(m: Any) -> int:
@@ -188,6 +197,8 @@ def _taps(size: int, k: int, padding: int, stride: int) -> tuple[int, int]:
     return int(out), taps
 
 
+@arguments(H=Whole(), W=Whole(), c_in=Whole(), c_out=Whole(), k=Whole(1, MAX_KERNEL_SIDE, hint="the kernel side"),
+           padding=Whole(0), stride=Whole(), itemsize=_ITEMSIZE)
 def conv_jacobian_memory(H: int, W: int, c_in: int, c_out: int, k: int = 3, padding: int = 1,
                          stride: int = 1, itemsize: int = 4) -> dict:
     """Dense vs CSR bytes of a k×k convolution's transposed Jacobian, counted without building it.
@@ -195,11 +206,6 @@ def conv_jacobian_memory(H: int, W: int, c_in: int, c_out: int, k: int = 3, padd
     Fast for any size (the notebook's sliders); :func:`conv2d_jacobian_t` builds the
     real matrix and the tests check that both agree.
     """
-    H, W = whole_number("H", H), whole_number("W", W)
-    c_in, c_out = whole_number("c_in", c_in), whole_number("c_out", c_out)
-    k = whole_number("k", k, 1, MAX_KERNEL_SIDE, hint="the kernel side")
-    padding, stride = whole_number("padding", padding, 0), whole_number("stride", stride)
-    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 4 for float32")
     Ho, th = _taps(H, k, padding, stride)
     Wo, tw = _taps(W, k, padding, stride)
     if Ho < 1 or Wo < 1:
@@ -243,6 +249,8 @@ def vgg11_first_conv_claim(seed: int = 0, dtype: Any = np.float32) -> dict:
     return r
 
 
+@arguments(size=Whole(2, hint="the image side"), channels=Whole(),
+           depth=Whole(1, MAX_FILL_IN_DEPTH, hint="the product is already dense once depth reaches size - 1"))
 def chain_fill_in(depth: int, size: int = 16, channels: int = 2, seed: int = 0) -> list[dict]:
     """How products of convolution Jacobians fill in: nnz of ``J_1ᵀ · ... · J_kᵀ`` for k = 1..depth.
 
@@ -250,11 +258,6 @@ def chain_fill_in(depth: int, size: int = 16, channels: int = 2, seed: int = 0) 
     convolutions is a (2k+1)×(2k+1) convolution, so its rows hold ever more
     non-zeros and sparse storage pays off less the higher a node sits in the tree.
     """
-    depth = whole_number("depth", depth, 1, MAX_FILL_IN_DEPTH,
-                         hint=f"the product is already dense once depth reaches size - 1 = {size - 1}"
-                         if isinstance(size, int) else "")
-    size = whole_number("size", size, 2, hint="the image side")
-    channels = whole_number("channels", channels)
     n = channels * size * size                      # rows of each Jacobian
     reach = min(2 * depth + 1, 2 * size - 1) ** 2   # taps of the widest product, per channel pair
     require_fits(3 * 12 * n * min(n, channels * reach), "cpu",

@@ -19,8 +19,19 @@ PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
 PyTorch is installed (on the GPU, that is its cuDNN kernel): its ``backward`` reruns
 on one saved graph (``retain_graph=True``).
 
+Where the scan wins on a CPU (:func:`regime_sweep`): sequential backprop takes T dependent steps, each
+one small matrix-vector product, so for a thin chain (small n) each step is mostly the fixed cost of a
+numpy call, the CPU's analogue of a kernel launch.  The scan takes about 2·log₂(T+1) levels, each one
+batched call over thousands of products, but every combine is an n×n matrix *product*: about 2n times
+the loop's arithmetic.  So the scan wins where the per-step overhead dominates (small n, long T) and
+loses where the arithmetic does (large n); :func:`crossover_n` reads off, for each T, the largest n at
+which the scan still won.
+
 >>> r = rnn_timings(T=20, hidden_size=4, batch=2, repeat=3)
 >>> sorted(r["backward_s"])
+['scan', 'sequential']
+>>> rs = regime_sweep(ns=[2], Ts=[64], repeat=1, budget_s=0.05)
+>>> sorted({r["method"] for r in rs.records})
 ['scan', 'sequential']
 """
 
@@ -31,18 +42,20 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Whole, Wholes, arguments
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..limits import out_of_memory_errors, require_fits
 from ..results import ResultSet
-from ..timing import interleaved_rounds
+from ..timing import benchmark, interleaved_rounds, sweep_within_budget
 from ..torch_peer import benchmark_torch, torch_available, torch_device, torch_threads
-from .algorithm import work_counts
+from .algorithm import backprop_scan, backprop_sequential, work_counts
 from .fast import chunked_steps
 from .models import METHODS, TanhRNN
 
 __all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "speedups",
-           "PAPER", "SWEEP_T", "QUICK_T"]
+           "PAPER", "SWEEP_T", "QUICK_T", "random_chain", "regime_sweep", "speedup_grid", "crossover_n",
+           "REGIME_NS", "REGIME_TS"]
 
 #: The paper's RNN workload (Wang, Bai, Pekhimenko).  ``backward_speedup`` is the best backward-pass
 #: speed-up in the abstract of the arXiv version (1907.10134); the MLSys 2020 proceedings' abstract
@@ -52,8 +65,31 @@ PAPER = {"input_size": 1, "hidden_size": 20, "batch": 16, "n_classes": 10,
 
 SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
 QUICK_T = (10, 100, 1000)
+#: The regime map's default grid: thin to moderately wide chains, short to long.
+REGIME_NS = (2, 4, 8, 16, 32)
+REGIME_TS = (1_000, 10_000, 30_000)
+#: The largest chain the regime map measures: T · n² numbers of float32 (the scan keeps about twice that).
+MAX_ELEMENTS = 2**25
 
 
+#: The RNN's sizes, as the timings check them.
+_RNN_SIZES = {"T": Whole(hint="the sequence length"), "hidden_size": Whole(hint="the state size"), "batch": Whole(),
+              "input_size": Whole(hint="numbers per input step")}
+_REPEAT = Whole(hint="timed rounds; 0 would time nothing")
+
+
+def _validate_methods(methods: Any) -> list[str]:
+    """``methods`` as a list, or a clear error: a non-empty list of :data:`~course.bppsa.models.METHODS`."""
+    if isinstance(methods, str) or not len(methods):
+        raise BadInputError(f"methods must be a non-empty list of {', '.join(map(repr, METHODS))}, got {methods!r}")
+    for m in methods:
+        if m not in METHODS:
+            raise BadInputError(f"method {m!r} is not one of {', '.join(map(repr, METHODS))}")
+    return list(methods)
+
+
+@arguments(**_RNN_SIZES, device=Given(normalize_device), methods=Given(_validate_methods), repeat=_REPEAT,
+           warmup=Whole(0, 100, hint="untimed rounds first"))
 def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, device: Any = "cpu",
              methods: Sequence[str] = ("sequential", "scan"), dtype: Any = "float32", repeat: int = 5,
              budget_s: float | None = None, seed: int = 0, warmup: int = 1) -> dict:
@@ -65,17 +101,8 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
     "max_grad_diff": float}``.  ``max_grad_diff`` is the largest difference between the
     methods' ``W_hh`` gradients: they must compute the same thing for the times to mean anything.
     """
-    dev = normalize_device(device)
-    T, batch, hidden_size, input_size = _rnn_sizes(T, batch, hidden_size, input_size)
-    repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
-    warmup = whole_number("warmup", warmup, 0, 100, hint="untimed rounds first")
-    if isinstance(methods, str) or not len(methods):
-        raise BadInputError(f"methods must be a non-empty list of {', '.join(map(repr, METHODS))}, got {methods!r}")
-    for m in methods:
-        if m not in METHODS:
-            raise BadInputError(f"method {m!r} is not one of {', '.join(map(repr, METHODS))}")
-    rnn = TanhRNN(input_size, hidden_size, seed=seed, device=dev, dtype=dtype)
-    require_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, dev,
+    rnn = TanhRNN(input_size, hidden_size, seed=seed, device=device, dtype=dtype)
+    require_fits(3 * (T + 1) * batch * (hidden_size + input_size) * rnn.dtype.itemsize, device,
                  what=f"the inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
     x, y = rnn.example_data(T, batch, seed=seed + 1)
     _, cache = rnn.forward(x, y)       # every backward pass starts from these saved values
@@ -87,7 +114,7 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
         return run
 
     fns = {"forward": lambda: rnn.forward(x, y)} | {m: backward(m) for m in methods}
-    t = interleaved_rounds(fns, dev, warmup=warmup, repeat=repeat, budget_s=budget_s)
+    t = interleaved_rounds(fns, device, warmup=warmup, repeat=repeat, budget_s=budget_s)
     for m in methods:                  # warmup=0 and no round reached it: run it once to compare
         if m not in grads:
             backward(m)()
@@ -101,6 +128,7 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
 
 # ------------------------------------------------------------------ the PyTorch peer
 
+@arguments(**_RNN_SIZES, device=Given(normalize_device), repeat=_REPEAT)
 def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
                    device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
                    seed: int = 0, threads: int | None = 1) -> dict:
@@ -116,12 +144,9 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
     threads only add synchronisation, and on a busy machine they can make each step
     many times slower.  ``None`` leaves PyTorch's own setting.
     """
-    dev = normalize_device(device)
-    T, batch, hidden_size, input_size = _rnn_sizes(T, batch, hidden_size, input_size)
-    repeat = whole_number("repeat", repeat, hint="timed rounds; 0 would time nothing")
-    require_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, dev,
+    require_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, device,
                  what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
-    tdev = torch_device(dev)        # a clear error without PyTorch, or without its CUDA build
+    tdev = torch_device(device)        # a clear error without PyTorch, or without its CUDA build
     import torch
 
     torch.manual_seed(seed)
@@ -145,19 +170,13 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
             head.zero_grad(set_to_none=True)
             loss.backward(retain_graph=True)
 
-        t = interleaved_rounds({"forward": forward, "backward": backward}, dev, warmup=1, repeat=repeat,
+        t = interleaved_rounds({"forward": forward, "backward": backward}, device, warmup=1, repeat=repeat,
                                budget_s=budget_s, timer=benchmark_torch)
     f, b = t["forward"], t["backward"]
     return {"forward": f, "backward": b, "backward_s": b.median}
 
 
 # ------------------------------------------------------------------ the sweep
-
-def _rnn_sizes(T: Any, batch: Any, hidden_size: Any, input_size: Any) -> tuple[int, int, int, int]:
-    return (whole_number("T", T, hint="the sequence length"), whole_number("batch", batch),
-            whole_number("hidden_size", hidden_size, hint="the state size"),
-            whole_number("input_size", input_size, hint="numbers per input step"))
-
 
 def _sizes(name: str, v: Any) -> list[int]:
     vals = list(v) if isinstance(v, (list, tuple, range, np.ndarray)) else [v]
@@ -266,3 +285,83 @@ def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str =
             out.append((r[x], base[0]["backward_s"] / r["backward_s"]))
     out.sort()
     return np.array([o[0] for o in out], dtype=float), np.array([o[1] for o in out], dtype=float)
+
+
+# ------------------------------------------------------------------ where the scan wins on a CPU
+
+def _require_chain_fits(T: int, n: int, dtype: Any) -> None:
+    if T * n * n > MAX_ELEMENTS:
+        raise BadInputError(f"T = {T:,} steps of {n}×{n} Jacobians is {T * n * n:,} numbers, more than the "
+                            f"{MAX_ELEMENTS:,} this sweep allows; choose a smaller T or n")
+    require_fits(3 * T * n * n * np.dtype(dtype).itemsize, "cpu", what=f"a chain of {T:,} {n}×{n} Jacobians")
+
+
+@arguments(T=Whole(hint="the chain length"), n=Whole(hint="the state size"), then=_require_chain_fits)
+def random_chain(T: int, n: int, seed: int = 0, dtype: Any = "float32") -> tuple[np.ndarray, np.ndarray]:
+    """``T`` random rotations ``(T, n, n)`` (their products neither blow up nor vanish) and a gradient ``(n,)``.
+
+    >>> J, g = random_chain(3, 2)
+    >>> J.shape, g.shape
+    ((3, 2, 2), (2,))
+    """
+    rng = np.random.default_rng(seed)
+    q, r = np.linalg.qr(rng.standard_normal((T, n, n)))
+    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
+    return q.astype(dtype), rng.standard_normal(n).astype(dtype)
+
+
+@arguments(ns=Wholes(hint="each is a state size"), Ts=Wholes(hint="each is a chain length"), repeat=Whole())
+def regime_sweep(ns: Sequence[int] = REGIME_NS, Ts: Sequence[int] = REGIME_TS, repeat: int = 3,
+                 budget_s: float = 1.0, total_budget_s: float | None = 30.0,
+                 progress: Callable | None = None) -> ResultSet:
+    """Time sequential backprop and the scan on random chains, for every (n, T), on the CPU.
+
+    Each record: ``method`` (``"sequential"`` or ``"scan"``), ``n``, ``T``, the timing, and ``flops``
+    (the work the method does: 2n² per step for the loop, 2n³ per combine for the scan).  Chains
+    larger than :data:`MAX_ELEMENTS` are skipped with a note; ``total_budget_s`` stops the sweep
+    early, and says so.
+    """
+    rs = ResultSet("bppsa_regime", params={"ns": ns, "Ts": Ts, "dtype": "float32"})
+    jobs = [(n, T) for T in Ts for n in ns]
+    too_big = [(n, T) for n, T in jobs if T * n * n > MAX_ELEMENTS]
+    if too_big:
+        rs.notes.append(f"Not measured, over {MAX_ELEMENTS:,} numbers: " +
+                        ", ".join(f"n = {n}, T = {T:,}" for n, T in too_big))
+    jobs = [j for j in jobs if j not in too_big]
+    for n, T in sweep_within_budget(jobs, rs, total_budget_s, progress, "n × T",
+                                    skipped=lambda rest: f"{len(rest)} (n, T) pairs not measured"):
+        J, g = random_chain(T, n, seed=n * 7919 + T)
+        combines = 2 * T  # the Blelloch tree: about T up-sweep and T down-sweep combines
+        for method, fn, flops in (("sequential", backprop_sequential, 2.0 * n * n * T),
+                                  ("scan", backprop_scan, 2.0 * n ** 3 * combines)):
+            t = benchmark(fn, J, g, warmup=1, repeat=repeat, budget_s=budget_s, name=f"{method} n={n} T={T}")
+            rs.add_timing(t, method=method, n=n, T=T, flops=flops)
+    return rs
+
+
+def speedup_grid(rs: ResultSet) -> dict[tuple[int, int], float]:
+    """``{(n, T): sequential time / scan time}`` (above 1: the scan won) for every measured pair."""
+    out = {}
+    for r in rs.select(method="scan"):
+        seq = rs.select(method="sequential", n=r["n"], T=r["T"])
+        if seq and r["median_s"] > 0:
+            out[(r["n"], r["T"])] = seq[0]["median_s"] / r["median_s"]
+    return out
+
+
+def crossover_n(rs: ResultSet) -> dict[int, int | None]:
+    """For each T: the largest n at which the scan was faster than the loop (None: at no n measured).
+
+    >>> rs = ResultSet("bppsa_regime")
+    >>> for n, seq, scan in ((2, 1.0, 0.2), (8, 1.0, 0.9), (32, 1.0, 3.0)):
+    ...     rs.add(device="cpu", method="sequential", n=n, T=100, median_s=seq)
+    ...     rs.add(device="cpu", method="scan", n=n, T=100, median_s=scan)
+    >>> crossover_n(rs)
+    {100: 8}
+    """
+    grid = speedup_grid(rs)
+    out: dict[int, int | None] = {}
+    for T in sorted({T for _, T in grid}):
+        wins = [n for (n, t), s in grid.items() if t == T and s > 1.0]
+        out[T] = max(wins) if wins else None
+    return out

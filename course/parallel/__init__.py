@@ -13,9 +13,11 @@ Read in this order:
 * :mod:`~course.parallel.tensor_parallel`: one pair of layers split *inside* over p ranks (Megatron-LM's
   column- then row-parallel weights), one all-reduce forward and one backward; simulated and on MPI;
 * :mod:`~course.parallel.mpi` starts ``mpiexec`` from Python (timeouts, clear errors) and
-  :mod:`~course.parallel.runs` wraps each run with its oracle; :mod:`~course.parallel.model` fits
-  and extrapolates the α–β model;
+  :mod:`~course.parallel.runs` wraps each checking run with its oracle; :mod:`~course.parallel.model`
+  is the α–β model, extrapolated;
 * :mod:`~course.parallel.nccl`: the ring on several GPUs with NCCL (``cupyx.distributed``);
+* :mod:`~course.parallel.timing`: the runs that time, the α–β fit to their times, and the timing
+  tasks the ranks run;
 * :mod:`~course.parallel.plots`, :mod:`~course.parallel.widgets`, :mod:`~course.parallel.checks`
   and :mod:`~course.parallel.experiments` (``python -m course report``).
 
@@ -43,19 +45,12 @@ from .collectives import (
     tree_allreduce,
 )
 from .data_parallel import average_gradients, single_process_gradients, single_process_train
-from .model import INTERCONNECTS, AlphaBeta, fit_alpha_beta, model_time
+from .model import INTERCONNECTS, AlphaBeta, model_time
 from .mpi import MPIError, cores, find_mpiexec, max_ranks, mpi_available, mpi_unavailable_reason, run_mpi
 from .pipeline import bubble_fraction, ideal_timeline, measured_bubble
-from .runs import (
-    allreduce_sweep,
-    data_parallel_timing,
-    pipeline_runs,
-    ring_check,
-    tensor_parallel_check,
-    tensor_parallel_sweep,
-    train_data_parallel,
-)
+from .runs import ring_check, tensor_parallel_check, train_data_parallel
 from .tensor_parallel import data_parallel_bytes, simulate_tensor_parallel, tensor_parallel_bytes
+from .timing import allreduce_sweep, data_parallel_timing, fit_alpha_beta, pipeline_runs, tensor_parallel_sweep
 
 __all__ = ["ALGORITHMS", "AllreduceRun", "allreduce", "naive_allreduce", "tree_allreduce", "ring_allreduce",
            "ring_chunks", "chunk_bounds", "bytes_per_worker", "message_counts",

@@ -32,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Whole, arguments
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 
 __all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "validate_workers", "validate_length",
-           "chunk_bounds", "ring_chunks", "naive_allreduce", "tree_allreduce", "ring_allreduce",
-           "allreduce", "bytes_per_worker", "message_counts"]
+           "validate_ring_step", "chunk_bounds", "ring_chunks", "naive_allreduce", "tree_allreduce",
+           "ring_allreduce", "allreduce", "bytes_per_worker", "message_counts"]
 
 ALGORITHMS = ("naive", "tree", "ring")
 MAX_SIMULATED_WORKERS = 2 ** 16  # workers a simulated all-reduce may have (it keeps one vector each)
@@ -96,14 +97,27 @@ class AllreduceRun:
 
 # ---------------------------------------------------------------------------- checks of the input
 
-def validate_workers(p: Any) -> int:
-    """``p`` as an int, or a clear error: a whole number of workers >= 1."""
-    return whole_number("p", p, hint="p is the number of workers")
+def validate_workers(p: Any, most: int | None = None) -> int:
+    """``p`` as an int, or a clear error: a whole number of workers >= 1 (and <= ``most``)."""
+    return whole_number("p", p, 1, most, hint="p is the number of workers")
 
 
 def validate_length(n: Any, what: str = "N (the vector length)") -> int:
     """``n`` as an int, or a clear error: a whole number of elements >= 1."""
     return whole_number(what, n, hint="an all-reduce of nothing has nothing to send")
+
+
+def validate_ring_step(rank: Any, step: Any, p: Any) -> tuple[int, int, int]:
+    """``(rank, step, p)`` as ints, or a clear error: worker ``rank`` of a ring of ``p >= 2`` workers, at one
+    of its ``2 (p - 1)`` steps.  (Written out, not declared with ``@arguments``: the ring asks for its
+    schedule at every step, on every rank, and this is several times faster.)"""
+    p = validate_workers(p)
+    rank = whole_number("rank", rank, 0, p - 1, hint=f"workers are numbered 0 .. {p - 1}")
+    if p == 1:
+        raise BadInputError("a ring of p = 1 worker sends nothing: it has no steps; use p >= 2")
+    step = whole_number("step", step, 0, 2 * (p - 1) - 1,
+                        hint=f"a ring of p = {p} workers takes {2 * (p - 1)} steps, numbered from 0")
+    return rank, step, p
 
 
 def _validate_vectors(x: Any) -> np.ndarray:
@@ -144,9 +158,7 @@ def chunk_bounds(n: int, p: int) -> np.ndarray:
     >>> chunk_bounds(10, 4).tolist()
     [0, 2, 5, 7, 10]
     """
-    n, p = validate_length(n), validate_workers(p)
-    if p > MAX_SIMULATED_WORKERS:
-        raise BadInputError(f"p must be at most {MAX_SIMULATED_WORKERS:,} here (one chunk per worker), got {p:,}")
+    n, p = validate_length(n), validate_workers(p, most=MAX_SIMULATED_WORKERS)
     return (np.arange(p + 1) * n) // p
 
 
@@ -162,12 +174,7 @@ def ring_chunks(rank: int, step: int, p: int) -> tuple[int, int]:
     >>> [ring_chunks(0, s, 4) for s in range(6)]
     [(0, 3), (3, 2), (2, 1), (1, 0), (0, 3), (3, 2)]
     """
-    p = validate_workers(p)
-    rank = whole_number("rank", rank, 0, p - 1, hint=f"workers are numbered 0 .. {p - 1}")
-    if p == 1:
-        raise BadInputError("a ring of p = 1 worker sends nothing: it has no steps; use p >= 2")
-    step = whole_number("step", step, 0, 2 * (p - 1) - 1,
-                        hint=f"a ring of p = {p} workers takes {2 * (p - 1)} steps, numbered from 0")
+    rank, step, p = validate_ring_step(rank, step, p)
     if step < p - 1:                                  # reduce-scatter
         send = (rank - step) % p
     else:                                             # all-gather: pass on the finished chunks
@@ -284,6 +291,8 @@ def allreduce(x: Any, algorithm: str = "ring", trace: bool = True) -> AllreduceR
 
 # ---------------------------------------------------------------------------- counting
 
+@arguments(n=Given(validate_length), p=Given(validate_workers),
+           itemsize=Whole(hint="bytes per number, e.g. 8 for float64"))
 def bytes_per_worker(algorithm: str, n: int, p: int, itemsize: int = 8) -> float:
     """Bytes the *busiest* worker sends in one all-reduce of n elements of ``itemsize`` bytes.
 
@@ -295,8 +304,6 @@ def bytes_per_worker(algorithm: str, n: int, p: int, itemsize: int = 8) -> float
     >>> bytes_per_worker("ring", 1000, 4, 8), bytes_per_worker("naive", 1000, 4, 8)
     (12000.0, 24000.0)
     """
-    n, p = validate_length(n), validate_workers(p)
-    itemsize = whole_number("itemsize", itemsize, hint="bytes per number, e.g. 8 for float64")
     if algorithm == "ring":
         return 2 * (p - 1) / p * n * itemsize
     if algorithm == "naive":

@@ -29,26 +29,41 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Whole, arguments
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 from .collectives import chunk_bounds, validate_workers
 
-__all__ = ["make_batches", "shard", "flat_gradients", "apply_update", "average_gradients",
-           "single_process_train", "single_process_gradients", "data_parallel_train",
+__all__ = ["validate_sizes", "require_batch_splits", "make_batches", "shard", "flat_gradients", "apply_update",
+           "average_gradients", "single_process_train", "single_process_gradients", "data_parallel_train",
            "backward_with_hook", "bucket_plan", "ddp_step"]
 
 
+def validate_sizes(sizes: Any) -> list[int]:
+    """``sizes`` as a list of ints, or a clear error: an MLP's layer widths, input first and classes last."""
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) < 2:
+        raise BadInputError(f"sizes must list the layer widths, input first and classes last, got {sizes!r}")
+    return [whole_number("sizes", s, hint="each is a layer width") for s in sizes]
+
+
+def require_batch_splits(batch: int, p: int) -> None:
+    """Refuse a batch that p ranks cannot share: each needs at least one sample."""
+    if batch < p:
+        raise BadInputError(f"a batch of {batch} samples cannot be split over p = {p} ranks: each rank "
+                            f"needs at least one sample. Use batch >= p.")
+
+
+_BATCH = Whole(hint="samples per step")
+
+
+@arguments(sizes=Given(validate_sizes), batch=_BATCH, steps=Whole(hint="training steps"))
 def make_batches(sizes: Sequence[int], batch: int, steps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``steps`` batches of random float64 inputs ``(steps, batch, sizes[0])`` and integer labels.
 
     Every rank calls it with the same seed, so all hold the same data and each takes its own shard.
     """
-    batch = whole_number("batch", batch, hint="samples per step")
-    steps = whole_number("steps", steps, hint="training steps")
-    if isinstance(sizes, (str, bytes)) or len(sizes) < 2:
-        raise BadInputError(f"sizes must list the layer widths, input first and classes last, got {sizes!r}")
-    d_in, classes = whole_number("sizes", sizes[0]), whole_number("sizes", sizes[-1])
+    d_in, classes = sizes[0], sizes[-1]
     require_fits(16 * steps * batch * (d_in + 1), "cpu", what=f"{steps:,} batches of {batch:,} x {d_in:,} inputs")
     rng = np.random.default_rng(seed + 1)
     x = rng.standard_normal((steps, batch, d_in))
@@ -56,18 +71,14 @@ def make_batches(sizes: Sequence[int], batch: int, steps: int, seed: int = 0) ->
     return x, y
 
 
+@arguments(batch=_BATCH, p=Given(validate_workers), rank=Whole(0, "p - 1", hint="ranks are numbered 0 .. p - 1"),
+           then=require_batch_splits)
 def shard(batch: int, p: int, rank: int) -> slice:
     """The rows of the batch that rank ``rank`` of ``p`` trains on (sizes differ by at most one).
 
     >>> [shard(10, 3, r) for r in range(3)]
     [slice(0, 3, None), slice(3, 6, None), slice(6, 10, None)]
     """
-    p = validate_workers(p)
-    batch = whole_number("batch", batch, hint="samples per step")
-    rank = whole_number("rank", rank, 0, p - 1, hint=f"ranks are numbered 0 .. {p - 1}")
-    if batch < p:
-        raise BadInputError(f"a batch of {batch} samples cannot be split over p = {p} ranks: each rank "
-                            f"needs at least one sample. Use batch >= p.")
     b = chunk_bounds(batch, p)
     return slice(int(b[rank]), int(b[rank + 1]))
 

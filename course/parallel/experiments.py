@@ -49,8 +49,7 @@ def allreduce_mpi(devices, quick, progress):
     rs = _no_mpi("allreduce_mpi", devices)
     if rs is not None:
         return rs
-    from .model import fit_alpha_beta
-    from .runs import SIZES_BYTES, allreduce_sweep
+    from .timing import SIZES_BYTES, allreduce_sweep, fit_alpha_beta
 
     sizes = [b for b in SIZES_BYTES if b <= (2**24 if quick else 2**26)]
     rs = allreduce_sweep((2, 3, 4), sizes, repeat=3 if quick else 7, progress=None)
@@ -77,7 +76,7 @@ def data_parallel_mpi(devices, quick, progress):
     rs = _no_mpi("data_parallel_mpi", devices)
     if rs is not None:
         return rs
-    from .runs import data_parallel_timing
+    from .timing import data_parallel_timing
 
     return _cpu_ranks(data_parallel_timing((1, 2, 3), batch=128 if quick else 256, repeat=3 if quick else 7,
                                            progress=None), devices)
@@ -96,7 +95,7 @@ def pipeline_mpi(devices, quick, progress):
     rs = _no_mpi("pipeline_mpi", devices)
     if rs is not None:
         return rs
-    from .runs import pipeline_runs
+    from .timing import pipeline_runs
 
     return _cpu_ranks(pipeline_runs(2, (1, 2, 4, 8) if quick else (1, 2, 4, 8, 16), repeat=2 if quick else 3,
                                     progress=None), devices)
@@ -122,7 +121,7 @@ def tensor_parallel_mpi(devices, quick, progress):
     rs = _no_mpi("tensor_parallel_mpi", devices)
     if rs is not None:
         return rs
-    from .runs import tensor_parallel_sweep
+    from .timing import tensor_parallel_sweep
 
     return _cpu_ranks(tensor_parallel_sweep((1, 2, 3), repeat=3 if quick else 7, progress=None), devices)
 

@@ -11,9 +11,9 @@ For large N the β term dominates: the ring's stays below ``2 N β`` whatever p 
 grows linearly with p.  For small N the α term dominates, and there the ring pays ``2 (p - 1)``
 latencies (a tree would pay ``2 log2 p``): this is why libraries switch algorithm by message size.
 
-:func:`fit_alpha_beta` fits α and β to measured times (least squares on *relative* errors, both
-non-negative).  :data:`INTERCONNECTS` holds bandwidths from public data sheets, labelled as such,
-for the extrapolation to 8 and 1,024 workers, which is a *model*, not a measurement; each link only
+:func:`course.parallel.timing.fit_alpha_beta` fits α and β to measured times (least squares on
+*relative* errors, both non-negative).  :data:`INTERCONNECTS` holds bandwidths from public data sheets,
+labelled as such, for the extrapolation to 8 and 1,024 workers, which is a *model*, not a measurement; each link only
 as far as it reaches (NVLink joins 8 GPUs in one HGX server, up to 256 through NVLink switches).
 
 >>> round(model_time("ring", 8, 1e9, alpha=0.0, beta=1e-9), 3)
@@ -22,18 +22,14 @@ as far as it reaches (NVLink joins 8 GPUs in one HGX server, up to 256 through N
 
 from __future__ import annotations
 
-import math
-import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
-
+from ..arguments import Given, Real, arguments
 from ..errors import BadInputError
-from ..results import ResultSet
 from .collectives import validate_workers
 
-__all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "model_terms", "model_time", "fit_alpha_beta"]
+__all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "validate_model_algorithm", "model_terms", "model_time"]
 
 
 @dataclass(frozen=True)
@@ -63,33 +59,34 @@ INTERCONNECTS = (
 )
 
 
+def validate_model_algorithm(algorithm: Any) -> str:
+    """``"ring"`` or ``"naive"``, or a clear error; a timing's label (``"ring (course)"``) names its algorithm
+    first."""
+    for kind in ("ring", "naive"):
+        if isinstance(algorithm, str) and algorithm.startswith(kind):
+            return kind
+    raise BadInputError(f"the α–β model here covers 'ring' and 'naive'; got {algorithm!r}.")
+
+
+@arguments(algorithm=Given(validate_model_algorithm), p=Given(validate_workers), nbytes=Real(lo=0, hint="bytes"))
 def model_terms(algorithm: str, p: int, nbytes: float) -> tuple[float, float]:
     """``(latencies, bytes)`` the busiest worker pays: the time is ``latencies·α + bytes·β``.
 
     >>> model_terms("ring", 4, 1000), model_terms("naive", 4, 1000)
     ((6, 1500.0), (6, 6000.0))
     """
-    p = validate_workers(p)
-    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not 0 <= nbytes < math.inf:
-        raise BadInputError(f"nbytes must be a number of bytes >= 0, got {nbytes!r}")
-    if not isinstance(algorithm, str):
-        raise BadInputError(f"algorithm must be 'ring' or 'naive', got {algorithm!r}")
-    if algorithm.startswith("ring"):
+    if algorithm == "ring":
         return 2 * (p - 1), 2 * (p - 1) / p * nbytes
-    if algorithm.startswith("naive"):
-        return 2 * (p - 1), 2 * (p - 1) * float(nbytes)
-    raise BadInputError(f"the α–β model here covers 'ring' and 'naive'; got {algorithm!r}.")
+    return 2 * (p - 1), 2 * (p - 1) * nbytes
 
 
+@arguments(alpha=Real(lo=0, hint="seconds per message: a latency"),
+           beta=Real(lo=0, hint="seconds per byte = 1 / bandwidth"))
 def model_time(algorithm: str, p: int, nbytes: float, alpha: float, beta: float) -> float:
     """Seconds the α–β model predicts for one all-reduce of ``nbytes`` on ``p`` workers.
 
     ``alpha`` (seconds per message) and ``beta`` (seconds per byte) must be finite and >= 0.
     """
-    for name, v in (("alpha", alpha), ("beta", beta)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < math.inf:
-            raise BadInputError(f"{name} must be a finite number of seconds >= 0 (a latency, or seconds per "
-                                f"byte = 1 / bandwidth), got {v!r}")
     lat, b = model_terms(algorithm, p, nbytes)
     return lat * alpha + b * beta
 
@@ -117,48 +114,3 @@ class AlphaBeta:
                 f"(bandwidth {self.bandwidth / 1e9:.3g} GB/s), fitted to {self.n_points} timings"
                 f"{' at p = ' + ', '.join(map(str, self.ps)) if self.ps else ''}; "
                 f"typical distance from the model {100 * self.rel_rms:.0f} %")
-
-
-def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """argmin ||a·c − y|| over c >= 0, for two columns: the plain least-squares answer when it is
-    non-negative, else the better of the two one-column fits (the optimum then lies on an edge)."""
-    coef = np.linalg.lstsq(a, y, rcond=None)[0]
-    if (coef >= 0).all():
-        return coef
-    best, best_res = np.zeros(2), float(y @ y)
-    for k in range(2):
-        col = a[:, k]
-        c = max(float(col @ y) / float(col @ col), 0.0) if col @ col > 0 else 0.0
-        res = float(np.sum((y - c * col) ** 2))
-        if res < best_res:
-            best, best_res = np.eye(2)[k] * c, res
-    return best
-
-
-def fit_alpha_beta(rs: ResultSet, algorithms: Sequence[str] = ("ring (course)", "naive (course)"),
-                   ps: Sequence[int] | None = None) -> AlphaBeta:
-    """Fit one α and one β to the timings of the given algorithms in ``rs`` (every size).
-
-    ``ps``: the rank counts to fit to; by default those that were not oversubscribed (a rank that
-    waits for a core is not the link's latency), or every p when all were.  Minimises the squared
-    *relative* error (times span several decades), with α, β >= 0.
-    """
-    if ps is None:
-        fair = {r["p"] for r in rs.records if r.get("algorithm") in algorithms and not r.get("oversubscribed")}
-        ps = fair or {r.get("p") for r in rs.records}
-    rows, times = [], []
-    for r in rs.records:
-        if r.get("algorithm") in algorithms and r.get("p") in ps:
-            lat, b = model_terms(r["algorithm"].split()[0], r["p"], r["nbytes"])
-            rows.append((lat, b))
-            times.append(r["median_s"])
-    if len(rows) < 2:
-        raise BadInputError(f"fitting α and β needs at least two timings of {list(algorithms)}; "
-                            f"the result set has {len(rows)}.")
-    a = np.array(rows, dtype=float)
-    t = np.array(times, dtype=float)
-    scale = np.array([1e-6, 1e-9])                 # work in µs and ns/byte: a well-scaled system
-    alpha, beta = _nonnegative_lstsq(a * scale / t[:, None], np.ones_like(t)) * scale
-    pred = a @ np.array([alpha, beta])
-    rel = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
-    return AlphaBeta(float(alpha), float(beta), len(t), rel, tuple(sorted(ps)))

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
-import numbers
 import os
 import queue
 import re
@@ -35,6 +33,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from ..arguments import Given, Real, arguments
 from ..cpu import usable_cores
 from ..errors import BadInputError, CourseError
 from .collectives import validate_workers
@@ -140,6 +139,18 @@ def _validate_ranks(p: Any) -> int:
     return p
 
 
+def _validate_task(task: Any) -> str:
+    if task not in TASK_NAMES:
+        raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASK_NAMES)}.")
+    return task
+
+
+def _require_mpi() -> None:
+    why = mpi_unavailable_reason()
+    if why:
+        raise MPIError(f"MPI cannot start: {why}")
+
+
 def _reader(stream: Any, lines: queue.Queue) -> None:
     for line in iter(stream.readline, ""):
         lines.put(line)
@@ -158,6 +169,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+@arguments(task=Given(_validate_task), p=Given(_validate_ranks), timeout_s=Real(above=0, hint="seconds"),
+           then=_require_mpi)
 def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 120.0,
             progress: Callable[[str], None] | None = print) -> dict:
     """Run ``course.parallel.worker``'s ``task`` on ``p`` MPI ranks and return rank 0's result.
@@ -181,14 +194,6 @@ def run_mpi(task: str, p: int, params: dict | None = None, timeout_s: float = 12
     >>> r["checks"][0]["identical_on_every_rank"]                       # doctest: +SKIP
     True
     """
-    if task not in TASK_NAMES:
-        raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASK_NAMES)}.")
-    p = _validate_ranks(p)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
-        raise BadInputError(f"timeout_s must be a positive number of seconds; got {timeout_s!r}.")
-    why = mpi_unavailable_reason()
-    if why:
-        raise MPIError(f"MPI cannot start: {why}")
     with tempfile.TemporaryDirectory(prefix="course-mpi-") as tmp:
         pin, pout = Path(tmp) / "params.json", Path(tmp) / "result.json"
         pin.write_text(json.dumps(params or {}), encoding="utf-8")

@@ -8,7 +8,7 @@ communicator (``cupyx.distributed.init_process_group``, using MPI for the rendez
   NCCL group, so the pair never deadlocks), the very schedule of :func:`course.parallel.collectives.ring_chunks`;
 * NCCL's own ``all_reduce`` (itself a ring, or a tree, chosen by NCCL),
 
-checks that they agree and times both with CUDA events (:func:`course.timing.benchmark` on the GPU).
+checks that they agree and times both with CUDA events (:func:`course.parallel.timing.task_nccl_ring`).
 With fewer than two GPUs it raises a clear error and nothing is started: the course never pretends
 one GPU is two.
 """
@@ -24,7 +24,7 @@ from ..devices import gpu_info, gpu_unavailable_reason
 from ..errors import GPUUnavailableError
 from .collectives import chunk_bounds, ring_chunks
 
-__all__ = ["gpus_answering", "nccl_unavailable_reason", "ring_allreduce_nccl", "task_nccl_ring", "nccl_ring_check"]
+__all__ = ["gpus_answering", "nccl_unavailable_reason", "ring_allreduce_nccl", "nccl_ring_check"]
 
 
 def gpus_answering() -> int:
@@ -68,44 +68,10 @@ def ring_allreduce_nccl(comm: Any, p: int, r: int, x: Any, out: Any = None) -> A
     return buf
 
 
-def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
-    """Inside rank r: bind GPU r, join NCCL, check the ring against NCCL's all_reduce, time both."""
-    import cupy
-    import cupyx.distributed
-
-    from ..timing import benchmark
-
-    p, r = comm.Get_size(), comm.Get_rank()
-    cupy.cuda.Device(r).use()
-    nc = cupyx.distributed.init_process_group(p, r, use_mpi=True)
-    out: dict[str, Any] = {"checks": [], "records": []}
-    for nbytes in params["nbytes"]:
-        n = max(1, nbytes // 4)
-        x = cupy.asarray(np.random.default_rng(r).standard_normal(n).astype(np.float32))
-        got, want = cupy.empty_like(x), cupy.empty_like(x)
-        ring_allreduce_nccl(nc, p, r, x, got)
-        nc.all_reduce(x, want)
-        err = float(cupy.max(cupy.abs(got - want)).get()) / max(1.0, float(cupy.max(cupy.abs(want)).get()))
-        out["checks"].append({"nbytes": n * 4, "max_rel_error": comm.allreduce(err, op=max_op())})
-        for name, fn, args in (("ring (course, NCCL send/recv)", ring_allreduce_nccl, (nc, p, r, x, got)),
-                               ("NCCL all_reduce", nc.all_reduce, (x, want))):
-            comm.Barrier()
-            t = benchmark(fn, *args, device="gpu", warmup=2, repeat=params.get("repeat", 10), name=name)
-            worst = float(np.max(comm.allgather(t.median)))
-            out["records"].append({"device": "gpu", "algorithm": name, "nbytes": n * 4, "p": p, "median_s": worst})
-        say(f"{nbytes:,} bytes done")
-    return out
-
-
-def max_op() -> Any:
-    from mpi4py import MPI
-
-    return MPI.MAX
-
-
 def nccl_ring_check(p: int = 2, nbytes: tuple[int, ...] = (2**12, 2**20, 2**24), repeat: int = 10,
                     timeout_s: float = 300, progress: Callable | None = print) -> dict:
-    """Run :func:`task_nccl_ring` on ``p`` GPUs (one MPI rank each); raises without p GPUs."""
+    """Run :func:`course.parallel.timing.task_nccl_ring` on ``p`` GPUs (one MPI rank each); raises without
+    p GPUs."""
     from .mpi import run_mpi
 
     why = nccl_unavailable_reason(p)

@@ -25,8 +25,6 @@ cores than ranks a stage that waits lets one that works run (as an idle GPU woul
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 import time
 from collections.abc import Sequence
@@ -34,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Real, Whole, arguments
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
 from .collectives import chunk_bounds, validate_workers
@@ -44,13 +43,10 @@ __all__ = ["stage_bounds", "stage_layers", "bubble_fraction", "measured_bubble",
 MAX_TIMELINE_EVENTS = 10 ** 5  # stages x micro-batches drawn by ideal_timeline
 
 
+@arguments(n_linear=Whole(hint="the number of Linear layers"),
+           p=Whole(hi="n_linear", hint="p stages, and each stage needs at least one layer: use a deeper model"))
 def stage_bounds(n_linear: int, p: int) -> np.ndarray:
     """Which Linear layers each of p stages holds: stage s has layers ``bounds[s] .. bounds[s+1]-1``."""
-    p = validate_workers(p)
-    n_linear = whole_number("n_linear", n_linear, hint="the number of Linear layers")
-    if p > n_linear:
-        raise BadInputError(f"cannot split {n_linear} Linear layers over p = {p} stages: each stage needs "
-                            f"at least one layer. Use p <= {n_linear} or a deeper model.")
     return chunk_bounds(n_linear, p)
 
 
@@ -76,25 +72,30 @@ def bubble_fraction(p: int, m: int) -> float:
     return (p - 1) / (m + p - 1)
 
 
-def measured_bubble(events: Sequence[dict], p: int) -> float:
-    """Idle share of a recorded timeline: ``1 - busy time / (p * makespan)``."""
-    p = validate_workers(p)
+def _require_events(events: Sequence[dict]) -> None:
     if not len(events):
         raise BadInputError("events is empty: pass the busy intervals that gpipe_step recorded")
+
+
+def _require_timeline_fits(p: int, m: int) -> None:
+    if p * m > MAX_TIMELINE_EVENTS:
+        raise BadInputError(f"p x m must be at most {MAX_TIMELINE_EVENTS:,} (two events each), got {p:,} x {m:,}")
+
+
+@arguments(p=Given(validate_workers), then=_require_events)
+def measured_bubble(events: Sequence[dict], p: int) -> float:
+    """Idle share of a recorded timeline: ``1 - busy time / (p * makespan)``."""
     start = min(e["t0"] for e in events)
     end = max(e["t1"] for e in events)
     busy = sum(e["t1"] - e["t0"] for e in events)
     return 1.0 - busy / (p * (end - start))
 
 
+@arguments(p=Given(validate_workers), m=Whole(hint="the number of micro-batches"),
+           forward=Real(above=0, hint="a duration"), backward=Real(above=0, hint="a duration"),
+           then=_require_timeline_fits)
 def ideal_timeline(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> list[dict]:
     """GPipe's schedule with equal stages and no communication cost: the formula's picture."""
-    p, m = validate_workers(p), whole_number("m", m, hint="the number of micro-batches")
-    if p * m > MAX_TIMELINE_EVENTS:
-        raise BadInputError(f"p x m must be at most {MAX_TIMELINE_EVENTS:,} (two events each), got {p:,} x {m:,}")
-    for name, v in (("forward", forward), ("backward", backward)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
-            raise BadInputError(f"{name} must be a positive duration, got {v!r}")
     ev = []
     for s in range(p):
         for j in range(m):

@@ -23,6 +23,7 @@ from ..plots import PALETTE, SERIES_COLORS, add_footer, footer_text, new_figure,
 from ..results import ResultSet
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
+from .pipeline import bubble_fraction, measured_bubble
 from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
 
 __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
@@ -236,6 +237,9 @@ def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet 
     else:
         footer_text(fig, "The ideal schedule (equal stages, backward = 2 forwards, free messages): "
                            "not a measurement.")
+    set_takeaway(fig, f"With m = {m} micro-batches on p = {p} stages, the stages stand idle "
+                      f"{measured_bubble(events, p):.0%} of the step; GPipe's formula (p - 1)/(m + p - 1) "
+                      f"gives {bubble_fraction(p, m):.0%}.")
     return fig
 
 

@@ -38,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Whole, arguments
 from ..backprop.layers import ACTIVATIONS, MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
-from .collectives import bytes_per_worker, chunk_bounds, ring_allreduce, validate_workers
+from .collectives import bytes_per_worker, chunk_bounds, ring_allreduce
 from .model import model_time
 
 __all__ = ["TensorShard", "TensorParallelRun", "validate_block", "column_bounds", "split_block", "rank_step",
@@ -59,16 +60,14 @@ def validate_block(sizes: Any) -> list[int]:
     return [whole_number("every width in sizes", s, hint="layer widths are whole numbers >= 1") for s in sizes]
 
 
+@arguments(hidden=Whole(hint="the width split over the ranks"),
+           p=Whole(hi="hidden", hint="p ranks, and each rank needs at least one column: use a wider layer"))
 def column_bounds(hidden: int, p: int) -> np.ndarray:
     """The hidden columns of each rank: rank r holds ``[bounds[r], bounds[r+1])``.
 
     >>> column_bounds(10, 4).tolist()
     [0, 2, 5, 7, 10]
     """
-    hidden, p = whole_number("hidden", hidden, hint="the width split over the ranks"), validate_workers(p)
-    if p > hidden:
-        raise BadInputError(f"cannot split a hidden width of {hidden} over p = {p} ranks: each rank needs at "
-                            f"least one column. Use p <= {hidden} or a wider layer.")
     return chunk_bounds(hidden, p)
 
 
@@ -176,11 +175,11 @@ def _validate_batch(sizes: list[int], x: Any, y: Any) -> tuple[np.ndarray, np.nd
     return x, y
 
 
+@arguments(sizes=Given(validate_block))
 def simulate_tensor_parallel(sizes: Sequence[int], x: Any, y: Any, p: int, seed: int = 0,
                              activation: str = "relu") -> TensorParallelRun:
     """One step of the block on p simulated ranks in this process: p :func:`rank_step` generators in
     lockstep, each all-reduce done by the simulated ring on their p shares."""
-    sizes = validate_block(sizes)
     x, y = _validate_batch(sizes, x, y)
     shards = split_block(sizes, p, seed=seed, activation=activation)
     steps = [rank_step(s, x, y) for s in shards]
@@ -204,13 +203,13 @@ def simulate_tensor_parallel(sizes: Sequence[int], x: Any, y: Any, p: int, seed:
     return TensorParallelRun(loss, logits, dx, gather_gradients(shards), shards, sent, count)
 
 
+@arguments(sizes=Given(validate_block))
 def single_process_block(sizes: Sequence[int], x: Any, y: Any, seed: int = 0,
                          activation: str = "relu") -> dict:
     """The oracle: lesson 01's unsplit ``MLP`` (float64), one forward and backward with the input's gradient.
 
     Returns ``{"loss", "logits", "dx", "gradients": [dW1, db1, dW2, db2]}``.
     """
-    sizes = validate_block(sizes)
     x, y = _validate_batch(sizes, x, y)
     model = MLP(sizes, activation=activation, dtype="float64", seed=seed)
     logits = model.forward(x)
@@ -220,6 +219,7 @@ def single_process_block(sizes: Sequence[int], x: Any, y: Any, seed: int = 0,
             "gradients": [g.copy() for g in model.gradients()]}
 
 
+@arguments(sizes=Given(validate_block), batch=Whole(hint="samples per step"))
 def tensor_parallel_bytes(sizes: Sequence[int], batch: int, p: int, itemsize: int = 8) -> float:
     """Bytes each rank sends per step with tensor parallelism and the ring: one all-reduce of
     ``batch · d_out`` numbers forward, one of ``batch · d_in`` backward.
@@ -227,8 +227,7 @@ def tensor_parallel_bytes(sizes: Sequence[int], batch: int, p: int, itemsize: in
     >>> tensor_parallel_bytes([512, 2048, 512], batch=64, p=4)
     786432.0
     """
-    d_in, _, d_out = validate_block(sizes)
-    batch = whole_number("batch", batch, hint="samples per step")
+    d_in, _, d_out = sizes
     return bytes_per_worker("ring", batch * d_out, p, itemsize) + bytes_per_worker("ring", batch * d_in, p, itemsize)
 
 

@@ -25,10 +25,11 @@ from ..errors import BadInputError
 from ..results import ResultSet
 from ..widgets import LiveApp, size_slider
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
-from .model import AlphaBeta, fit_alpha_beta
+from .model import AlphaBeta
 from .pipeline import bubble_fraction, ideal_timeline
 from .plots import model_figure, pipeline_figure, ring_step_figure, tensor_parallel_bytes_figure
 from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
+from .timing import fit_alpha_beta
 
 __all__ = ["ring_app", "model_app", "pipeline_app", "tensor_parallel_app"]
 
@@ -80,7 +81,7 @@ def ring_app(p: int = 4, n: int = 10, algorithm: str = "ring") -> LiveApp:
 
 
 def model_app(rs: ResultSet, p_max: int = 1024) -> LiveApp:
-    """The α–β model fitted to ``rs`` (from :func:`course.parallel.runs.allreduce_sweep`), for a
+    """The α–β model fitted to ``rs`` (from :func:`course.parallel.timing.allreduce_sweep`), for a
     message size on a slider, extrapolated to ``p_max`` workers."""
     fit = fit_alpha_beta(rs)
     sizes = [2**k for k in range(16, 31, 2)]
@@ -98,7 +99,7 @@ def model_app(rs: ResultSet, p_max: int = 1024) -> LiveApp:
 
 
 def pipeline_app(rs: ResultSet) -> LiveApp:
-    """The recorded GPipe timelines of ``rs`` (from :func:`course.parallel.runs.pipeline_runs`):
+    """The recorded GPipe timelines of ``rs`` (from :func:`course.parallel.timing.pipeline_runs`):
     a slider over m, and the ideal schedule beside the measured one."""
     ms = sorted({r["m"] for r in rs.records})
     if not ms:
@@ -130,7 +131,7 @@ def tensor_parallel_app(fit: AlphaBeta | None = None, d_in: int = 256, p: int = 
                         batch: int = 64) -> LiveApp:
     """Tensor against data parallelism for the block ``[d_in, hidden, d_in]``: sliders over the ranks p,
     the hidden width and the batch; bytes per rank per step (counted), and with ``fit`` (from
-    :func:`course.parallel.model.fit_alpha_beta`) the α–β model's time of those all-reduces."""
+    :func:`course.parallel.timing.fit_alpha_beta`) the α–β model's time of those all-reduces."""
     p_slider = widgets.SelectionSlider(options=[2, 3, 4, 8, 16, 32, 64], value=p, description="ranks p",
                                        continuous_update=False)
     width = size_slider([2**k for k in range(6, 18)], hidden, "hidden width")

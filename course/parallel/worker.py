@@ -4,12 +4,7 @@ Each task is a function ``task(comm, params, say) -> dict``; every rank runs it,
 dict it returns to ``OUT.json``, and ``say(text)`` (rank 0 only) prints a progress line the
 launcher (:func:`course.parallel.mpi.run_mpi`) shows in the notebook.  Start them from Python with
 :func:`course.parallel.mpi.run_mpi`, or by hand from a terminal, e.g. on a cluster under the site's
-own ``mpiexec``.
-
-Timings: every rank times the same calls with :func:`course.timing.benchmark` with one BLAS thread
-(p ranks, p cores), a fixed number of repeats and never a time budget (the ranks must all make the
-same calls or a collective would hang),
-each timed call starts with a barrier, and a collective's time is the *slowest* rank's, per repeat.
+own ``mpiexec``.  The tasks here compute and check; those that time are in :mod:`course.parallel.timing`.
 """
 
 from __future__ import annotations
@@ -24,12 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..timing import Timing, benchmark
 from .data_parallel import (
     bucket_plan,
     data_parallel_train,
     ddp_step,
-    flat_gradients,
     make_batches,
     shard,
     single_process_gradients,
@@ -38,18 +31,9 @@ from .mpi import TASK_NAMES
 from .pipeline import gpipe_step
 from .ring_mpi import ALLREDUCES, mpi_allreduce
 from .tensor_parallel import gather_gradients, rank_step, run_rank_step, split_block
+from .timing import task_allreduce_timing, task_dp_timing, task_nccl_ring, task_tp_timing
 
 PROGRESS_PREFIX = "@@progress "
-
-
-def _slowest(comm: Any, t: Timing, per_call: int = 1) -> dict:
-    """The collective's time: for each repeat, the slowest rank's (divided by the calls timed)."""
-    every = comm.allgather((t.samples / per_call, t.load))
-    worst = np.max(np.vstack([samples for samples, _ in every]), axis=0)
-    loads = [load for _, load in every if load is not None]
-    tm = Timing(samples=worst, device="cpu", name=t.name, warmup=t.warmup, threads=t.threads,
-                load=max(loads) if loads else None)
-    return tm.as_record()
 
 
 def task_ring_check(comm: Any, params: dict, say: Callable) -> dict:
@@ -77,30 +61,6 @@ def task_ring_check(comm: Any, params: dict, say: Callable) -> dict:
     return out
 
 
-def task_allreduce_timing(comm: Any, params: dict, say: Callable) -> dict:
-    """Time the ring, the naive all-reduce and MPI's ``Allreduce`` for each message size."""
-    r = comm.Get_rank()
-    records = []
-    sizes = params["nbytes"]
-    for k, nbytes in enumerate(sizes):
-        n = max(1, nbytes // 8)
-        x = np.random.default_rng(r).standard_normal(n)
-        out = np.empty_like(x)
-        inner = int(max(1, min(16, 2**16 // nbytes)))       # small messages: time several per call
-        for name in params["algorithms"]:
-            fn = ALLREDUCES[name]
-
-            def calls(fn=fn, x=x, out=out, inner=inner):
-                comm.Barrier()
-                for _ in range(inner):
-                    fn(comm, x, out)
-            t = benchmark(calls, warmup=1, repeat=params["repeat"], name=name, blas_threads=1)
-            rec = _slowest(comm, t, inner)
-            records.append({"algorithm": name, "nbytes": n * 8, **rec})
-        say(f"{k + 1}/{len(sizes)} sizes timed ({nbytes:,} bytes)")
-    return {"records": records}
-
-
 def task_data_parallel(comm: Any, params: dict, say: Callable) -> dict:
     """Data-parallel SGD; every rank's final weights.  ``mode``: ``"ring"`` (the course's ring after
     backward) or ``"ddp"`` (MPI's Iallreduce per bucket, overlapped with backward)."""
@@ -121,45 +81,6 @@ def task_data_parallel(comm: Any, params: dict, say: Callable) -> dict:
     every = comm.gather([q.tolist() for q in w], root=0)
     say(f"{params['steps']} steps done on every rank")
     return {"weights": every}
-
-
-def task_dp_timing(comm: Any, params: dict, say: Callable) -> dict:
-    """Per step: compute (forward + backward) vs communication (ring all-reduce of the gradients),
-    then a whole step without and with DDP-style bucketed, overlapped all-reduces."""
-    from ..backprop.layers import MLP
-
-    p, r = comm.Get_size(), comm.Get_rank()
-    sizes, batch, repeat = params["sizes"], params["batch"], params["repeat"]
-    model = MLP(sizes, dtype="float64", seed=0)
-    xs, ys = make_batches(sizes, batch, 1, 0)
-    rows = shard(batch, p, r)
-    x, y = xs[0][rows], ys[0][rows]
-    weight = (rows.stop - rows.start) / batch
-    flat = np.empty(model.n_parameters())
-    total = np.empty_like(flat)
-    ring = ALLREDUCES["ring (course)"]
-
-    def compute():
-        comm.Barrier()
-        flat_gradients(model, x, y, weight, out=flat)
-
-    def communicate():
-        comm.Barrier()
-        ring(comm, flat, total)
-
-    out = {"n_parameters": int(flat.size), "gradient_bytes": int(flat.nbytes), "records": []}
-    for part, fn in (("compute", compute), ("communicate (ring)", communicate)):
-        out["records"].append({"part": part, **_slowest(comm, benchmark(fn, repeat=repeat, name=part, blas_threads=1))})
-    say("compute and communication timed")
-    for label, buckets in (("one all-reduce after backward", None),
-                           ("bucketed, overlapped with backward", bucket_plan(model, params["bucket_bytes"]))):
-        def step(buckets=buckets):
-            comm.Barrier()
-            ddp_step(comm, model, x, y, weight, 1e-6, buckets, flat)
-        rec = _slowest(comm, benchmark(step, repeat=repeat, name=label, blas_threads=1))
-        out["records"].append({"part": f"step: {label}", "buckets": len(buckets or [0]), **rec})
-    say("DDP steps timed")
-    return out
 
 
 def task_pipeline(comm: Any, params: dict, say: Callable) -> dict:
@@ -207,57 +128,6 @@ def task_tensor_parallel(comm: Any, params: dict, say: Callable) -> dict:
             "db2_equal_on_every_rank": all(np.array_equal(s.db2, every[0][0].db2) for s, *_ in every)}
 
 
-def task_tp_timing(comm: Any, params: dict, say: Callable) -> dict:
-    """The same block trained one step at a time, two ways: tensor parallel (every rank the whole
-    batch, a slice of the weights, two all-reduces of activations) and data parallel (every rank the
-    whole weights, a slice of the batch, one all-reduce of every gradient); each step and its
-    communication alone timed.  Both compute the input's gradient (a block inside a deeper network)."""
-    from ..backprop.layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
-
-    p, r = comm.Get_size(), comm.Get_rank()
-    sizes, batch, repeat = params["sizes"], params["batch"], params["repeat"]
-    xs, ys = make_batches(sizes, batch, 1, 0)
-    x, y = xs[0], ys[0]
-    ring = ALLREDUCES["ring (course)"]
-    (piece,) = split_block(sizes, p, rank=r)
-    acts = [np.empty(batch * sizes[2]), np.empty(batch * sizes[0])]      # the two all-reduces' vectors
-    model = MLP(sizes, dtype="float64", seed=0)
-    rows = shard(batch, p, r)
-    flat = np.empty(model.n_parameters())
-    total = np.empty_like(flat)
-
-    def tp_step():
-        comm.Barrier()
-        run_rank_step(rank_step(piece, x, y), lambda v: ring(comm, v))
-
-    def tp_communicate():
-        comm.Barrier()
-        for v in acts:
-            ring(comm, v, np.empty_like(v))
-
-    def dp_step():
-        comm.Barrier()
-        loss, cache = softmax_cross_entropy(model.forward(x[rows]), y[rows])
-        model.backward(softmax_cross_entropy_backward(cache), need_input_grad=True)
-        np.concatenate([g.ravel() for g in model.gradients()], out=flat)
-        np.multiply(flat, (rows.stop - rows.start) / batch, out=flat)
-        ring(comm, flat, total)
-
-    def dp_communicate():
-        comm.Barrier()
-        ring(comm, flat, total)
-
-    records = []
-    for scheme, part, fn, nbytes in (("tensor", "step", tp_step, 8 * sum(v.size for v in acts)),
-                                     ("tensor", "communicate", tp_communicate, 8 * sum(v.size for v in acts)),
-                                     ("data", "step", dp_step, flat.nbytes),
-                                     ("data", "communicate", dp_communicate, flat.nbytes)):
-        t = benchmark(fn, warmup=1, repeat=repeat, name=f"{scheme} parallel: {part}", blas_threads=1)
-        records.append({"scheme": scheme, "part": part, "allreduced_bytes": int(nbytes), **_slowest(comm, t)})
-        say(f"{scheme} parallel: {part} timed")
-    return {"records": records}
-
-
 def task_sleep(comm: Any, params: dict, say: Callable) -> dict:
     """Sleep ``params["seconds"]`` on every rank, then meet at a barrier; rank ``params["die"]`` (if
     given) dies at once instead.  Lets the tests check that a hung run is killed and a dead rank reported."""
@@ -267,13 +137,6 @@ def task_sleep(comm: Any, params: dict, say: Callable) -> dict:
     time.sleep(params["seconds"])
     comm.Barrier()
     return {}
-
-
-def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
-    """The ring on GPUs with NCCL (one GPU per rank): see :mod:`course.parallel.nccl`."""
-    from .nccl import task_nccl_ring as run
-
-    return run(comm, params, say)
 
 
 TASKS = {"ring_check": task_ring_check, "allreduce_timing": task_allreduce_timing,
