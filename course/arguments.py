@@ -42,12 +42,16 @@ __all__ = ["arguments", "Whole", "Wholes", "Real", "OneOf", "Seed", "Dtype", "De
 _BOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:([+-])\s*(\d+))?\s*$")
 
 
-def _bound(limit: int | str | None, known: dict[str, Any]) -> int | None:
-    """An int, None, or ``"name"`` / ``"name - k"`` / ``"name + k"`` read off an earlier argument."""
+def _parse_bound(limit: int | str | None) -> int | tuple[str, int] | None:
+    """An int, None, or ``"name"`` / ``"name - k"`` / ``"name + k"`` as (name, k), read once."""
     if limit is None or isinstance(limit, int):
         return limit
     name, sign, k = _BOUND.match(limit).groups()
-    return known[name] + (0 if sign is None else int(k) * (1 if sign == "+" else -1))
+    return name, 0 if sign is None else int(k) * (1 if sign == "+" else -1)
+
+
+def _bound(limit: int | tuple[str, int] | None, known: dict[str, Any]) -> int | None:
+    return known[limit[0]] + limit[1] if isinstance(limit, tuple) else limit
 
 
 class Rule:
@@ -66,13 +70,13 @@ class Whole(Rule):
     strings are refused.  ``lo``/``hi`` may name an earlier argument: ``hi="n"``, ``hi="p - 1"``."""
 
     def __init__(self, lo: int | str = 1, hi: int | str | None = None, hint: str = ""):
-        self.lo, self.hi, self.hint = lo, hi, hint
+        self.lo, self.hi, self.hint = _parse_bound(lo), _parse_bound(hi), hint
 
     def __call__(self, name, value, known):
         return whole_number(name, value, _bound(self.lo, known), _bound(self.hi, known), self.hint)
 
     def names(self):
-        return [_BOUND.match(b).group(1) for b in (self.lo, self.hi) if isinstance(b, str)]
+        return [b[0] for b in (self.lo, self.hi) if isinstance(b, tuple)]
 
 
 class Wholes(Rule):
@@ -213,15 +217,40 @@ def arguments(then: Callable[..., Any] | None = None, **rules: Rule) -> Callable
             raise TypeError(f"@arguments: then={then.__name__} takes {sorted(set(wanted) - set(params))}, "
                             f"which {fn.__qualname__} does not")
 
-        @functools.wraps(fn)
-        def door(*args: Any, **kwargs: Any) -> Any:
+        kinds = {p.kind for p in sig.parameters.values()}
+        by_name = kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY}
+        positional = [n for n, p in sig.parameters.items() if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+        names = frozenset(params)
+
+        def bind(args: tuple, kwargs: dict) -> dict[str, Any]:
+            """The arguments by name, defaults filled in: a dict built directly where every parameter can
+            be passed by name (a few times faster than Signature.bind, which the ring's schedule notices),
+            else, or on a call Python would refuse, Signature.bind and its TypeError."""
+            if by_name and len(args) <= len(positional):
+                known = dict(zip(positional, args))
+                if not kwargs or kwargs.keys() <= names and not kwargs.keys() & known.keys():
+                    known.update(kwargs)
+                    if len(known) < len(names):
+                        for n, d in defaults.items():
+                            known.setdefault(n, d)
+                    if len(known) == len(names):
+                        return known
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
-            known = bound.arguments
+            return dict(bound.arguments)
+
+        @functools.wraps(fn)
+        def door(*args: Any, **kwargs: Any) -> Any:
+            known = bind(args, kwargs)
             for name, rule in rules.items():
                 known[name] = rule(name, known[name], known)
             if then is not None:
                 then(**{k: known[k] for k in wanted})
+            if by_name:
+                return fn(**known)
+            bound = sig.bind_partial()
+            bound.arguments.update(known)
             return fn(*bound.args, **bound.kwargs)
 
         door.rules = dict(rules)

@@ -43,7 +43,7 @@ from pathlib import Path
 from .cpu import cpu_info
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
 from .errors import BadInputError
-from .plots import figure_to_png
+from .plots import figure_takeaway, figure_to_png
 from .results import ResultSet, load_reference, merge, provenance, save_reference, shared_file_mode
 
 __all__ = ["Experiment", "experiment", "registry", "discover", "run_report", "prepare_out", "ReportInterrupted"]
@@ -293,17 +293,18 @@ def _run_one(exp, work, devices, quick, prog, record_reference, sets, failures):
         refs = load_reference(exp.name)
         sets.append(rs)
         sets.extend(refs)
-        png = None
+        png, takeaway = None, ""
         if exp.plotter is not None:
-            png_bytes = figure_to_png(exp.plotter(rs, refs), dpi=100)
+            fig = exp.plotter(rs, refs)
+            takeaway = figure_takeaway(fig)                  # read before figure_to_png closes it
             png = f"{exp.name}.png"
-            (work / png).write_bytes(png_bytes)
+            (work / png).write_bytes(figure_to_png(fig, dpi=100))
         if record_reference and rs.select(device="gpu"):
             save_reference(rs)
-        return (exp, rs, refs, png, time.perf_counter() - t0, None)
+        return (exp, rs, refs, (png, takeaway), time.perf_counter() - t0, None)
     except Exception as exc:
         failures.append(exp.name)
-        return (exp, None, [], None, time.perf_counter() - t0,
+        return (exp, None, [], (None, ""), time.perf_counter() - t0,
                 "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
 
@@ -361,7 +362,7 @@ def _html(sections, prov, quick, devices, interrupted: str = "") -> str:
     ]
     if interrupted:
         parts.append(f"<p><b>This run was {e(interrupted)}: the experiments below are those that finished.</b></p>")
-    for exp, rs, refs, png, secs, err in sections:
+    for exp, rs, refs, (png, takeaway), secs, err in sections:
         parts.append(f"<h2>Lesson {e(exp.lesson)}: {e(exp.title)}</h2>")
         if exp.description:
             parts.append(f"<p>{e(exp.description)}</p>")
@@ -369,7 +370,9 @@ def _html(sections, prov, quick, devices, interrupted: str = "") -> str:
             parts.append(f"<p><b>This experiment failed</b> after {secs:.1f} s:</p><pre>{e(err)}</pre>")
             continue
         if png:
-            parts.append(f"<img src='{e(png)}' alt='{e(exp.title)}'>")
+            parts.append(f"<img src='{e(png)}' alt='{e(takeaway or exp.title)}'>")
+            if takeaway:
+                parts.append(f"<p><b>{e(takeaway)}</b></p>")
         for ref in refs:
             parts.append(f"<p><small>Dashed curves: reference results {e(ref.label)}.</small></p>")
             parts += [f"<p><small><i>{e(note)}</i></small></p>" for note in ref.notes if "left out" in note]

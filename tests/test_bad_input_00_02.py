@@ -29,7 +29,7 @@ from course.backprop.layers import MLP, Linear, mse, softmax_cross_entropy
 from course.backprop.timing import step_time_sweep, time_train_step, trace_step
 from course.backprop.trace import random_batch
 from course.backprop.train import train
-from course.backprop.validate import check_batch, check_labels
+from course.backprop.validate import validate_batch, validate_labels
 from course.errors import CourseError
 from course.hardware.machine import copy_bandwidth, matmul_flops, matmul_sweep, time_matmul
 from course.memory_bandwidth import stream_bandwidth, stream_threads
@@ -42,7 +42,6 @@ from course.vectorize.matmul import (
     matmul_dots,
     matmul_tolerance,
     random_matrices,
-    torch_available,
 )
 from course.vectorize.plots import lanes_figure
 from course.vectorize.rungs import (
@@ -64,6 +63,7 @@ from course.vectorize.timing import (
     operand_probe,
     relu_bandwidth,
     time_matmul_rung,
+    torch_available,
     wrapper_overhead,
 )
 
@@ -171,8 +171,8 @@ WHOLE = [
     ("elementwise lanes", lambda v: elementwise("relu", np.ones(8), lanes=v), "lanes", 1),
     ("fastest_call_s calls", lambda v: fastest_call_s(lambda: None, calls=v), "calls", 1),
     ("fastest_call_s per_sample", lambda v: fastest_call_s(lambda: None, per_sample=v), "per_sample", 1),
-    ("check_labels n_classes", lambda v: check_labels(np.array([0]), 1, v, "cpu"), "n_classes", 1),
-    ("check_batch n_in", lambda v: check_batch(np.ones((1, 3)), v, "cpu", np.dtype("float64")), "n_in", 1),
+    ("validate_labels n_classes", lambda v: validate_labels(np.array([0]), 1, v, "cpu"), "n_classes", 1),
+    ("validate_batch n_in", lambda v: validate_batch(np.ones((1, 3)), v, "cpu", np.dtype("float64")), "n_in", 1),
     ("elementwise workers", lambda v: elementwise("relu", np.ones(8), rung="threads", workers=_not_none(v)),
      "workers", 1),
     ("compiled_relu threads", lambda v: compiled_relu(np.ones(4), threads=_not_none(v)), "threads", 1),
@@ -406,8 +406,7 @@ def test_a_gpu_that_is_not_there_is_refused_and_the_message_says_why():
 
 @pytest.mark.skipif(torch_available(), reason="PyTorch is installed here")
 def test_the_torch_rung_without_pytorch_says_to_install_it():
-    a = np.ones((2, 2), dtype=np.float32)
-    refused(lambda: matmul(a, a, rung="torch"), "PyTorch")
+    refused(lambda: time_matmul_rung("torch", 2), "PyTorch")
 
 
 # ----------------------------------------------------------------------------- exercise checks

@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 from course.bppsa import algorithm as bp_algorithm
 from course.bppsa import models as bp_models
 from course.bppsa import plots as bp_plots
-from course.bppsa import regime as bp_regime
 from course.bppsa import sparse as bp_sparse
 from course.bppsa import timing as bp_timing
 from course.errors import CourseError
@@ -35,6 +34,7 @@ from course.parallel import model as par_model
 from course.parallel import mpi as par_mpi
 from course.parallel import pipeline as par_pipeline
 from course.parallel import runs as par_runs
+from course.parallel import timing as par_timing
 from course.recurrences import kernels as rec_kernels
 from course.recurrences import linear as rec_linear
 from course.recurrences import plots as rec_plots
@@ -175,10 +175,10 @@ SIZE_ARGS: list[tuple[str, Callable[[object], object], str, int, str]] = [
     ("finite_difference_check.n_checks",
      lambda v: bp_models.finite_difference_check(_rnn(), *_rnn().example_data(2, 2), n_checks=v), "n_checks", 1,
      "ok"),
-    ("random_chain.T", lambda v: bp_regime.random_chain(v, 2), "T", 1, "error"),
-    ("random_chain.n", lambda v: bp_regime.random_chain(4, v), "n", 1, "error"),
-    ("regime_sweep.repeat", lambda v: bp_regime.regime_sweep(ns=(2,), Ts=(4,), repeat=v), "repeat", 1, "ok"),
-    ("regime_sweep.ns", lambda v: bp_regime.regime_sweep(ns=(v,), Ts=(4,), repeat=1), "ns", 1, "ok"),
+    ("random_chain.T", lambda v: bp_timing.random_chain(v, 2), "T", 1, "error"),
+    ("random_chain.n", lambda v: bp_timing.random_chain(4, v), "n", 1, "error"),
+    ("regime_sweep.repeat", lambda v: bp_timing.regime_sweep(ns=(2,), Ts=(4,), repeat=v), "repeat", 1, "ok"),
+    ("regime_sweep.ns", lambda v: bp_timing.regime_sweep(ns=(v,), Ts=(4,), repeat=1), "ns", 1, "ok"),
     ("conv2d_jacobian.H", lambda v: bp_sparse.conv2d_jacobian(np.ones((2, 2, 3, 3)), v, 4), "H", 1, "error"),
     ("conv2d_jacobian.W", lambda v: bp_sparse.conv2d_jacobian(np.ones((2, 2, 3, 3)), 4, v), "W", 1, "error"),
     ("conv2d.padding", lambda v: bp_sparse.conv2d(np.ones((2, 4, 4)), np.ones((3, 2, 3, 3)), padding=v), "padding",
@@ -280,6 +280,7 @@ def no_launch(monkeypatch):
     def trap(*args, **kwargs):
         raise AssertionError("an MPI job was launched for arguments that should have been refused")
     monkeypatch.setattr(par_runs, "run_mpi", trap)
+    monkeypatch.setattr(par_timing, "run_mpi", trap)
     monkeypatch.setattr(par_mpi.subprocess, "Popen", trap)
 
 
@@ -287,17 +288,17 @@ MPI_CALLS = [
     ("run_mpi.p", lambda v: par_mpi.run_mpi("ring_check", v, {}), "p"),
     ("ring_check.p", lambda v: par_runs.ring_check(v), "p"),
     ("ring_check.lengths", lambda v: par_runs.ring_check(2, [v]), "vector length"),
-    ("allreduce_sweep.ps", lambda v: par_runs.allreduce_sweep([v]), "p"),
-    ("allreduce_sweep.nbytes", lambda v: par_runs.allreduce_sweep([2], [v]), "nbytes"),
-    ("allreduce_sweep.repeat", lambda v: par_runs.allreduce_sweep([2], [64], repeat=v), "repeat"),
+    ("allreduce_sweep.ps", lambda v: par_timing.allreduce_sweep([v]), "p"),
+    ("allreduce_sweep.nbytes", lambda v: par_timing.allreduce_sweep([2], [v]), "nbytes"),
+    ("allreduce_sweep.repeat", lambda v: par_timing.allreduce_sweep([2], [64], repeat=v), "repeat"),
     ("train_data_parallel.p", lambda v: par_runs.train_data_parallel(v), "p"),
     ("train_data_parallel.batch", lambda v: par_runs.train_data_parallel(2, batch=v), "batch"),
     ("train_data_parallel.steps", lambda v: par_runs.train_data_parallel(2, steps=v), "steps"),
-    ("data_parallel_timing.batch", lambda v: par_runs.data_parallel_timing([2], batch=v), "batch"),
-    ("data_parallel_timing.bucket_bytes", lambda v: par_runs.data_parallel_timing([2], bucket_bytes=v),
+    ("data_parallel_timing.batch", lambda v: par_timing.data_parallel_timing([2], batch=v), "batch"),
+    ("data_parallel_timing.bucket_bytes", lambda v: par_timing.data_parallel_timing([2], bucket_bytes=v),
      "bucket_bytes"),
-    ("pipeline_runs.ms", lambda v: par_runs.pipeline_runs(2, ms=[v]), "ms"),
-    ("pipeline_runs.batch", lambda v: par_runs.pipeline_runs(2, ms=[1], batch=v), "batch"),
+    ("pipeline_runs.ms", lambda v: par_timing.pipeline_runs(2, ms=[v]), "ms"),
+    ("pipeline_runs.batch", lambda v: par_timing.pipeline_runs(2, ms=[1], batch=v), "batch"),
 ]
 _MPI_CASES = [(i, c, n, bad) for i, c, n in MPI_CALLS for bad in [0, -1, *NOT_WHOLE]]
 

@@ -8,6 +8,7 @@ ever runs.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ LESSONS = {"hardware": "00", "backprop": "01", "vectorize": "02", "throughput": 
 #: The spine; ``report``, ``check``, ``gpu_machine`` and ``__main__`` gather the lessons at run time.
 SPINE = {"__init__", "__main__", "errors", "cpu", "devices", "limits", "threads", "timing", "results", "plots",
          "widgets", "report", "check", "grading", "torch_peer", "memory_bandwidth", "gpu_machine", "predictions",
-         "cuda_c", "kernel_runtime", "legends", "takeaways"}
+         "cuda_c", "kernel_runtime", "legends", "takeaways", "arguments"}
 GATHERERS = {"course.__main__", "course.gpu_machine"}
 #: The one place a lesson reaches forward, on purpose: lesson 03's roofline can place lesson 04's
 #: scan among its points (imported only when that point is asked for).
@@ -81,8 +82,9 @@ def test_one_folder_per_lesson_and_a_small_spine():
         assert (PKG / lesson / "__init__.py").is_file(), f"lesson folder course/{lesson}/ is missing"
     for lesson in set(LESSONS) - {"hardware"}:
         assert (PKG / lesson / "checks.py").is_file(), f"course/{lesson}/ has no checks.py"
-    for lesson in LESSONS:
-        assert (PKG / lesson / "experiments.py").is_file(), f"course/{lesson}/ has no experiments.py"
+    for lesson in LESSONS:      # the shape the README promises every lesson: its figures, apps and experiments
+        for room in ("plots.py", "widgets.py", "experiments.py"):
+            assert (PKG / lesson / room).is_file(), f"course/{lesson}/ has no {room}"
 
 
 def test_no_package_exports_a_name_its_submodule_has():
@@ -177,41 +179,14 @@ def test_a_lesson_imports_only_earlier_lessons(lesson):
 #: course.widgets, or a lesson's own plots/widgets/experiments).
 DRAWING_ROOMS = {"plots", "widgets", "experiments"}
 #: In the lessons whose subject is an algorithm, only these also measure (course.timing, course.torch_peer,
-#: course.results, course.report): a lesson's timing.py, and lesson 01's benchmark code (bench.py).
-MEASURING_ROOMS = DRAWING_ROOMS | {"timing", "bench"}
+#: course.results, course.report): a lesson's timing.py, lesson 01's benchmark code (bench.py), and the
+#: exercise checks (checks.py), which time a learner's function where the exercise is about speed.
+MEASURING_ROOMS = DRAWING_ROOMS | {"timing", "bench", "checks"}
 #: The lessons whose subject is measurement (00: this machine, 03: latency and throughput): any module may
 #: time, none but the drawing rooms may draw.
 MEASURING_LESSONS = {"hardware", "throughput"}
 DRAWING = ("matplotlib", "ipywidgets", "tqdm", "course.plots", "course.widgets")
 MEASURING = ("course.timing", "course.torch_peer", "course.results", "course.report")
-#: The modules that still break the rule, each with what it imports and why it is not moved yet.  This list
-#: may only shrink: a module leaves it when its apparatus moves to its lesson's rooms.
-NOT_YET_IN_THEIR_ROOMS = {
-    # the fast step's ladder: its sweep and its figure are reworked with the figures (issue 27) first;
-    # then the sweep goes to bench.py and the figure to plots.py
-    "course.backprop.ladder": {"matplotlib", "course.plots", "course.timing", "course.torch_peer", "course.results"},
-    # the torch rung of the matrix product asks whether PyTorch is installed (torch_peer.py;
-    # the availability test then belongs in the spine's devices)
-    "course.vectorize.matmul": {"course.torch_peer"},
-    # the speed exercise's check times the learner's function against the course's
-    "course.vectorize.checks": {"course.timing"},
-    # lesson 03's cost model estimates an app's run time with the widgets' limits and rates
-    "course.throughput.costs": {"course.widgets", "course.backprop.widgets"},
-    # the regime map measures where the scan wins: it goes to bppsa/timing.py
-    "course.bppsa.regime": {"course.timing", "course.results"},
-    # lesson 06's α-β model and its recorded runs are fitted to ResultSets; the MPI worker and the NCCL
-    # runner are processes of their own that time their collectives and send the numbers back
-    "course.parallel.model": {"course.results"},
-    "course.parallel.runs": {"course.results"},
-    "course.parallel.nccl": {"course.timing"},
-    "course.parallel.worker": {"course.timing"},
-    # the kernels' pictures are the kernels folder's figures (its plots.py by another name), reworked with
-    # the figures (issue 27) first; warps reads a reference result to compare a trace with
-    "course.kernels.pictures": {"matplotlib", "course.plots"},
-    "course.kernels.warps": {"course.results"},
-}
-
-
 def _all_imports(name: str):
     """Yield (module, line) for every import of ``name``, third-party ones too (``from a import b`` yields
     ``a`` and ``a.b``)."""
@@ -250,16 +225,8 @@ def test_apparatus_stays_in_its_rooms():
     timing/bench as well: the module a learner opens reads as the algorithm."""
     bad = []
     for name in _lesson_modules():
-        extra = {k: v for k, v in _apparatus(name).items() if k not in NOT_YET_IN_THEIR_ROOMS.get(name, set())}
-        bad += [f"{name} line {line} imports {what}" for what, line in sorted(extra.items())]
+        bad += [f"{name} line {line} imports {what}" for what, line in sorted(_apparatus(name).items())]
     assert not bad, "apparatus outside its rooms (move it to the lesson's plots/widgets/timing):\n" + "\n".join(bad)
-
-
-def test_the_list_of_modules_not_yet_in_their_rooms_only_shrinks():
-    """An entry that no longer breaks the rule is struck off, so the list says what is left to do."""
-    stale = [f"{name}: {sorted(what - set(_apparatus(name)))}" for name, what in NOT_YET_IN_THEIR_ROOMS.items()
-             if name not in MODULES or what - set(_apparatus(name))]
-    assert not stale, "strike these from NOT_YET_IN_THEIR_ROOMS (they keep to their rooms now):\n" + "\n".join(stale)
 
 
 def _private_calls(path: Path) -> list[str]:
@@ -321,3 +288,56 @@ def test_every_exercise_check_is_named_check_something_and_found_lazily():
     code = "import sys, course.check; print(sorted(m for m in sys.modules if m.endswith('.checks')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.strip() == "[]", "importing course.check imported a lesson's checks: " + out.stdout + out.stderr
+
+
+#: Modules that are not the algorithm a learner reads: the rooms above, the exercise checks, lesson 01's
+#: validators.
+NOT_ALGORITHM = MEASURING_ROOMS | {"validate", "__init__"}
+#: What a validation is: a call to one of these, or an ``if ...: raise`` (a bare ``raise`` too).
+VALIDATION_CALL = re.compile(r"^_?(validate_\w*|require_\w*|validate|whole_number|random_generator)$")
+
+
+def _is_validation(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Raise) or isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body):
+        return True
+    if not isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign):
+        return False
+    return any(isinstance(n, ast.Call) and VALIDATION_CALL.match(getattr(n.func, "id", getattr(n.func, "attr", "")))
+               for n in ast.walk(stmt.value))
+
+
+def _openings(path: Path) -> list[tuple[str, int, int]]:
+    """(public function or method, line, validation statements it opens with) for each in ``path``."""
+    out = []
+
+    def visit(body, prefix=""):
+        for node in body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                visit(node.body, node.name + ".")
+            elif (isinstance(node, ast.FunctionDef) and (node.name == "__init__" or not node.name.startswith("_"))
+                  and not VALIDATION_CALL.match(node.name)):
+                stmts = node.body[1:] if ast.get_docstring(node) is not None else node.body
+                k = next((i for i, s in enumerate(stmts) if not _is_validation(s)), len(stmts))
+                out.append((prefix + node.name, node.lineno, k))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return out
+
+
+@pytest.mark.parametrize("folder", sorted(set(LESSONS) | {"kernels"}))
+def test_an_algorithm_function_opens_with_at_most_one_validation(folder):
+    """Validation at the door: a public function of a module a learner reads opens with at most one
+    validation (one ``validate_*`` call, or none, its rules declared above it with ``@arguments``), so the
+    body reads as the algorithm."""
+    bad = [f"{path.relative_to(ROOT)}:{line} {name} opens with {k} validations"
+           for path in sorted((PKG / folder).glob("*.py")) if path.stem not in NOT_ALGORITHM
+           for name, line, k in _openings(path) if k > 1]
+    assert not bad, ("declare the rules with course.arguments.arguments (or gather them in one validate_* "
+                     "function):\n" + "\n".join(bad))
+
+
+def test_the_opening_count_sees_validations(tmp_path):
+    (tmp_path / "m.py").write_text('def f(n, p):\n    """Doc."""\n    n = whole_number("n", n)\n'
+                                   '    if p > n:\n        raise ValueError("p")\n    return n\n\n'
+                                   '@arguments(n=Whole())\ndef g(n):\n    return n\n')
+    assert _openings(tmp_path / "m.py") == [("f", 1, 2), ("g", 9, 0)]

@@ -55,9 +55,6 @@ def test_only_exercise_checks_are_called_check():
     wrong = [f"{p.relative_to(ROOT)}:{n.lineno} {n.name}" for p, tree in _trees().items() if p.name != "checks.py"
              for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
              and re.match(r"_?check_", n.name) and not n.name.startswith("check_kernel")]
-    # Lessons 00 and 01 and the matrix product's validation move to the shared helper of issue 28 item 3:
-    wrong = [w for w in wrong if not w.startswith(("course/backprop/", "course/hardware/", "course/vectorize/matmul",
-                                                   "course/vectorize/simd"))]
     assert not wrong, f"validation is validate_*/require_*; check_* is an exercise check only: {wrong}"
 
 
