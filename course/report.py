@@ -289,6 +289,10 @@ def _run_one(exp, work, devices, quick, prog, record_reference, sets, failures):
     t0 = time.perf_counter()
     try:
         rs = exp.run(devices=devices, quick=quick, progress=prog)
+        if rs.experiment != exp.name:   # its references are stored and found under the experiment's name
+            raise BadInputError(f"experiment {exp.name!r} returned a ResultSet named {rs.experiment!r}; "
+                                f"name it {exp.name!r} (ResultSet({exp.name!r}, ...)) so that its GPU "
+                                "references are recorded and found under that name")
         rs.save(work / "results" / f"{exp.name}.json")  # kept, whatever happens to the rest
         refs = load_reference(exp.name)
         sets.append(rs)

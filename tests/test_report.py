@@ -244,3 +244,12 @@ def test_a_folder_that_cannot_be_moved_gets_its_report_replaced_in_place(tmp_pat
     run_report(out, quick=True, show_progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "mine.txt", "results", "results.json"]
     assert (out / "results" / "fine.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_an_experiment_whose_results_carry_another_name_fails_with_the_fix(tmp_path, monkeypatch):
+    """Its references would be recorded under one name and looked for under another: refused, saying how."""
+    _fake_experiments(monkeypatch, [("misnamed", _ok_run)])
+    out = tmp_path / "out"
+    run_report(out, quick=True, show_progress=False)
+    assert json.loads((out / "results.json").read_text())["failures"] == ["misnamed"]
+    assert "name it &#x27;misnamed&#x27;" in (out / "index.html").read_text()
