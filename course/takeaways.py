@@ -113,11 +113,20 @@ def _read_off(fig: Figure) -> str:
                 return f"At the end of each curve, {quantity}: " + "; ".join(ends) + "."
         bars = [p for p in ax.patches if type(p).__name__ == "Rectangle" and p.get_transform().contains_branch(
             ax.transData) and p.get_width() > 0 and p.get_height() > 0]
-        labels = [t.get_text() for t in ax.get_yticklabels()]
-        if bars and len(labels) >= len(bars) and all(labels[:len(bars)]):
-            vals = [(b.get_width(), labels[i]) for i, b in enumerate(bars)]
+        upright = bars and all(abs(b.get_y()) < 1e-12 for b in bars) and not all(abs(b.get_x()) < 1e-12
+                                                                              for b in bars)
+        ticks = ax.get_xticks() if upright else ax.get_yticks()
+        labels = [t.get_text() for t in (ax.get_xticklabels() if upright else ax.get_yticklabels())]
+        if bars and len(labels) == len(ticks) and any(labels):
+            vals = []
+            for b in bars:     # each bar named by the tick nearest its middle (grouped bars share a tick)
+                mid = b.get_x() + b.get_width() / 2 if upright else b.get_y() + b.get_height() / 2
+                name = labels[int(np.argmin(np.abs(np.asarray(ticks, dtype=float) - mid)))]
+                vals.append((b.get_height() if upright else b.get_width(), name + (f" ({b.get_label()})" if
+                                                                                   not b.get_label().startswith("_")
+                                                                                   else "")))
             (hi, hi_name), (lo, lo_name) = max(vals), min(vals)
-            quantity, unit = quantity_and_unit(ax.get_xlabel())
+            quantity, unit = quantity_and_unit(ax.get_ylabel() if upright else ax.get_xlabel())
             return (f"Largest {quantity}: {hi_name}, {value_text(hi, unit)}; smallest: {lo_name}, "
                     f"{value_text(lo, unit)}.")
     return ""
