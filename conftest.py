@@ -101,3 +101,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.section("notebook run times (for information: benchmarks/bench_notebooks.py holds the targets)")
     for nb, s in sorted(_nb_seconds.items()):
         tr.write_line(f"{s:6.1f} s  {nb}")
+
+
+@pytest.fixture
+def standin_gpu(monkeypatch):
+    """The stand-in GPU (``COURSE_STANDIN_GPU=1``: NumPy posing as CuPy) for one test, then back to this
+    machine's own devices.  Yields its ``cupy``."""
+    import importlib
+
+    devices = importlib.import_module("course.devices")    # `course.devices` the attribute is a function
+    standin = importlib.import_module("course.standin")
+
+    def fresh():
+        devices._probe.cache_clear()
+        standin.reset_standin()
+
+    monkeypatch.delenv("COURSE_DISABLE_GPU", raising=False)
+    monkeypatch.setenv(standin.STANDIN_ENV, "1")
+    fresh()
+    try:
+        yield devices.cupy_module()
+    finally:
+        monkeypatch.delenv(standin.STANDIN_ENV)
+        fresh()
+

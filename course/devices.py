@@ -32,6 +32,7 @@ import numpy as np
 
 from .cpu import cpu_info
 from .errors import BadInputError, GPUUnavailableError
+from .standin import standin_active, standin_cupy
 
 __all__ = [
     "Device",
@@ -108,9 +109,15 @@ def _gib(n: Any) -> str:
 # --------------------------------------------------------------------------- GPU
 
 def cupy_module() -> Any:
-    """Import cupy, or return None (not installed, or switched off by ``COURSE_DISABLE_GPU``): never raises."""
+    """Import cupy, or return None (not installed, or switched off by ``COURSE_DISABLE_GPU``): never raises.
+
+    With ``COURSE_STANDIN_GPU=1`` it returns the stand-in GPU instead (:mod:`course.standin`: NumPy posing
+    as CuPy, so that the GPU code paths run on a CPU; its name says it is no GPU).
+    """
     if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
         return None
+    if standin_active():
+        return standin_cupy()
     try:
         import cupy  # noqa: F401
     except Exception:
@@ -329,7 +336,10 @@ def resolve_devices(devices: Any = None) -> list[str]:
 
 
 def array_device(x: Any) -> str:
-    """``"gpu"`` for a CuPy array, ``"cpu"`` for anything else."""
+    """``"gpu"`` for a CuPy array (or one of the stand-in GPU's), ``"cpu"`` for anything else."""
+    posing = getattr(type(x), "__course_device__", None)
+    if posing is not None:
+        return posing
     return "gpu" if type(x).__module__.split(".")[0] == "cupy" else "cpu"
 
 

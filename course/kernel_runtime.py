@@ -18,7 +18,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from .errors import GPUUnavailableError
+from .standin import standin_active
 
 __all__ = ["simulator_enabled", "numba_cuda", "kernels_unavailable_reason", "gpu_kernels_available"]
 
@@ -32,8 +35,12 @@ def numba_cuda() -> Any:
     """``numba.cuda`` (the simulator's, when it is on), imported on first use.
 
     A kernel module binds it to its own global ``cuda`` (``global cuda; cuda = numba_cuda()``) before
-    it compiles or launches: the simulator swaps that global inside the kernels it runs.
+    it compiles or launches: the simulator swaps that global inside the kernels it runs.  On the
+    stand-in GPU (:mod:`course.standin`) it is numba's CUDA simulator, whose ``as_cuda_array`` wraps
+    the stand-in's arrays in place, so a kernel writes into them as it would into CuPy's.
     """
+    if standin_active():
+        return _standin_numba()
     try:
         from numba import cuda
     except ImportError as exc:  # pragma: no cover - numba is a dependency of the course
@@ -48,7 +55,7 @@ def kernels_unavailable_reason() -> str | None:
     ``COURSE_DISABLE_GPU=1`` switches the kernels off as it switches off CuPy (the simulator,
     which runs on the CPU, stays allowed).
     """
-    if simulator_enabled():
+    if simulator_enabled() or standin_active():
         return None
     if os.environ.get("COURSE_DISABLE_GPU", "").strip() not in ("", "0"):
         return "the GPU is switched off by COURSE_DISABLE_GPU"
@@ -64,5 +71,34 @@ def kernels_unavailable_reason() -> str | None:
 
 
 def gpu_kernels_available() -> bool:
-    """True when a CUDA GPU answers ``numba.cuda`` here (and ``COURSE_DISABLE_GPU`` is not set)."""
-    return not simulator_enabled() and kernels_unavailable_reason() is None
+    """True when a CUDA GPU answers ``numba.cuda`` here (and ``COURSE_DISABLE_GPU`` is not set); never on
+    the simulator or the stand-in GPU."""
+    return not simulator_enabled() and not standin_active() and kernels_unavailable_reason() is None
+
+
+class _StandinNumba:
+    """numba's CUDA simulator for the stand-in GPU's arrays: ``as_cuda_array`` wraps one without a copy.
+
+    Inside a simulated kernel, names resolve to the simulator's per-launch module (``cuda.threadIdx``,
+    ``cuda.shared``, ...), as the simulator does for a global that is ``numba.cuda`` itself.
+    """
+
+    def __init__(self, sim: Any) -> None:
+        self._sim = sim
+
+    def __getattr__(self, name: str) -> Any:
+        from numba.cuda.simulator.kernel import _get_kernel_context
+
+        inside = _get_kernel_context()
+        return getattr(inside if inside is not None else self._sim, name)
+
+    def as_cuda_array(self, obj: Any, sync: bool = True) -> Any:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.asarray(obj))
+
+
+def _standin_numba() -> Any:
+    from numba.cuda import simulator
+
+    return _StandinNumba(simulator)

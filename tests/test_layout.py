@@ -21,7 +21,8 @@ LESSONS = {"hardware": "00", "backprop": "01", "vectorize": "02", "throughput": 
 #: The spine; ``report``, ``check``, ``gpu_machine`` and ``__main__`` gather the lessons at run time.
 SPINE = {"__init__", "__main__", "errors", "cpu", "devices", "limits", "threads", "timing", "results", "plots",
          "widgets", "report", "check", "grading", "torch_peer", "memory_bandwidth", "gpu_machine", "predictions",
-         "cuda_c", "kernel_runtime", "legends", "takeaways", "arguments"}
+         "cuda_c", "kernel_runtime", "legends", "takeaways", "arguments", "counting", "standin", "capture", "timeline",
+         "timeline_plots", "lead_spin"}
 GATHERERS = {"course.__main__", "course.gpu_machine"}
 #: The one place a lesson reaches forward, on purpose: lesson 03's roofline can place lesson 04's
 #: scan among its points (imported only when that point is asked for).

@@ -10,10 +10,17 @@ mostly the host's: launching dozens of small kernels and waiting for reads back.
   batch (or dataset) is loaded, the loss kept on the device and read only by :meth:`FastStep.loss`;
   the update ``p -= lr·g`` is one operation over one flat buffer that holds every parameter;
 * ``"fused"``: the small operations fused into the kernels of :mod:`~course.backprop.step_kernels`
-  (bias + ReLU, ReLU mask + bias gradient, softmax–cross-entropy with its gradient, SGD over the
-  flat buffer); GEMMs stay cuBLAS's (NumPy's BLAS on a CPU, with the kernels' NumPy versions);
+  (bias + ReLU, ReLU mask + bias gradient, softmax–cross-entropy with its gradient, the mean loss,
+  SGD over the flat buffer); GEMMs stay cuBLAS's, called through the course's own handle
+  (:func:`course.capture.matmul_into`; NumPy's BLAS on a CPU, with the kernels' NumPy versions);
 * ``"graph"``: the fused step captured once as a CUDA graph and replayed: one launch per step
-  (needs a GPU).
+  (needs a GPU).  CuPy's own ``matmul`` cannot be captured (its cuBLAS wrapper refuses a capturing
+  stream), which is why rung (c) multiplies through the course's handle.  Where the capture still
+  fails (an old driver, a library that refuses), the step says why once, runs as rung (c), and
+  :attr:`FastStep.title` says so.
+
+Every rung computes the batch's mean loss on the device, as a framework's step does; :meth:`FastStep.loss`
+reads it back (the one read, and only when asked).
 
 Every rung keeps the parameters as views of one flat buffer (``params``) and the gradients of
 another (``grads``), and starts from a copy of the given model's weights (the model is untouched).
@@ -36,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ..capture import capture_graph, matmul_into
 from ..devices import cupy_module, to_numpy
 from ..errors import BadInputError
 from .layers import MLP, Linear
@@ -52,10 +60,10 @@ RUNG_TITLES = {"eager": "(a) eager: the teaching step", "no_readback": "(b) no r
 def declared_counts(rung: str, n_layers: int) -> dict | None:
     """Kernel launches and reads back per step that a rung is built to make, for ``n_layers`` Linear
     layers (GEMMs counted one launch each); None for the rungs whose count is only measured."""
-    if rung == "fused":   # forward: L GEMMs, L-1 bias_relu, 1 softmax_xent; backward: L mask_bias_grad,
-        return {"launches": 5 * n_layers, "reads": 0}   # L dW GEMMs, L-1 dx GEMMs; 1 sgd_flat
+    if rung == "fused":   # forward: L GEMMs, L-1 bias_relu, 1 softmax_xent, 1 mean_loss; backward:
+        return {"launches": 5 * n_layers + 1, "reads": 0}   # L mask_bias_grad, L dW + L-1 dx GEMMs; 1 sgd_flat
     if rung == "graph":
-        return {"launches": 1, "reads": 0, "kernels": 5 * n_layers}
+        return {"launches": 1, "reads": 0, "kernels": 5 * n_layers + 1}
     return None
 
 
@@ -109,15 +117,18 @@ class FastStep:
         self._g = [xp.empty((rows, w), dtype=dt) for w in self.sizes[1:]]      # d loss / d that output
         self._mask = [xp.empty((rows, w), dtype=bool) for w in self.sizes[1:]]
         self._row_loss = xp.zeros(rows, dtype=dt)
+        self._loss = xp.zeros(1, dtype=dt)                                     # the batch's mean loss
         self._bad = xp.zeros(1, dtype=np.int32)
         self._eager_loss = math.nan
         if model.device == "gpu":
             self.kernels = cupy_kernels()
         else:
-            count = getattr(getattr(xp, "counter", None), "launch", None)
-            self.kernels = {k: _on_plain_arrays(f, k, count) for k, f in REFERENCE.items()}
+            self.kernels = {k: _on_plain_arrays(f, k, getattr(xp, "counter", None)) for k, f in REFERENCE.items()}
         self._graph = None
+        #: why rung "graph" runs uncaptured here (None: it is captured, or another rung)
+        self.capture_failed: str | None = None
         self._loaded = False
+        self._steps = 0
 
     # ------------------------------------------------------------ data
     def load(self, x: Any, y: Any, check: bool = True) -> None:
@@ -126,11 +137,12 @@ class FastStep:
         x, y = validate_step_batch(self, x, y, check)
         _copy_into(self._x, x)
         _copy_into(self._y, y)
+        self._bad.fill(0)                                       # the flag speaks of the batch loaded now
         if self.rung == "no_readback":
             xp = self.xp
             _copy_into(self._onehot, xp.equal(xp.arange(self.sizes[-1])[None, :], self._y[:, None]))
         self._loaded = True
-        if self.rung == "graph" and self._graph is None:
+        if self.rung == "graph" and self._graph is None and self.capture_failed is None:
             self._capture()
 
     # ------------------------------------------------------------ the rungs
@@ -142,10 +154,11 @@ class FastStep:
             self._eager_loss = self.net.train_step(self._x, self._y, self.lr)
         elif self.rung == "no_readback":
             self._layers_step()
-        elif self.rung == "fused":
+        elif self.rung == "fused" or self._graph is None:
             self._fused_step()
         else:
             self._graph.launch(cupy_module().cuda.get_current_stream())
+        self._steps += 1
 
     def _layers_step(self) -> None:
         """Rung (b): the teaching layers' arithmetic into the step's buffers, the loss on the device, a
@@ -163,6 +176,7 @@ class FastStep:
         xp.exp(probs, out=probs)
         total = probs.sum(axis=1, keepdims=True)
         xp.subtract(xp.log(total[:, 0]), picked, out=self._row_loss)
+        xp.mean(self._row_loss, keepdims=True, out=self._loss)
         probs /= total
         xp.subtract(probs, self._onehot, out=g)                 # softmax - one_hot
         g *= 1.0 / self.batch
@@ -179,50 +193,54 @@ class FastStep:
 
     def _fused_step(self) -> None:
         """Rung (c): GEMMs, and one kernel for each thing between them."""
-        xp, k, lin, last = self.xp, self.kernels, self.linears, len(self.linears) - 1
+        k, lin, last = self.kernels, self.linears, len(self.linears) - 1
         h = self._x
         for j, layer in enumerate(lin):
-            xp.matmul(h, layer.W, out=self._z[j])
+            matmul_into(h, layer.W, self._z[j])
             if j < last:
                 k["bias_relu"](self._z[j], layer.b)
             h = self._z[j]
         k["softmax_xent"](self._z[last], lin[last].b, self._y, self._g[last], self._row_loss, self._bad)
+        k["mean_loss"](self._row_loss, self._loss)
         for j in range(last, -1, -1):
             g = self._g[j]
             k["mask_bias_grad"](g, self._z[j] if j < last else g, lin[j].db, j < last)
-            xp.matmul((self._z[j - 1] if j else self._x).T, g, out=lin[j].dW)
+            matmul_into((self._z[j - 1] if j else self._x).T, g, lin[j].dW)
             if j:
-                xp.matmul(g, lin[j].W.T, out=self._g[j - 1])
+                matmul_into(g, lin[j].W.T, self._g[j - 1])
         k["sgd_flat"](self.params, self.grads, self.lr)
 
     def _capture(self) -> None:
         """Rung (d): run the fused step once (compiling, cuBLAS set-up), restore the weights, then
-        capture one fused step on a side stream as a CUDA graph."""
-        cp = cupy_module()
+        capture one fused step on a side stream as a CUDA graph; where that fails, say why once and run
+        the fused step instead."""
         before = self.params.copy()
-        cp.cuda.get_current_stream().synchronize()     # the side stream does not wait for the loaded batch
-        stream = cp.cuda.Stream(non_blocking=True)
-        with stream:
+
+        def warm_up() -> None:
             self._fused_step()
-            stream.synchronize()
             _copy_into(self.params, before)
-            stream.synchronize()
-            stream.begin_capture()
-            try:
-                self._fused_step()
-            finally:
-                self._graph = stream.end_capture()
-        stream.synchronize()
+
+        captured = capture_graph(self._fused_step, what="the training step (rung 'graph')", warmup=warm_up)
+        self._graph, self.capture_failed = captured.graph, captured.reason
+
+    @property
+    def title(self) -> str:
+        """The rung's title, saying so where rung (d) could not be captured and runs as (c)."""
+        if self.capture_failed:
+            return RUNG_TITLES["graph"] + " -- NOT captured here, runs as (c)"
+        return RUNG_TITLES[self.rung]
 
     # ------------------------------------------------------------ reading back
     def loss(self) -> float:
         """The mean loss of the last step's batch (before its update): the one read back."""
+        if self._steps == 0:
+            raise BadInputError("no step has run yet: call fast.step() before fast.loss()")
         if self.rung == "eager":
             return self._eager_loss
         if self.rung in ("fused", "graph") and int(self._bad[0]):
             raise BadInputError("a label was out of range in a batch loaded with check=False: labels must lie "
                                 f"in 0..{self.sizes[-1] - 1}; check the dataset's labels once before training")
-        return float(self._row_loss.mean())
+        return float(self._loss[0])
 
     @property
     def graph(self) -> Any:
@@ -234,10 +252,13 @@ class FastStep:
         return self.net.parameters()
 
 
-def _on_plain_arrays(fn: Any, name: str, count: Any) -> Any:
-    """A NumPy reference kernel called on plain arrays, counted as one launch."""
+def _on_plain_arrays(fn: Any, name: str, counter: Any) -> Any:
+    """A NumPy reference kernel called on plain arrays, counted as one launch (recorded, not run, while a
+    counting namespace captures)."""
     def launch(*args: Any) -> None:
-        if count is not None:
-            count(name)
-        fn(*[np.asarray(a) if isinstance(a, np.ndarray) else a for a in args])
+        plain = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        if counter is None:
+            fn(*plain)
+        else:
+            counter.launch(name, lambda: fn(*plain))
     return launch

@@ -10,6 +10,8 @@ more host time than the GPU needs for the GEMMs.  Here each one is a single kern
 * ``softmax_xent``: one block per row: the logits plus their bias, the row's softmax, its
   cross-entropy and the gradient ``(softmax - one_hot) / batch``; a label out of range sets a flag
   instead of reading memory it should not;
+* ``mean_loss``: one block adds the rows' losses into the batch's mean loss, on the device (what a
+  framework's step computes too; it is read back only when asked for);
 * ``sgd_flat``: ``p -= lr · g`` over every parameter at once (they are views of one flat buffer).
 
 :data:`REFERENCE` holds the NumPy version of each kernel (the oracle the GPU tests compare with,
@@ -30,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from ..cuda_c import ptxas_text
+from ..standin import register_kernel
 
 __all__ = ["KERNEL_SOURCE", "KERNEL_NAMES", "REFERENCE", "bias_relu_reference", "mask_bias_grad_reference",
-           "softmax_xent_reference", "sgd_flat_reference", "cupy_kernels", "ptxas_report"]
+           "softmax_xent_reference", "mean_loss_reference", "sgd_flat_reference", "cupy_kernels", "ptxas_report"]
 
 #: Every kernel of the fast step, float32, in one CUDA C translation unit.
 KERNEL_SOURCE = r"""
@@ -100,6 +103,21 @@ extern "C" __global__ void softmax_xent(const float* __restrict__ z, const float
     }
 }
 
+extern "C" __global__ void mean_loss(const float* __restrict__ row_loss, float* __restrict__ loss, const int rows)
+{   // one block of 256: the mean of the rows' losses into loss[0] (a NaN row, a bad label, stays NaN)
+    __shared__ float part[8];
+    float s = 0.0f;
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) s += row_loss[r];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int w = 0; w < blockDim.x / 32; ++w) t += part[w];
+        loss[0] = t / rows;
+    }
+}
+
 extern "C" __global__ void sgd_flat(float* __restrict__ p, const float* __restrict__ g, const float lr,
                                     const long long n)
 {   // every parameter at once: p -= lr * g over one flat buffer
@@ -109,7 +127,7 @@ extern "C" __global__ void sgd_flat(float* __restrict__ p, const float* __restri
 }
 """
 
-KERNEL_NAMES = ("bias_relu", "mask_bias_grad", "softmax_xent", "sgd_flat")
+KERNEL_NAMES = ("bias_relu", "mask_bias_grad", "softmax_xent", "mean_loss", "sgd_flat")
 
 
 # ----------------------------------------------------------------------------- the same math in NumPy
@@ -146,6 +164,11 @@ def softmax_xent_reference(z: np.ndarray, b: np.ndarray, labels: np.ndarray, dlo
         bad_label[0] = 1
 
 
+def mean_loss_reference(row_loss: np.ndarray, loss: np.ndarray) -> None:
+    """``loss[0]`` = the mean of ``row_loss``."""
+    loss[0] = row_loss.mean()
+
+
 def sgd_flat_reference(p: np.ndarray, g: np.ndarray, lr: float) -> None:
     """``p -= lr · g`` in place."""
     p -= p.dtype.type(lr) * g
@@ -153,7 +176,28 @@ def sgd_flat_reference(p: np.ndarray, g: np.ndarray, lr: float) -> None:
 
 #: kernel name -> its NumPy version (same arguments, minus the sizes the CUDA C needs).
 REFERENCE = {"bias_relu": bias_relu_reference, "mask_bias_grad": mask_bias_grad_reference,
-             "softmax_xent": softmax_xent_reference, "sgd_flat": sgd_flat_reference}
+             "softmax_xent": softmax_xent_reference, "mean_loss": mean_loss_reference,
+             "sgd_flat": sgd_flat_reference}
+
+
+def _twin(name: str) -> Any:
+    """The NumPy version of kernel ``name`` called with the CUDA launch's own arguments (the stand-in GPU
+    runs it in place of the kernel): the sizes the CUDA C needs are dropped."""
+    sizes = {"bias_relu": 2, "mask_bias_grad": 3, "softmax_xent": 2, "mean_loss": 1, "sgd_flat": 1}[name]
+
+    def twin(grid: tuple, block: tuple, args: tuple) -> None:
+        plain = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        if name == "mask_bias_grad":                  # (dz, h, db, rows, cols, use_mask)
+            REFERENCE[name](*plain[:3], bool(plain[5]))
+        elif name == "sgd_flat":                      # (p, g, lr, n)
+            REFERENCE[name](plain[0], plain[1], float(plain[2]))
+        else:
+            REFERENCE[name](*plain[:len(plain) - sizes])
+    return twin
+
+
+for _name in KERNEL_NAMES:
+    register_kernel(_name, _twin(_name))
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -184,11 +228,14 @@ def cupy_kernels() -> dict[str, Any]:
         k["softmax_xent"]((rows,), (32,), (z, b, labels, dlogits, row_loss, bad_label, np.int32(rows),
                                           np.int32(cols)))
 
+    def mean_loss(row_loss, loss):
+        k["mean_loss"]((1,), (256,), (row_loss, loss, np.int32(row_loss.size)))
+
     def sgd_flat(p, g, lr):
         k["sgd_flat"]((grid(p.size),), (256,), (p, g, np.float32(lr), np.int64(p.size)))
 
     return {"bias_relu": bias_relu, "mask_bias_grad": mask_bias_grad, "softmax_xent": softmax_xent,
-            "sgd_flat": sgd_flat}
+            "mean_loss": mean_loss, "sgd_flat": sgd_flat}
 
 
 def ptxas_report(arch: str = "sm_90", source: str = KERNEL_SOURCE) -> str:

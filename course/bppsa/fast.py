@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from ..arguments import Optional, Whole, arguments
-from ..devices import array_device, get_xp, xp_of
+from ..capture import capture_graph, matmul_into
+from ..devices import array_device, cupy_module, get_xp, xp_of
 from ..errors import BadInputError, whole_number
 from .algorithm import validate_chain
 
@@ -209,9 +210,11 @@ class RNNBackwardPlan:
     """:func:`rnn_hidden_gradients` for one shape, with every buffer allocated once and reused.
 
     Each call copies ``d`` and ``grad`` into the plan's inputs and runs the three phases with
-    ``out=`` everywhere, so nothing is allocated while it runs.  On a GPU, ``graph=True`` records the
-    whole computation once as a CUDA graph (CuPy stream capture) and each call replays it: one launch
-    from the host instead of about ``4L + 2 log2 C`` (:func:`chunked_steps`).
+    ``out=`` everywhere, so nothing is allocated while it runs; its matrix products go through the
+    course's own cuBLAS handle (:func:`course.capture.matmul_into`).  On a GPU, ``graph=True`` records
+    the whole computation once as a CUDA graph (CuPy stream capture) and each call replays it on the
+    current stream: one launch from the host instead of about ``4L + 2 log2 C`` (:func:`chunked_steps`).
+    Where the capture fails, it says why once (``plan.capture_failed``) and runs uncaptured.
 
     The returned G ``(T+1, B, n)`` is the plan's own buffer: the next call overwrites it.
 
@@ -242,7 +245,8 @@ class RNNBackwardPlan:
         self.G = xp.empty((L, C, B, 1, n), dtype=dt)
         self.out = xp.empty((C * L + 1, B, n), dtype=dt)
         self.graph = None
-        self.stream = None
+        #: why ``graph=True`` runs uncaptured here (None: captured, or not asked for)
+        self.capture_failed: str | None = None
         if graph:
             self._capture()
 
@@ -253,36 +257,30 @@ class RNNBackwardPlan:
         xp.copyto(M, self.eye)
         for k in range(L - 1, -1, -1):                      # 1. up-sweep: M = M · diag(d_t) · W
             xp.multiply(M, self.dl[k][:, :, None, :], out=self.scaled)
-            xp.matmul(self.scaled.reshape(-1, n), self.W, out=spare.reshape(-1, n))
+            matmul_into(self.scaled.reshape(-1, n), self.W, spare.reshape(-1, n))
             M, spare = spare, M
         s = 1
         while s < C:                                        # 2. suffix products by doubling
-            xp.matmul(M[s:], M[:C - s], out=spare[:C - s])
+            matmul_into(M[s:], M[:C - s], spare[:C - s])
             xp.copyto(spare[C - s:], M[C - s:])
             M, spare = spare, M
             s *= 2
         xp.copyto(self.grads, self.grad_in[None, :, None, :])
-        xp.matmul(self.grads, M, out=self.starts)
+        matmul_into(self.grads, M, self.starts)
         xp.copyto(self.cur[:C - 1], self.starts[1:])
         xp.copyto(self.cur[C - 1], self.grad_in[:, None, :])
         cur = self.cur
         for k in range(L - 1, -1, -1):                      # 3. down-sweep: vector-matrix products
             xp.multiply(cur, self.dl[k][:, :, None, :], out=self.scaled_rows)
-            xp.matmul(self.scaled_rows.reshape(-1, n), self.W, out=self.G[k].reshape(-1, n))
+            matmul_into(self.scaled_rows.reshape(-1, n), self.W, self.G[k].reshape(-1, n))
             cur = self.G[k]
         xp.copyto(self.out[:C * L].reshape(C, L, self.B, n), xp.swapaxes(self.G[:, :, :, 0], 0, 1))
         xp.copyto(self.out[C * L], self.grad_in)
 
     def _capture(self) -> None:
-        import cupy
-
-        self.stream = cupy.cuda.Stream()                    # a blocking stream: the default stream waits for it
-        with self.stream:
-            self._run()                                     # warm up: kernels compiled, cuBLAS ready
-            self.stream.synchronize()
-            self.stream.begin_capture()
-            self._run()
-            self.graph = self.stream.end_capture()
+        """Run once on a side stream (kernels compiled, cuBLAS's workspace made), then capture a run."""
+        captured = capture_graph(self._run, what="BPPSA's backward (RNNBackwardPlan)", warmup=self._run)
+        self.graph, self.capture_failed = captured.graph, captured.reason
 
     def __call__(self, d: Any, grad: Any) -> Any:
         """G = dL/dh_t ``(T+1, B, n)`` for ``d (T, B, n)`` and ``grad (B, n)``, in the plan's own buffer."""
@@ -290,13 +288,10 @@ class RNNBackwardPlan:
         if tuple(d.shape) != (self.T, self.B, self.n) or tuple(grad.shape) != (self.B, self.n):
             raise BadInputError(f"this plan is for d of shape {(self.T, self.B, self.n)} and grad "
                                 f"{(self.B, self.n)}; got {tuple(d.shape)} and {tuple(grad.shape)}: make a new plan.")
+        xp.copyto(self.d_in[self.pad:], d)
+        xp.copyto(self.grad_in, grad)
         if self.graph is None:
-            xp.copyto(self.d_in[self.pad:], d)
-            xp.copyto(self.grad_in, grad)
             self._run()
-        else:
-            with self.stream:
-                xp.copyto(self.d_in[self.pad:], d)
-                xp.copyto(self.grad_in, grad)
-                self.graph.launch(self.stream)
+        else:                                               # on the current stream, after the copies
+            self.graph.launch(cupy_module().cuda.get_current_stream())
         return self.out[self.pad:]

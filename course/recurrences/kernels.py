@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..arguments import Whole, arguments
-from ..devices import array_device, quiet_numba_launches
+from ..devices import array_device, cupy_module, quiet_numba_launches
 from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..kernel_runtime import kernels_unavailable_reason, numba_cuda
 
@@ -138,7 +138,7 @@ def diagonal_scan(a: Any, b: Any, h0: Any = None, chunk: int = 64, threads: int 
     K = -(-T // chunk)
     grid_c = -(-n // threads)
     if on_gpu:
-        import cupy
+        cupy = cupy_module()
 
         def dev(x):
             return cuda.as_cuda_array(cupy.ascontiguousarray(x), sync=False)

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..arguments import Whole, arguments
-from ..devices import array_device, quiet_numba_launches
+from ..devices import array_device, cupy_module, quiet_numba_launches
 from ..errors import BadInputError, GPUUnavailableError
 from ..kernel_runtime import kernels_unavailable_reason, numba_cuda, simulator_enabled
 
@@ -327,8 +327,7 @@ def block_scan(x: Any, exclusive: bool = True, op: str = "add", threads: int = 2
 
 def _launch(x, n, on_gpu, exclusive, kernels, threads, items, strategy):
     if on_gpu:
-        import cupy
-
+        cupy = cupy_module()
         out = cupy.empty_like(x)
         if n:
             # Wrap CuPy's memory for numba once (synchronising on x's stream once), instead of
