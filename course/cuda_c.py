@@ -1,9 +1,12 @@
 """The course's CUDA C sources on a machine without a GPU: ``ptxas -v``'s registers, shared memory and spills.
 
-Every CUDA C kernel the course hands to CuPy's ``RawModule`` is compiled here by ``nvcc -arch=ARCH
--cubin -Xptxas -v`` (no GPU needed) so that its register use and any spill to local memory are read
-before a GPU is at hand.  ``tools/ptxas_report.py`` prints the report for every source;
-``benchmarks/bench_gpu_step.py`` prints it beside its timings.
+Every CUDA C kernel the course hands to CuPy's ``RawModule`` is compiled here for the GPUs learners
+meet -- :data:`ARCHS`: sm_75 (Colab's T4), sm_80 (A100), sm_90 (H100/H200) -- with ``ptxas -v`` (no
+GPU needed), so that its register use and any spill to local memory are read before a GPU is at
+hand.  The compiler is ``nvcc -arch=ARCH -cubin -Xptxas -v`` where ``nvcc`` is on the PATH, else
+NVRTC (CuPy's binding, or ``cuda.bindings`` with the ``nvidia-cuda-nvrtc`` wheel: what CuPy itself
+compiles with) asked for a cubin with ``--ptxas-options=-v``.  ``tools/ptxas_report.py`` prints the
+report for every source; ``benchmarks/bench_gpu_step.py`` prints it beside its timings.
 """
 
 from __future__ import annotations
@@ -14,28 +17,58 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["ptxas_rows", "ptxas_text"]
+__all__ = ["ARCHS", "nvrtc_compile", "parse_ptxas", "ptxas_rows", "ptxas_text"]
+
+#: The architectures every source is checked for: Colab's T4, the A100, the H100 and H200.
+ARCHS = ("sm_75", "sm_80", "sm_90")
 
 
-def ptxas_rows(source: str, arch: str = "sm_90") -> list[dict]:
-    """One dict per kernel of ``source``: ``kernel``, ``registers``, ``smem_bytes``, ``stack``,
+def nvrtc_compile(source: str, name: str = "kernel.cu",
+                  options: tuple[str, ...] = ("--std=c++14",)) -> tuple[bool, str]:
+    """(compiled, log) for the CUDA C++ ``source`` compiled by NVRTC with ``options``.
+
+    Raises ``FileNotFoundError`` (saying what to install) where no NVRTC can be loaded.
+    """
+    try:
+        from cupy.cuda import nvrtc as cnv
+
+        prog = cnv.createProgram(source, name, [], [])
+    except Exception:                     # no CuPy, or a CuPy that cannot load its libnvrtc
+        cnv = None
+    if cnv is not None:
+        try:
+            cnv.compileProgram(prog, list(options))
+            return True, cnv.getProgramLog(prog)
+        except cnv.NVRTCError:
+            return False, cnv.getProgramLog(prog)
+        finally:
+            cnv.destroyProgram(prog)
+    try:
+        from cuda.bindings import nvrtc
+
+        _, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    except Exception as exc:
+        raise FileNotFoundError("no NVRTC here to compile CUDA C with: install CuPy, or cuda-bindings and "
+                                f"nvidia-cuda-nvrtc (the test extra: pip install -e .[test]); {exc}") from exc
+    (res,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, buf.decode(errors="replace").rstrip("\x00 ")
+
+
+def parse_ptxas(log: str) -> list[dict]:
+    """One dict per kernel in a ``ptxas -v`` log: ``kernel``, ``registers``, ``smem_bytes``, ``stack``,
     ``spill_stores``, ``spill_loads``.
 
-    Raises ``FileNotFoundError`` without ``nvcc`` on the PATH and ``RuntimeError`` (with nvcc's
-    message) when the source does not compile.
+    >>> parse_ptxas("ptxas info    : Compiling entry function 'k' for 'sm_75'\\n"
+    ...             "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\\n"
+    ...             "ptxas info    : Used 8 registers, used 0 barriers, 368 bytes cmem[0]")
+    [{'kernel': 'k', 'stack': 0, 'spill_stores': 0, 'spill_loads': 0, 'registers': 8, 'smem_bytes': 0}]
     """
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise FileNotFoundError("nvcc is not on the PATH: install the CUDA toolkit to see registers and spills")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "kernel.cu"
-        src.write_text(source, encoding="utf-8")
-        res = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(Path(tmp) / "k.cubin"),
-                              str(src)], capture_output=True, text=True, timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(f"nvcc failed:\n{res.stderr}")
     out: list[dict] = []
-    for line in res.stderr.splitlines():
+    for line in log.splitlines():
         m = re.search(r"Compiling entry function '(\w+)'", line)
         if m:
             out.append({"kernel": m.group(1)})
@@ -49,9 +82,32 @@ def ptxas_rows(source: str, arch: str = "sm_90") -> list[dict]:
     return out
 
 
+def ptxas_rows(source: str, arch: str = "sm_90") -> list[dict]:
+    """One dict per kernel of ``source`` compiled for ``arch`` (:func:`parse_ptxas`'s keys, and
+    ``compiler``: ``"nvcc"`` or ``"nvrtc"``).
+
+    Raises ``FileNotFoundError`` where neither ``nvcc`` nor NVRTC is at hand, and ``RuntimeError``
+    (with the compiler's message) when the source does not compile.
+    """
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        ok, log = nvrtc_compile(source, "kernel.cu", (f"--gpu-architecture={arch}", "--ptxas-options=-v"))
+        if not ok:
+            raise RuntimeError(f"NVRTC failed for {arch}:\n{log}")
+        return [dict(r, compiler="nvrtc") for r in parse_ptxas(log)]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.cu"
+        src.write_text(source, encoding="utf-8")
+        res = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(Path(tmp) / "k.cubin"),
+                              str(src)], capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(f"nvcc failed for {arch}:\n{res.stderr}")
+    return [dict(r, compiler="nvcc") for r in parse_ptxas(res.stderr)]
+
+
 def ptxas_text(source: str, arch: str = "sm_90") -> str:
-    """:func:`ptxas_rows` as lines to print, one per kernel; without nvcc, or when the source does not
-    compile, a line that starts "no ptxas report:" and says why."""
+    """:func:`ptxas_rows` as lines to print, one per kernel; without a compiler, or when the source does
+    not compile, a line that starts "no ptxas report:" and says why."""
     try:
         rows = ptxas_rows(source, arch)
     except (FileNotFoundError, RuntimeError, OSError, subprocess.SubprocessError) as exc:

@@ -8,8 +8,9 @@ Read in this order:
   associativity check;
 * :mod:`~course.scan.blocked`: the blocked parallel scan a multi-core CPU runs (numba ``prange``);
 * :mod:`~course.scan.kernels`: a block scan kernel in ``numba.cuda``, with its bank conflicts;
-* :mod:`~course.scan.singlepass`: a single-pass scan with decoupled look-back (CUDA C through CuPy),
-  and its protocol modelled in plain Python;
+* :mod:`~course.scan.lookback`: the decoupled look-back protocol in plain Python, tiles in any
+  interleaving, launch after launch on one device state;
+* :mod:`~course.scan.singlepass`: the single-pass scan that runs it on a GPU (CUDA C through CuPy);
 * :mod:`~course.scan.timing`: the scans against the library and the copy limit;
 * :mod:`~course.scan.plots`, :mod:`~course.scan.widgets`, :mod:`~course.scan.checks` and
   :mod:`~course.scan.experiments`.

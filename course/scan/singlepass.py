@@ -5,29 +5,32 @@ twice): the tiles cannot know what comes before them until every earlier tile is
 second pass adds it.  A single-pass scan reads each element once and writes it once, so it can
 run at the speed of a device-to-device copy.  Each tile, in one launch:
 
-1. takes the next tile number from a global counter (so a tile only starts once every earlier
-   tile has started: nobody waits for a tile that is not running);
+1. takes the next tile number from a ticket counter on the device (so a tile only starts once
+   every earlier tile has started: nobody waits for a tile that is not running), and reads the
+   launch's *epoch*;
 2. loads its tile with 16-byte loads (``float4``), scans it in registers and with warp
    shuffles (``__shfl_up_sync``), and **publishes its aggregate** (flag ``A``) at once;
 3. **looks back**: one warp reads the flags of the 32 tiles before it at a time.  Every
    ``A`` it passes adds that tile's aggregate; the first inclusive prefix (flag ``P``) ends
    the walk.  A tile whose predecessor has published nothing yet (``X``) waits for it;
-4. publishes its own inclusive prefix (``P``) for the tiles after it, and writes its output.
+4. publishes its own inclusive prefix (``P``) for the tiles after it, and writes its output;
+5. counts itself finished: the last tile of the launch resets the ticket and the count to 0
+   and advances the epoch, so the next launch starts clean with no work on the host.
 
 A flag and its value share one 64-bit word, stored and read in one piece, so a reader never
-sees a flag without its value.  The high 32 bits also carry a launch number: words left over
-from an earlier launch count as ``X``, so the flags are never cleared between calls and a scan
-is one launch.
+sees a flag without its value.  The high 32 bits also carry the epoch (the launch number modulo
+2^30): words left over from an earlier launch count as ``X``, so the flags are not cleared between
+calls and a scan is one launch (only when the epoch wraps does that launch's last tile clear them).
+Because all the bookkeeping lives on the device, a launch replayed from a CUDA graph, with the very
+arguments it was captured with, is as good as a fresh call.
 
-:func:`lookback_model` runs the same protocol in plain Python, tile by tile in a random
-interleaving, so it can be read, traced and tested without a GPU; :func:`single_pass_scan`
-runs the CUDA C (:data:`SINGLE_PASS_SOURCE`) through CuPy's ``RawModule``.
+:mod:`course.scan.lookback` runs the same protocol in plain Python, tile by tile in a random
+interleaving and launch after launch on one device state, so it can be read, traced and tested
+without a GPU; :func:`single_pass_scan` runs the CUDA C (:data:`SINGLE_PASS_SOURCE`) through
+CuPy's ``RawModule``.
 
->>> out, stats = lookback_model(np.arange(1, 11), tile=3, seed=0)
->>> out.tolist()
-[1, 3, 6, 10, 15, 21, 28, 36, 45, 55]
->>> stats["tiles"]
-4
+>>> single_pass_tiles(10_000)
+3
 """
 
 from __future__ import annotations
@@ -39,17 +42,20 @@ import numpy as np
 
 from ..devices import array_device, cupy_module, require_gpu
 from ..errors import BadInputError, whole_number
+from ..standin import register_kernel
+from .lookback import EPOCHS, lookback_model  # noqa: F401  (notebook 04 calls singlepass.lookback_model)
 
-__all__ = ["SINGLE_PASS_SOURCE", "SINGLE_PASS_DTYPES", "TILE_THREADS", "TILE_ITEMS", "FLAG_NAMES",
-           "lookback_model", "single_pass_scan", "single_pass_tiles"]
+__all__ = ["SINGLE_PASS_SOURCE", "SINGLE_PASS_DTYPES", "SINGLE_PASS_KERNELS", "TILE_THREADS", "TILE_ITEMS",
+           "single_pass_scan", "single_pass_tiles"]
 
 #: Threads per tile and elements per thread of the CUDA kernel (a tile holds 256 x 16 = 4,096).
 TILE_THREADS = 256
 TILE_ITEMS = 16
-#: Element types the kernel is compiled for (a value must fit beside its flag in 64 bits).
+#: Element types the kernel is compiled for (a value must fit beside its flag in 64 bits), and its names.
 SINGLE_PASS_DTYPES = ("float32", "int32")
-#: The tile states: not yet published, aggregate of the tile alone, inclusive prefix.
-FLAG_NAMES = {0: "X", 1: "A", 2: "P"}
+SINGLE_PASS_KERNELS = {"float32": "course_single_pass_scan_f32", "int32": "course_single_pass_scan_i32"}
+#: The device state words: the tile ticket, the tiles finished, the epoch (and one word of padding).
+COUNTER, FINISHED, EPOCH, STATE_WORDS = 0, 1, 2, 4
 
 SINGLE_PASS_SOURCE = r"""
 #define THREADS 256
@@ -59,6 +65,10 @@ SINGLE_PASS_SOURCE = r"""
 #define FLAG_A 1u
 #define FLAG_P 2u
 #define FULL 0xffffffffu
+#define EPOCHS (1u << 30)   // course.scan.lookback.EPOCHS
+#define COUNTER 0
+#define FINISHED 1
+#define EPOCH 2
 // a thread's ITEMS elements are one row of ITEMS + 1 words: the rows' reads hit 32 different banks
 #define SLOT(i) ((i) / ITEMS * (ITEMS + 1) + (i) % ITEMS)
 
@@ -67,11 +77,37 @@ __device__ __forceinline__ unsigned int to_bits(int v) { return (unsigned int)v;
 __device__ __forceinline__ void from_bits(unsigned int b, float& v) { v = __uint_as_float(b); }
 __device__ __forceinline__ void from_bits(unsigned int b, int& v) { v = (int)b; }
 
-// one 64-bit word per tile: high = launch * 4 + flag, low = the value's bits
-__device__ __forceinline__ void publish(unsigned long long* status, long long tile, unsigned int launch,
+// one 64-bit word per tile: high = epoch * 4 + flag, low = the value's bits
+__device__ __forceinline__ void publish(unsigned long long* status, long long tile, unsigned int epoch,
                                         unsigned int flag, unsigned int bits) {
-    unsigned long long word = ((unsigned long long)(launch * 4u + flag) << 32) | bits;
+    unsigned long long word = ((unsigned long long)(epoch * 4u + flag) << 32) | bits;
     atomicExch(status + tile, word);
+}
+
+// Step 5, run by thread 0 of every tile after the barrier that ends the look-back: by then the tile
+// has taken its ticket, read the epoch, and made every status read and write it will make (warp 0's,
+// ordered before thread 0 by that __syncthreads); only its own output stores remain.
+// Why the last tile may reset the state while no tile of this launch can notice:
+//  (a) the fence before the count orders everything this tile did so far before its count;
+//  (b) the tile whose count returns gridDim.x - 1 has observed every other tile's count; the fence
+//      after it orders the resets (and a wrap's clearing of the status words) after all of them.
+//  Through FINISHED, (a) and (b) synchronise: every ticket was taken and every tile of this launch
+//  had read the epoch before the reset, so none can take a reset ticket, read the next epoch, or
+//  read a cleared status word.
+// The next launch on the stream, or the next replay of a graph, sees the reset: a kernel's writes
+// are visible to the kernels after it in the same stream.
+// The epoch wraps after EPOCHS = 2^30 launches, and a status word written 2^30 launches earlier would
+// carry the coming launch's tag; so the wrapping launch's last tile clears every status word (finish
+// returns 1) and the workspace is as new: no host counter is needed.
+__device__ __forceinline__ int finish(unsigned int* state, unsigned int epoch) {
+    __threadfence();                                                      // (a)
+    if (atomicAdd(state + FINISHED, 1u) != gridDim.x - 1) return 0;
+    __threadfence();                                                      // (b)
+    unsigned int next = (epoch + 1u) % EPOCHS;
+    atomicExch(state + COUNTER, 0u);
+    atomicExch(state + FINISHED, 0u);
+    atomicExch(state + EPOCH, next);
+    return next == 0u;
 }
 
 template <typename T>
@@ -93,16 +129,20 @@ __device__ __forceinline__ T warp_sum(T v) {
 
 template <typename T, typename V4>
 __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long long n,
-                            unsigned long long* status, unsigned long long* counter,
-                            unsigned long long first_tile, unsigned int launch, int vec) {
+                            unsigned long long* status, unsigned int* state, long long capacity, int vec) {
     __shared__ T tile_data[THREADS * (ITEMS + 1)];
     __shared__ T warp_totals[WARPS];
     __shared__ T tile_prefix;
-    __shared__ long long tile_id;
+    __shared__ unsigned int tile_ticket, tile_epoch;
+    __shared__ int wrapped;
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    if (t == 0) tile_id = (long long)(atomicAdd(counter, 1ull) - first_tile);   // tiles start in order
+    if (t == 0) {
+        tile_ticket = atomicAdd(state + COUNTER, 1u);                     // tiles start in order
+        tile_epoch = *(volatile unsigned int*)(state + EPOCH);            // this launch's epoch
+    }
     __syncthreads();
-    const long long tile = tile_id;
+    const long long tile = tile_ticket;
+    const unsigned int epoch = tile_epoch;
     const long long base = tile * TILE;
     const bool full = base + TILE <= n;
 
@@ -146,9 +186,9 @@ __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long l
     if (warp == 0) {
         T exclusive = 0;
         if (tile == 0) {
-            if (lane == 0) publish(status, 0, launch, FLAG_P, to_bits(aggregate));
+            if (lane == 0) publish(status, 0, epoch, FLAG_P, to_bits(aggregate));
         } else {
-            if (lane == 0) publish(status, tile, launch, FLAG_A, to_bits(aggregate));
+            if (lane == 0) publish(status, tile, epoch, FLAG_A, to_bits(aggregate));
             long long window = tile - 1;            // lane k reads tile window - k
             while (true) {
                 long long pred = window - lane;
@@ -156,9 +196,9 @@ __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long l
                 unsigned int flag;
                 do {
                     word = pred >= 0 ? *(volatile unsigned long long*)(status + pred)
-                                     : ((unsigned long long)(launch * 4u + FLAG_P) << 32);
+                                     : ((unsigned long long)(epoch * 4u + FLAG_P) << 32);
                     unsigned int hi = (unsigned int)(word >> 32);
-                    flag = (hi >> 2) == launch ? (hi & 3u) : 0u;        // an older launch's word is X
+                    flag = (hi >> 2) == epoch ? (hi & 3u) : 0u;          // another launch's word is X
                 } while (__any_sync(FULL, flag == 0u));
                 T v;
                 from_bits((unsigned int)word, v);
@@ -171,7 +211,7 @@ __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long l
                 exclusive += warp_sum(v);
                 window -= 32;
             }
-            if (lane == 0) publish(status, tile, launch, FLAG_P, to_bits(exclusive + aggregate));
+            if (lane == 0) publish(status, tile, epoch, FLAG_P, to_bits(exclusive + aggregate));
         }
         if (lane == 0) tile_prefix = exclusive;
     }
@@ -181,6 +221,7 @@ __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long l
     const T offset = tile_prefix + before;
     #pragma unroll
     for (int j = 0; j < ITEMS; j++) tile_data[t * (ITEMS + 1) + j] = items[j] + offset;
+    if (t == 0) wrapped = finish(state, epoch);                           // 5. (see finish)
     __syncthreads();
     if (full && vec) {
         V4* o4 = reinterpret_cast<V4*>(out + base);
@@ -197,129 +238,101 @@ __device__ void single_pass(const T* __restrict__ x, T* __restrict__ out, long l
             if (i < n) out[i] = tile_data[SLOT(j * THREADS + t)];
         }
     }
+    if (wrapped)                              // every other tile is done: no one reads status any more
+        for (long long i = t; i < capacity; i += THREADS) status[i] = 0ull;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 course_single_pass_scan_f32(const float* x, float* out, long long n, unsigned long long* status,
-                            unsigned long long* counter, unsigned long long first_tile, unsigned int launch,
-                            int vec) {
-    single_pass<float, float4>(x, out, n, status, counter, first_tile, launch, vec);
+                            unsigned int* state, long long capacity, int vec) {
+    single_pass<float, float4>(x, out, n, status, state, capacity, vec);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 course_single_pass_scan_i32(const int* x, int* out, long long n, unsigned long long* status,
-                            unsigned long long* counter, unsigned long long first_tile, unsigned int launch,
-                            int vec) {
-    single_pass<int, int4>(x, out, n, status, counter, first_tile, launch, vec);
+                            unsigned int* state, long long capacity, int vec) {
+    single_pass<int, int4>(x, out, n, status, state, capacity, vec);
 }
 """
 
 
-# ------------------------------------------------------------------ the protocol, on the CPU
-
-def lookback_model(x: Any, tile: int = 4, window: int = 1, seed: int | None = 0) -> tuple[np.ndarray, dict]:
-    """Inclusive sum of ``x`` by the decoupled look-back protocol, tiles interleaved at random.
-
-    Each tile is a Python generator that pauses after every read of another tile's flag, so
-    a random scheduler can run the tiles in any interleaving a GPU might: a tile that finds
-    ``X`` (nothing published yet) pauses and reads again later.  Tiles *start* in order (the
-    kernel's global counter) but run, publish and finish in any order.
-
-    Parameters
-    ----------
-    x : 1-D array of numbers.
-    tile : elements per tile (the kernel's is :data:`TILE_THREADS` x :data:`TILE_ITEMS`).
-    window : predecessors read at once (the kernel's warp reads 32).
-    seed : the random interleaving (``None``: tiles run one after the other, no waiting).
-
-    Returns
-    -------
-    (out, stats): the inclusive scan, and ``tiles``, ``flag_reads`` (flags read in all),
-    ``waits`` (reads that found ``X``) and ``longest_lookback`` (most tiles one look-back passed).
-    """
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise BadInputError(f"lookback_model scans a 1-D array, got shape {x.shape}; flatten it with x.ravel().")
-    tile = whole_number("tile", tile, hint="elements per tile")
-    window = whole_number("window", window, hint="predecessor flags read at once (the kernel's warp: 32)")
-    n = x.size
-    tiles = -(-n // tile)
-    flags = ["X"] * tiles
-    values: list[Any] = [None] * tiles
-    out = np.empty_like(x)
-    stats = {"tiles": tiles, "flag_reads": 0, "waits": 0, "longest_lookback": 0}
-
-    def run(b: int):
-        part = np.cumsum(x[b * tile:(b + 1) * tile])
-        aggregate = part[-1]
-        flags[b], values[b] = ("P" if b == 0 else "A"), aggregate        # publish at once
-        exclusive, k = x.dtype.type(0), b - 1
-        while k >= 0:                                                    # look back
-            seen = list(range(k, max(k - window, -1), -1))
-            yield                                                        # the reads take time
-            stats["flag_reads"] += len(seen)
-            if any(flags[j] == "X" for j in seen):
-                stats["waits"] += 1
-                continue                                                 # read the window again
-            nearest = next((i for i, j in enumerate(seen) if flags[j] == "P"), None)
-            for j in seen[:None if nearest is None else nearest + 1]:
-                exclusive = exclusive + values[j]
-            if nearest is not None:
-                k = seen[nearest]
-                break
-            k -= window
-        stats["longest_lookback"] = max(stats["longest_lookback"], b - max(k, 0))
-        if b:
-            flags[b], values[b] = "P", exclusive + aggregate
-        out[b * tile:(b + 1) * tile] = part + exclusive
-
-    rng = None if seed is None else np.random.default_rng(seed)
-    running: list[tuple[int, Any]] = []
-    started = 0
-    while started < tiles or running:
-        if started < tiles and (rng is None or not running or rng.random() < 0.5):
-            running.append((started, run(started)))                      # the counter hands out the next tile
-            started += 1
-        pick = 0 if rng is None else int(rng.integers(len(running)))
-        b, gen = running[pick]
-        try:
-            next(gen)
-        except StopIteration:
-            running.pop(pick)
-    return out, stats
-
-
-# ------------------------------------------------------------------ the kernel, on the GPU
+# ------------------------------------------------------------------ the host side
 
 @functools.cache
-def _kernels() -> dict:
+def _kernels() -> dict:                                   # CuPy loads each kernel once per device itself
     mod = cupy_module().RawModule(code=SINGLE_PASS_SOURCE, options=("--std=c++14",))
-    return {"float32": mod.get_function("course_single_pass_scan_f32"),
-            "int32": mod.get_function("course_single_pass_scan_i32")}
+    return {dtype: mod.get_function(name) for dtype, name in SINGLE_PASS_KERNELS.items()}
 
 
 class _Workspace:
-    """The tile flags and the tile counter of one device, kept between calls (never cleared)."""
+    """One stream's status words and state words (ticket, finished, epoch) on the device.
 
-    def __init__(self) -> None:
-        self.status = None
-        self.counter = None
-        self.launch = 0
-        self.next_tile = 0
+    Never freed while the process lives, because a captured CUDA graph may still replay a launch
+    that points at it; it also keeps its stream alive, so that no other stream gets its handle.
+    """
 
-    def take(self, tiles: int) -> tuple[Any, Any, int, int]:
-        cp = cupy_module()
-        if self.status is None or self.status.size < tiles or self.launch >= 2**30 - 1:
-            self.status = cp.zeros(max(tiles, 1024), dtype=cp.uint64)
-            self.counter = cp.zeros(1, dtype=cp.uint64)
-            self.launch, self.next_tile = 0, 0
-        self.launch += 1
-        first = self.next_tile
-        self.next_tile += tiles
-        return self.status, self.counter, first, self.launch
+    def __init__(self, cp: Any, tiles: int, stream: Any) -> None:
+        self.status = cp.zeros(1 << max(10, (tiles - 1).bit_length()), dtype=cp.uint64)
+        self.state = cp.zeros(STATE_WORDS, dtype=cp.uint32)
+        self.stream = stream
 
 
-_WORKSPACES: dict[int, _Workspace] = {}
+#: The workspace of each (device, stream handle), and those a bigger one replaced (kept for graphs).
+_WORKSPACES: dict[tuple[int, int], _Workspace] = {}
+_RETIRED: list[_Workspace] = []
+
+
+def _workspace(cp: Any, tiles: int) -> _Workspace:
+    """The current stream's workspace, with room for ``tiles`` (allocated, never while capturing)."""
+    stream = cp.cuda.get_current_stream()
+    key = (cp.cuda.Device().id, stream.ptr)
+    ws = _WORKSPACES.get(key)
+    if ws is not None and ws.status.size >= tiles:
+        return ws
+    if stream.is_capturing():
+        raise BadInputError(f"single_pass_scan needs a workspace for {tiles:,} tiles on this stream, and cannot "
+                            "allocate one while the stream is capturing a CUDA graph: call single_pass_scan once "
+                            "on this stream, at this size or larger, before capturing.")
+    if ws is not None:
+        _RETIRED.append(ws)                               # a captured graph may still replay it
+    ws = _WORKSPACES[key] = _Workspace(cp, tiles, stream)
+    return ws
+
+
+def _address(a: Any) -> int:
+    data = getattr(a, "data", None)
+    return data.ptr if hasattr(data, "ptr") else a.__array_interface__["data"][0]
+
+
+def _launch_args(x: Any, out: Any, ws: _Workspace) -> tuple:
+    """The kernel's arguments, in the order of its C signature: no per-call bookkeeping, so a graph
+    that captured them replays correctly."""
+    vec = int(_address(x) % 16 == 0 and _address(out) % 16 == 0)
+    return (x, out, np.int64(x.size), ws.status, ws.state, np.int64(ws.status.size), np.int32(vec))
+
+
+def _single_pass_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    """What one launch of the kernel does, in NumPy, for :mod:`course.standin`: the scan into
+    ``out``, each tile's status word (``P`` and its inclusive prefix, tagged with the epoch), and
+    the state words reset with the epoch advanced (the status words cleared when it wraps)."""
+    x, out, n, status, state, capacity, _ = (np.asarray(a) for a in args)
+    tiles, n, capacity = int(grid[0]), int(n), int(capacity)
+    if (tuple(block) != (TILE_THREADS,) or tiles != single_pass_tiles(n) or tiles > capacity
+            or status.size != capacity or state[COUNTER] or state[FINISHED]):
+        raise RuntimeError(f"single-pass launch out of order: grid {grid}, block {block}, n {n}, capacity "
+                           f"{capacity}, state {state.tolist()} (the kernel needs a clean state and room)")
+    epoch = int(state[EPOCH])
+    out[:n] = np.cumsum(x[:n], dtype=x.dtype)
+    ends = np.minimum(np.arange(1, tiles + 1) * (TILE_THREADS * TILE_ITEMS), n) - 1
+    status[:tiles] = (np.uint64(epoch * 4 + 2) << np.uint64(32)) | out[ends].view(np.uint32).astype(np.uint64)
+    state[COUNTER] = state[FINISHED] = 0
+    state[EPOCH] = (epoch + 1) % EPOCHS
+    if state[EPOCH] == 0:
+        status[:] = 0
+
+
+for _kernel in SINGLE_PASS_KERNELS.values():                   # the stand-in GPU runs the twin instead
+    register_kernel(_kernel, _single_pass_twin)
 
 
 def single_pass_tiles(n: int) -> int:
@@ -336,14 +349,30 @@ def single_pass_scan(x: Any, out: Any = None) -> Any:
     """Inclusive sum of a 1-D CuPy array in one kernel launch (decoupled look-back).
 
     ``x``: float32 or int32, 1-D (a non-contiguous one is copied first).  ``out``: optional
-    contiguous array of the same shape and dtype.  Calls on one device must come from one
-    stream (the tile flags are shared between calls).
+    contiguous array of the same shape and dtype.  Each stream has its own workspace on the
+    device, so calls on different streams never share tile tickets.  The call can be captured in
+    a CUDA graph (pass ``out``, a contiguous ``x``, and call it once on that stream before
+    capturing, so that its workspace exists); replaying the graph is a correct scan each time, but
+    never replay it on two streams at once, nor beside calls on the stream it was captured on.
 
     Float32 sums are added in a different order than a sequential loop, so they differ from
     ``numpy.cumsum`` by rounding (compare in float64 with a tolerance).
     """
-    require_gpu()
+    _validate_single_pass(x, out)
     cp = cupy_module()
+    x = cp.ascontiguousarray(x)
+    if out is None:
+        out = cp.empty_like(x)
+    if x.size == 0:
+        return out
+    tiles = single_pass_tiles(x.size)
+    ws = _workspace(cp, tiles)
+    _kernels()[str(x.dtype)]((tiles,), (TILE_THREADS,), _launch_args(x, out, ws))
+    return out
+
+
+def _validate_single_pass(x: Any, out: Any) -> None:
+    require_gpu()
     if array_device(x) != "gpu":
         raise BadInputError("single_pass_scan needs a CuPy array; move x with course.to_device(x, 'gpu').")
     if x.ndim != 1:
@@ -357,17 +386,6 @@ def single_pass_scan(x: Any, out: Any = None) -> Any:
     if out is not None and (array_device(out) != "gpu" or out.shape != x.shape or out.dtype != x.dtype
                             or not out.flags.c_contiguous):
         raise BadInputError(f"out must be a contiguous CuPy array of shape {tuple(x.shape)} and dtype {x.dtype}.")
-    x = cp.ascontiguousarray(x)
-    if out is None:
-        out = cp.empty_like(x)
-    n = x.size
-    if n == 0:
-        return out
-    tiles = single_pass_tiles(n)
-    ws = _WORKSPACES.setdefault(cp.cuda.Device().id, _Workspace())
-    status, counter, first, launch = ws.take(tiles)
-    vec = int(x.data.ptr % 16 == 0 and out.data.ptr % 16 == 0)
-    _kernels()[str(x.dtype)]((tiles,), (TILE_THREADS,),
-                             (x, out, np.int64(n), status, counter, np.uint64(first), np.uint32(launch),
-                              np.int32(vec)))
-    return out
+    if (out is None or not x.flags.c_contiguous) and cupy_module().cuda.get_current_stream().is_capturing():
+        raise BadInputError("single_pass_scan cannot allocate while the stream is capturing a CUDA graph: pass "
+                            "out= (allocated before the capture) and a contiguous x.")
