@@ -217,7 +217,7 @@ def _block_scan(quick: bool) -> dict:
 
 def _bppsa(quick: bool) -> tuple[dict, dict]:
     from .bppsa.timing import PAPER, rnn_timings, torch_rnn_timings
-    from .torch_peer import torch_cuda_available
+    from .torch_peer import cupy_tf32, torch_cuda_available
 
     seq_over_scan, torch_vs_scan, notes = None, {}, []
     for T in (10000, 30000):
@@ -228,7 +228,8 @@ def _bppsa(quick: bool) -> tuple[dict, dict]:
         if torch_cuda_available():
             tr = torch_rnn_timings(T, 20, 16, device="gpu", repeat=3 if quick else 5)
             torch_vs_scan[T] = {"torch_backward_s": tr["backward_s"], "scan_backward_s": back["scan"],
-                                "scan_faster": back["scan"] < tr["backward_s"]}
+                                "scan_faster": back["scan"] < tr["backward_s"], "torch_tf32": tr["tf32"],
+                                "scan_tf32": cupy_tf32()}
         else:
             notes.append("PyTorch has no CUDA here: cuDNN's RNN was not timed")
     a = _target(seq_over_scan, PAPER["backward_speedup"], ">=", "x")

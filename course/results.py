@@ -40,6 +40,8 @@ import numpy as np
 from .cpu import cpu_info
 from .devices import gpu_available, gpu_info
 from .errors import ResultsError
+from .standin import standin_active
+from .torch_peer import torch_tf32_flags
 
 __all__ = ["ResultSet", "provenance", "gpu_environment", "git_commit", "load_reference", "save_reference",
            "REFERENCE_DIR", "SCHEMA_VERSION", "shared_file_mode"]
@@ -125,10 +127,12 @@ def gpu_environment(run: Callable[[list[str]], str | None] = _run_quietly, env: 
     """What a GPU record also depends on, each item as read and left out where nothing says.
 
     The driver release and each GPU's clocks and power limits (``nvidia-smi``, read only); cuBLAS's
-    and cuDNN's versions as CuPy and PyTorch report them; PyTorch's TF32 switches; the environment
-    variables of :data:`_GPU_ENV`.  Only libraries already imported (``modules``, default
-    ``sys.modules``) are asked: describing a run never imports PyTorch.  ``run`` and ``env`` are
-    there for tests.
+    and cuDNN's versions as CuPy and PyTorch report them; PyTorch's process-wide TF32 switches
+    (:func:`course.torch_peer.torch_tf32_flags`); the environment variables of :data:`_GPU_ENV`.  Only
+    libraries already imported (``modules``, default ``sys.modules``) are asked: describing a run never
+    imports PyTorch (that costs seconds).  PyTorch imported later is read when the results are saved
+    (:meth:`ResultSet.to_dict`).  Each PyTorch record's own ``tf32`` field, which says the setting it
+    ran under, is the authoritative one.  ``run`` and ``env`` are there for tests.
     """
     env = os.environ if env is None else env
     mods = sys.modules if modules is None else modules
@@ -148,9 +152,8 @@ def gpu_environment(run: Callable[[list[str]], str | None] = _run_quietly, env: 
     if torch is not None:
         v = _attempt(lambda: torch.backends.cudnn.version())
         out |= {"cudnn_version_torch": v} if v is not None else {}
-        tf32 = _attempt(lambda: {"torch_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-                                 "torch_cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32)})
-        out |= {"tf32": tf32} if tf32 else {}
+        tf32 = _attempt(lambda: torch_tf32_flags(torch))
+        out |= {"tf32": tf32, "tf32_read": "when the result set was made"} if tf32 else {}
     set_env = {k: env[k] for k in _GPU_ENV if k in env}
     out |= {"environment": set_env} if set_env else {}
     return out
@@ -284,10 +287,24 @@ class ResultSet:
 
     # ------------------------------------------------------------ (de)serialising
     def to_dict(self) -> dict:
-        """JSON-ready: plain types only, non-finite numbers written as "NaN"/"Infinity"/"-Infinity"."""
+        """JSON-ready: plain types only, non-finite numbers written as "NaN"/"Infinity"/"-Infinity".
+
+        A live GPU set whose provenance could not read PyTorch's TF32 switches (PyTorch was imported
+        only after the set was made) reads them now, if PyTorch is imported by now, marked
+        ``"tf32_read": "when the results were saved"``: provenance says what it knows, whatever the
+        order of imports.  It never imports PyTorch itself."""
+        self._read_torch_tf32_late()
         return {"schema": self.schema, "experiment": self.experiment, "params": _encode(self.params),
                 "provenance": _encode(self.provenance), "notes": [str(n) for n in self.notes],
                 "records": _encode(self.records)}
+
+    def _read_torch_tf32_late(self) -> None:
+        env = self.provenance.get("gpu_environment") if isinstance(self.provenance, dict) else None
+        if self.source != "live" or not isinstance(env, dict) or "tf32" in env:
+            return
+        flags = _attempt(torch_tf32_flags)            # None while PyTorch is not imported
+        if flags:
+            env.update(tf32=flags, tf32_read="when the results were saved")
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "live") -> ResultSet:
@@ -467,12 +484,16 @@ def save_reference(rs: ResultSet, directory: str | os.PathLike | None = None) ->
     """
     if not gpu_available():
         raise ResultsError("reference results can only be recorded on a machine where a GPU answers")
+    directory = Path(directory) if directory is not None else REFERENCE_DIR
+    if standin_active() and directory.resolve() == REFERENCE_DIR.resolve():
+        raise ResultsError("the stand-in GPU (COURSE_STANDIN_GPU=1) is NumPy on the CPU: its results are never "
+                           "stored among the references lessons show; give another directory to rehearse the saving")
     if not rs.select(device="gpu"):
         raise ResultsError(f"{rs.experiment!r} has no GPU records; nothing to record as a reference")
     live = {g["name"] for g in gpu_info()}
     if rs.gpu_name not in live:
         raise ResultsError(f"{rs.experiment!r} names GPU {rs.gpu_name!r}, which is not this machine's")
-    directory = Path(directory) if directory is not None else REFERENCE_DIR
+    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{rs.experiment}__{_slug(rs.gpu_name)}.json"
     if path.is_file():  # keep the earlier recording, dated, where lessons don't load it
         try:

@@ -13,7 +13,15 @@ usually long before it finishes.  ``perf_counter`` around it measures the few
 microseconds of queueing.  On a GPU, :func:`benchmark` records a CUDA event on
 the current stream before and after the call and waits for the second event,
 so the GPU itself reports how long the work took (as
-``cupyx.profiler.benchmark`` does for its GPU times).
+``cupyx.profiler.benchmark`` does for its GPU times).  Ahead of the first event it
+queues a short spin kernel, the *lead* (:mod:`course.lead_spin`), so that the GPU
+reaches that event only once the host has queued the call's work: the host's
+Python overhead before the first launch stays outside the sample.  It costs
+``lead_s`` (100 µs) of GPU time per sample, outside the measured interval.  A
+step whose host cannot queue its work within the lead still shows its host-bound
+gaps between the events, which is the honest answer for such a step; for its
+steady-state time per call, ``per_event=N`` times N calls between one pair of
+events and keeps their mean.
 
 Times vary from run to run (other processes, turbo clocks, caches), so it
 repeats the call and reports the **median** with the spread (the 25th and 75th
@@ -50,6 +58,7 @@ import numpy as np
 from .cpu import machine_load
 from .devices import cupy_module, normalize_device, require_gpu, synchronize
 from .errors import BadInputError, whole_number
+from .lead_spin import cupy_lead, validate_lead
 from .threads import get_threads, thread_limit, threads_note, validate_threads
 
 __all__ = ["Timing", "benchmark", "interleaved_rounds", "sweep_within_budget", "noisy_note", "NOISY_SPREAD",
@@ -81,6 +90,8 @@ class Timing:
     threads : BLAS/OpenMP threads the calls ran with (CPU).
     load : the 1-minute load average per usable core when the measurement began (None: unknown).
     threads_why : why the default gave ``threads`` (one thread on an oversubscribed machine), else ``""``.
+    lead_s : on a GPU, the spin queued ahead of each start event (:mod:`course.lead_spin`); None: not said.
+    per_event : calls between one pair of events (or clock readings); each sample is their mean.
     """
 
     samples: np.ndarray
@@ -93,6 +104,8 @@ class Timing:
     threads: int | None = None
     load: float | None = None
     threads_why: str = ""
+    lead_s: float | None = None
+    per_event: int = 1
 
     @property
     def median(self) -> float:
@@ -158,8 +171,11 @@ class Timing:
         return f"Noisy: {' and '.join(why)}. {_advice(self.busy, self.threads)}"
 
     def as_record(self, **fields: Any) -> dict:
-        """A JSON-ready dict: median, quartiles, min, count, device, early stop; then ``fields``
-        (what was timed: sizes, rates), so that ``ResultSet.add(**record)`` stores it as it is."""
+        """A JSON-ready dict: median, quartiles, min, count, device, early stop (and, where said, the
+        GPU's ``lead_s`` and the ``calls_per_event``); then ``fields`` (what was timed: sizes, rates), so
+        that ``ResultSet.add(**record)`` stores it as it is."""
+        how = ({"lead_s": self.lead_s} if self.lead_s is not None else {}) | (
+            {"calls_per_event": self.per_event} if self.per_event != 1 else {})
         return {
             "device": self.device,
             "median_s": self.median,
@@ -171,7 +187,7 @@ class Timing:
             "threads": self.threads,
             "load": None if self.load is None else round(float(self.load), 2),
             "noisy": bool(self.noisy),
-        } | ({"threads_why": self.threads_why} if self.threads_why else {}) | fields
+        } | ({"threads_why": self.threads_why} if self.threads_why else {}) | how | fields
 
     def __repr__(self) -> str:
         early = ", stopped early by its budget" if self.stopped_early else ""
@@ -236,14 +252,15 @@ def _fmt(s: float) -> str:
 
 def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, repeat: int = 7,
               budget_s: float | None = None, name: str | None = None, blas_threads: int | None = None,
-              fn_kwargs: dict | None = None, **kwargs: Any) -> Timing:
+              fn_kwargs: dict | None = None, per_event: int = 1, lead_s: float | None = None,
+              **kwargs: Any) -> Timing:
     """Time ``fn(*args, **kwargs, **fn_kwargs)`` on ``device``: warm-up, repeats, median and spread.
 
     Parameters
     ----------
     fn : the function to time.  Its arguments must already live on ``device``.
     device : ``"cpu"`` (wall clock, ``time.perf_counter``) or ``"gpu"`` (CUDA events on
-        the current stream, then a synchronize).
+        the current stream, behind a lead spin, then a synchronize).
     warmup : un-timed calls first (compilation, clocks, caches).  0 allowed.
     repeat : timed calls wanted (at least 1; without a finite ``budget_s`` at most
         :data:`MAX_REPEAT`, and ``warmup`` at most a tenth of that).
@@ -255,6 +272,11 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     fn_kwargs : keyword arguments for ``fn`` whose names ``benchmark`` uses itself (``repeat``,
         ``device``, ``name``, ...): ``benchmark(f, x, fn_kwargs={"repeat": 3})`` calls ``f(x, repeat=3)``.
         Any other keyword goes to ``fn`` directly.
+    per_event : calls per sample, between one pair of events (on the CPU: clock readings); the sample
+        is their mean.  1 (the default) times each call alone; N > 1 gives a host-bound GPU step's
+        steady-state time per call (see :mod:`course.lead_spin`).
+    lead_s : on a GPU, seconds of spin queued ahead of each start event (default
+        :data:`course.lead_spin.LEAD_S`; 0: none).  Ignored on the CPU.
 
     Returns
     -------
@@ -281,6 +303,8 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     repeat = whole_number("repeat", repeat, hi=None if bounded else MAX_REPEAT, hint="timed calls" + more)
     warmup = whole_number("warmup", warmup, lo=0, hi=None if bounded else MAX_REPEAT // 10,
                           hint="un-timed calls first" + more)
+    per_event = _per_event(per_event)
+    lead_s = validate_lead(lead_s)
     if fn_kwargs is not None:
         if not isinstance(fn_kwargs, dict):
             raise BadInputError(f"fn_kwargs must be a dict of keyword arguments for fn, got {fn_kwargs!r}")
@@ -291,34 +315,50 @@ def benchmark(fn: Callable, *args: Any, device: Any = "cpu", warmup: int = 1, re
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     n_threads = get_threads() if blas_threads is None else validate_threads(blas_threads, "blas_threads")
     with thread_limit(n_threads):
-        timing = _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads)
+        timing = _measure(fn, args, kwargs, dev, warmup, repeat, budget_s, label, n_threads, per_event, lead_s)
     timing.threads_why = threads_note() if blas_threads is None and dev == "cpu" else ""
     return timing
 
 
+def _per_event(per_event: Any) -> int:
+    return whole_number("per_event", per_event, hi=MAX_REPEAT,
+                        hint="calls between one pair of events, whose mean is one sample; 1 times each call alone")
+
+
 def _measure(fn: Callable, args: tuple, kwargs: dict, dev: str, warmup: int, repeat: int,
-             budget_s: float | None, label: str, n_threads: int) -> Timing:
+             budget_s: float | None, label: str, n_threads: int, per_event: int = 1,
+             lead_s: float | None = None) -> Timing:
     load = machine_load()
+    lead_used = None
 
     if dev == "gpu":
         require_gpu()
         cp = cupy_module()
         stream = cp.cuda.get_current_stream()
         start_ev, end_ev = cp.cuda.Event(), cp.cuda.Event()
+        # The lead: a spin queued ahead of the start event, so that the GPU reaches that event only after
+        # the host has queued the call's work (course.lead_spin says why, and what it costs).
+        wanted = validate_lead(lead_s)
+        lead = cupy_lead(cp, wanted, stream)
+        lead_used = wanted if lead is not None else 0.0
 
         def call_once() -> tuple[float, float]:
+            if lead is not None:
+                lead()
             t0 = time.perf_counter()
             start_ev.record(stream)
-            fn(*args, **kwargs)
+            for _ in range(per_event):
+                fn(*args, **kwargs)
             end_ev.record(stream)
             end_ev.synchronize()
             t1 = time.perf_counter()
-            return cp.cuda.get_elapsed_time(start_ev, end_ev) / 1e3, t1 - t0
+            return cp.cuda.get_elapsed_time(start_ev, end_ev) / 1e3 / per_event, (t1 - t0) / per_event
     else:
         def call_once() -> tuple[float, float]:
             t0 = time.perf_counter()
-            fn(*args, **kwargs)
-            t = time.perf_counter() - t0
+            for _ in range(per_event):
+                fn(*args, **kwargs)
+            t = (time.perf_counter() - t0) / per_event
             return t, t
 
     began = time.perf_counter()
@@ -345,7 +385,8 @@ def _measure(fn: Callable, args: tuple, kwargs: dict, dev: str, warmup: int, rep
 
     return Timing(samples=np.asarray(samples, dtype=np.float64), device=dev, name=label,
                   warmup=done_warmup, stopped_early=stopped, budget_s=budget_s,
-                  host_samples=np.asarray(host, dtype=np.float64), threads=n_threads, load=load)
+                  host_samples=np.asarray(host, dtype=np.float64), threads=n_threads, load=load,
+                  lead_s=lead_used, per_event=per_event)
 
 
 def sweep_within_budget(jobs: Any, rs: Any, total_budget_s: float | None = None,
@@ -386,7 +427,7 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
                        per_round: int = 1, timer: Callable[..., Timing] | dict[str, Callable] | None = None,
                        before: Callable[[str], Any] | None = None, alternate: bool = False,
                        blas_threads: int | None = None, progress: Callable | None = None,
-                       desc: str | None = None) -> dict[str, Timing]:
+                       desc: str | None = None, per_event: int | dict[str, int] = 1) -> dict[str, Timing]:
     """Time several functions in alternating rounds: f1, f2, f3, then f1, f2, f3 again, ...
 
     A slow drift of a shared machine (another process starting, clocks changing) then hits
@@ -402,12 +443,14 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
         spent, but ``min_rounds`` rounds always run.
     timer : ``timer(fn, device=, warmup=0, repeat=per_round, name=)`` takes the samples: the course's
         stopwatch by default (CUDA events on a GPU), :func:`course.torch_peer.benchmark_torch` for PyTorch;
-        a dict gives one timer per name.
-    before : ``before(name)`` runs untimed before each function's turn (e.g. letting the other
-        library's worker threads go quiet).
+        a dict gives one timer per name.  Where ``per_event`` is not 1 it is passed on as ``per_event=``.
+    before : ``before(name)`` runs untimed before each function's turn, warm-up turns included (e.g.
+        letting the other library's worker threads go quiet, or setting the flags a peer runs under).
     alternate : reverse the order every other round (ABBA), so going first costs all alike.
     blas_threads : BLAS/OpenMP threads for the whole measurement (default :func:`get_threads`).
     progress, desc : a progress bar over the rounds (e.g. :func:`course.widgets.progress`).
+    per_event : calls per sample between one pair of events (see :func:`benchmark`), or a dict name ->
+        calls (names left out: 1).
 
     Returns one :class:`Timing` per name, ``samples`` in round order, with ``stopped_early``
     (the budget cut the rounds short) and ``noisy``.
@@ -433,13 +476,17 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
     repeat = whole_number("repeat", repeat, hi=cap, hint=hint)
     n_threads = get_threads() if blas_threads is None else validate_threads(blas_threads, "blas_threads")
     timers = timer if isinstance(timer, dict) else dict.fromkeys(fns, timer)
+    calls = {k: _per_event(per_event.get(k, 1) if isinstance(per_event, dict) else per_event) for k in fns}
+    leads: dict[str, float | None] = dict.fromkeys(fns)
     samples: dict[str, list[float]] = {k: [] for k in fns}
     load, began, stopped = machine_load(), time.perf_counter(), False
     it = progress(range(repeat), total=repeat, desc=desc) if progress else range(repeat)
     try:
         with thread_limit(n_threads):
             for _ in range(warmup):
-                for fn in fns.values():
+                for k, fn in fns.items():
+                    if before is not None:
+                        before(k)
                     fn()
             for d in set(devs.values()):
                 synchronize(d)
@@ -450,14 +497,17 @@ def interleaved_rounds(fns: dict[str, Callable[[], Any]], device: Any = "cpu", w
                 for k in (list(fns)[::-1] if alternate and i % 2 else fns):
                     if before is not None:
                         before(k)
-                    t = (timers[k](fns[k], device=devs[k], warmup=0, repeat=per_round, name=k) if timers.get(k)
-                         else _measure(fns[k], (), {}, devs[k], 0, per_round, None, k, n_threads))
+                    more = {"per_event": calls[k]} if calls[k] != 1 else {}
+                    t = (timers[k](fns[k], device=devs[k], warmup=0, repeat=per_round, name=k, **more)
+                         if timers.get(k) else _measure(fns[k], (), {}, devs[k], 0, per_round, None, k, n_threads,
+                                                        calls[k]))
                     samples[k] += np.asarray(t.samples).tolist()
+                    leads[k] = getattr(t, "lead_s", None)
     finally:
         if hasattr(it, "close"):  # take the progress bar away, however the rounds ended
             it.close()
     why = threads_note() if blas_threads is None else ""
     return {k: Timing(samples=np.asarray(v, dtype=np.float64), device=devs[k], name=k, warmup=warmup,
                       stopped_early=stopped, budget_s=budget_s, threads=n_threads, load=load,
-                      threads_why=why if devs[k] == "cpu" else "")
+                      threads_why=why if devs[k] == "cpu" else "", lead_s=leads[k], per_event=calls[k])
             for k, v in samples.items()}

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import tracemalloc
@@ -27,14 +28,21 @@ from ..devices import normalize_device, synchronize, to_numpy
 from ..errors import whole_number
 from ..results import ResultSet
 from ..timing import interleaved_rounds
-from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available, torch_synchronize
+from ..torch_peer import (
+    benchmark_torch,
+    cupy_tf32,
+    torch_available,
+    torch_cuda_available,
+    torch_synchronize,
+    torch_tf32,
+)
 from .checkpointing import checkpointed_backward
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .trace import random_batch
 from .validate import validate_finite_loss, validate_inputs
 
-__all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "compare_with_torch", "naive_train_step",
-           "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU"]
+__all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "torch_sgd", "TorchStep", "SGD_KINDS",
+           "compare_with_torch", "naive_train_step", "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU"]
 
 #: The issue's targets for ours / PyTorch: faster on the CPU, within 20 % on a GPU.
 TARGET_CPU = 0.95
@@ -122,11 +130,57 @@ class PreallocatedMLP(MLP):
         return loss
 
 
-def torch_mlp_step(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> tuple[Callable[[], None], Any]:
-    """A PyTorch copy of ``model`` (same weights) and a function doing one SGD step of it on ``(x, y)``.
+#: The optimisers :func:`torch_sgd` tries, best first: ``name -> torch.optim.SGD`` keywords.
+SGD_KINDS = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
 
-    The step is what a PyTorch user writes: ``zero_grad``, forward, ``cross_entropy``,
-    ``backward``, ``optimizer.step()`` (plain SGD).  Returns ``(step_fn, torch_module)``.
+
+def torch_sgd(params: Any, lr: float) -> tuple[Any, str]:
+    """``(torch.optim.SGD over params, which ran)``: the fused kernel where this PyTorch has it for the
+    parameters' device and dtype (one launch for every parameter), else the ``foreach`` kernels (on a
+    GPU), else the plain loop.  Each is tried on a throwaway tensor first, since PyTorch checks its
+    fused kernel only at the first ``step()``; the peer is then the best PyTorch does here."""
+    import torch
+
+    params = list(params)
+    probe = torch.zeros(1, device=params[0].device, dtype=params[0].dtype, requires_grad=True)
+    probe.grad = torch.zeros_like(probe)
+    for kind, options in SGD_KINDS.items():
+        if kind == "foreach" and params[0].device.type != "cuda":
+            continue                                # on the CPU PyTorch's own default is the loop
+        try:
+            torch.optim.SGD([probe], lr=0.0, **options).step()
+        except (TypeError, RuntimeError, ValueError):   # an older PyTorch, or no such kernel for the device
+            continue
+        return torch.optim.SGD(params, lr=lr, **options), kind
+    raise RuntimeError("torch.optim.SGD refused every implementation on a probe tensor")  # pragma: no cover
+
+
+class TorchStep:
+    """One SGD step of a PyTorch copy of a course MLP, holding everything the step reads and writes.
+
+    Attributes: ``net`` (``torch.nn.Sequential``), ``optimizer``, ``inputs`` and ``labels`` (tensors on
+    the device), ``sgd`` (which optimiser implementation runs: ``"fused"``, ``"foreach"`` or
+    ``"for-loop"``) and ``tf32`` (the TF32 setting it is meant to run under; None: whatever is in
+    force.  A caller sets it outside the timed call, as :func:`course.backprop.timing.ladder_sweep` does).
+    """
+
+    def __init__(self, net: Any, optimizer: Any, inputs: Any, labels: Any, sgd: str, tf32: bool | None = None):
+        self.net, self.optimizer, self.inputs, self.labels = net, optimizer, inputs, labels
+        self.sgd, self.tf32 = sgd, tf32
+
+    def __call__(self) -> None:
+        """What a PyTorch user writes: ``zero_grad``, forward, ``cross_entropy``, ``backward``, ``step``."""
+        import torch
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(self.net(self.inputs), self.labels)
+        loss.backward()
+        self.optimizer.step()
+
+
+def torch_mlp_step(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> tuple[TorchStep, Any]:
+    """A PyTorch copy of ``model`` (same weights) and a :class:`TorchStep` doing one SGD step of it on
+    ``(x, y)``, with PyTorch's best SGD here (:func:`torch_sgd`).  Returns ``(step, torch_module)``.
     """
     import torch
 
@@ -145,17 +199,10 @@ def torch_mlp_step(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> tuple[Callab
         if i < len(model.sizes) - 2:
             mods.append(acts[model.activation]())
     net = torch.nn.Sequential(*mods)
-    opt = torch.optim.SGD(net.parameters(), lr=lr)
+    opt, kind = torch_sgd(net.parameters(), lr)
     tx = torch.as_tensor(to_numpy(x), device=dev)
     ty = torch.as_tensor(to_numpy(y), device=dev)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(net(tx), ty)
-        loss.backward()
-        opt.step()
-
-    return step, net
+    return TorchStep(net, opt, tx, ty, kind), net
 
 
 def _settle(fn, args: tuple, device: str, seconds: float, sync: Callable[[str], None] = synchronize) -> None:
@@ -183,7 +230,9 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     medians are over all the timed steps of each side.  ``budget_s`` stops starting
     new rounds once that many seconds have passed (one round always runs).  Returns ``{"ours_s",
     "torch_s", "ratio", "target", "ours_noisy", ...}``, with ``torch_s`` None (and a ``note``)
-    when PyTorch or its CUDA build is missing.
+    when PyTorch or its CUDA build is missing.  ``torch_sgd`` names PyTorch's optimiser
+    (:func:`torch_sgd`); ``ours_tf32`` and ``torch_tf32`` the TF32 setting of each side (on a GPU,
+    PyTorch's switches are off for the whole measurement, set outside the timed calls).
     """
     dev = normalize_device(device)
     rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds of timed steps, e.g. 5")
@@ -205,11 +254,17 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
             step, _ = torch_mlp_step(model, x, y)
             out["torch_version"] = torch.__version__
             out["torch_threads"] = torch.get_num_threads()
+            out["torch_sgd"] = step.sgd
+    # TF32 applies on a GPU only: PyTorch's switches are set off for the whole measurement, outside every
+    # timed call, so that both sides run strict float32 (unless CUPY_TF32 asks CuPy for TF32: said below).
+    gpu_peer = step is not None and dev == "gpu"
+    out |= {"ours_tf32": cupy_tf32() if dev == "gpu" else False} | ({"torch_tf32": False} if step is not None else {})
     fns = {"ours": partial(model.train_step, x, y, 1e-3)} | ({"torch": step} if step is not None else {})
     settle = {"ours": lambda: _settle(fns["ours"], (), dev, settle_s),
               "torch": lambda: _settle(step, (), dev, settle_s, sync=torch_synchronize)}
-    t = interleaved_rounds(fns, dev, warmup=0, repeat=int(rounds), per_round=int(repeat), budget_s=budget_s,
-                           timer={"torch": benchmark_torch}, before=lambda k: settle[k]())
+    with torch_tf32(False) if gpu_peer else contextlib.nullcontext():
+        t = interleaved_rounds(fns, dev, warmup=0, repeat=int(rounds), per_round=int(repeat), budget_s=budget_s,
+                               timer={"torch": benchmark_torch}, before=lambda k: settle[k]())
     if t["ours"].stopped_early:
         done = t["ours"].repeat // int(repeat)
         out["note"] += f" Stopped after {done} of {rounds} rounds by the {budget_s} s budget."

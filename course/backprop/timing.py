@@ -5,7 +5,8 @@ report and the notebook's CPU-versus-GPU plot), and the fast step's ladder (:fun
 rung of :class:`~course.backprop.fast_step.FastStep` at several hidden widths and, on a GPU, PyTorch's
 eager and ``torch.cuda.graph`` steps beside them (TF32 off, and on, labelled), each with its launches
 per step (array calls counted on the CPU by :mod:`~course.backprop.counting`: a lower bound of a GPU's
-kernels), its ``gpu_kernels`` (the kernel nodes of a captured step, or what PyTorch's profiler saw) and
+kernels), its ``gpu_kernels`` (the kernel nodes of a captured step; PyTorch's are counted from the
+timeline recorded at the end of a GPU run, since a profiler would slow every timing after it) and
 its reads back.  On a CPU only rungs (a) and (b) run: the fused kernels are CUDA C.
 
 >>> rs = ladder_sweep(widths=(16,), batch=8, devices=["cpu"], repeat=3, budget_s=0.05)
@@ -15,27 +16,28 @@ its reads back.  On a CPU only rungs (a) and (b) run: the fused kernels are CUDA
 
 from __future__ import annotations
 
-import os
+import contextlib
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from ..devices import cupy_module, normalize_device, resolve_devices, synchronize
+from ..capture import capture_graph, graph_kernels
+from ..devices import normalize_device, resolve_devices, synchronize
 from ..errors import whole_number
 from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
-from ..torch_peer import benchmark_torch, torch_cuda_available
-from .bench import torch_mlp_step
+from ..torch_peer import benchmark_torch, cupy_tf32, set_torch_tf32, torch_cuda_available, torch_tf32
+from .bench import TorchStep, torch_mlp_step
 from .counting import CountingNumpy
-from .fast_step import RUNG_TITLES, RUNGS, FastStep, declared_counts
+from .fast_step import RUNGS, FastStep, declared_counts
 from .layers import MLP
 from .trace import LayerTrace, StepTrace, describe_step, random_batch
 from .validate import validate_inputs
 
 __all__ = ["trace_step", "time_train_step", "step_time_sweep", "trace_to_results", "trace_from_results",
-           "CPU_RUNGS", "GPU_RUNGS", "PEER_TITLES", "step_counts", "captured_kernels", "torch_steps", "torch_kernels",
-           "ladder_sweep", "ladder_table"]
+           "CPU_RUNGS", "GPU_RUNGS", "PEER_TITLES", "step_counts", "captured_kernels", "torch_steps", "TorchGraphStep",
+           "ladder_sweep", "ladder_table", "LADDER_PER_EVENT", "PEER_COUNT_HOW"]
 
 
 def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
@@ -164,6 +166,8 @@ CPU_RUNGS = ("eager", "no_readback")
 GPU_RUNGS = RUNGS
 PEER_TITLES = {"torch eager": "PyTorch eager, TF32 off", "torch graph": "PyTorch, torch.cuda.graph, TF32 off",
                "torch eager tf32": "PyTorch eager, TF32 ON", "torch graph tf32": "PyTorch, torch.cuda.graph, TF32 ON"}
+#: Steps between one pair of CUDA events in a GPU sample of the ladder: each sample is their mean.
+LADDER_PER_EVENT = 10
 
 
 def step_counts(rung: str, sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 8) -> dict:
@@ -182,83 +186,65 @@ def step_counts(rung: str, sizes: Sequence[int] = (784, 512, 512, 10), batch: in
 
 
 def captured_kernels(fast: FastStep) -> int | None:
-    """Kernel nodes in one step of ``fast`` captured as a CUDA graph (GPU, rungs without a read back);
-    None where CuPy cannot print a graph.  The weights are restored afterwards."""
-    if fast.device != "gpu" or fast.rung == "eager":
+    """Kernel nodes in one step of ``fast`` captured as a CUDA graph: its graph at rung ``"graph"``, a
+    capture of one step at rung ``"fused"`` (capturing runs nothing, so the weights stay as they are).
+    None on a CPU and for the rungs CUDA cannot capture (``"eager"``, ``"no_readback"``: CuPy's cuBLAS
+    and CUB calls, allocations, reads back); their kernels are counted from the timeline recorded at the
+    end of a GPU run.  A fused step that fails to capture says why (a warning) and gives None."""
+    if fast.device != "gpu" or fast.rung in ("eager", "no_readback"):
         return None
-    if fast.rung == "graph":
-        return _kernel_nodes(fast.graph)
-    cp = cupy_module()
-    before = fast.params.copy()
-    stream = cp.cuda.Stream(non_blocking=True)
-    try:
-        with stream:
-            stream.begin_capture()
-            try:
-                fast.step()
-            finally:
-                graph = stream.end_capture()
-    except Exception:             # e.g. a CuPy that cannot allocate while capturing: no count, no failure
-        return None
-    finally:
-        stream.synchronize()
-        fast.params[...] = before
-    return _kernel_nodes(graph)
+    graph = fast.graph if fast.rung == "graph" else capture_graph(fast.step, what="the fused step (counting)").graph
+    counts = graph_kernels(graph)
+    return None if counts is None else int(counts["kernels"])
 
 
-def _kernel_nodes(graph: Any) -> int | None:
-    dot = getattr(graph, "debug_dot_str", None)
-    if dot is None:
-        return None
-    try:
-        text = dot()
-    except Exception:
-        return None
-    return sum(1 for line in text.splitlines() if "label=" in line and "KERNEL" in line.upper())
-
-
-def torch_steps(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> dict[str, Callable[[], None]]:
+def torch_steps(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> dict[str, TorchStep | TorchGraphStep]:
     """PyTorch's step of a copy of ``model`` on a GPU: eager, and captured with ``torch.cuda.graph``,
-    each with TF32 off and on (the TF32 setting in force when a graph is captured is the one it keeps)."""
-    import torch
+    each meant for TF32 off and on.  Every step is a callable that owns what it reads and writes.
 
-    out = {}
+    Each step's ``tf32`` says the setting it runs under.  A graph keeps the setting in force when it
+    was captured (set here, outside any timing); an eager step runs under whatever is in force when it
+    is called, so its caller sets the switches outside the timed call (:func:`ladder_sweep` does, in
+    :func:`~course.timing.interleaved_rounds`'s ``before`` hook).  ``sgd`` names the optimiser.
+    """
+    out: dict[str, TorchStep | TorchGraphStep] = {}
     for tf32 in (False, True):
-        mm = torch.backends.cuda.matmul
-        old = mm.allow_tf32
-        mm.allow_tf32 = tf32
-        try:
-            eager, _ = torch_mlp_step(model, x, y, lr)
-            _, net = torch_mlp_step(model, x, y, lr)          # its own copy: the graph keeps its grads
-            graphed = _torch_graph(net, x, y, lr)
-        finally:
-            mm.allow_tf32 = old
         suffix = " tf32" if tf32 else ""
-        out["torch eager" + suffix] = partial(_with_tf32, eager, tf32)
-        out["torch graph" + suffix] = graphed
+        out["torch eager" + suffix], _ = torch_mlp_step(model, x, y, lr)
+        out["torch eager" + suffix].tf32 = tf32
+        with torch_tf32(tf32):                 # a graph keeps the TF32 setting it was captured with
+            out["torch graph" + suffix] = _torch_graph(model, x, y, lr, tf32)
     return out
 
 
-def _with_tf32(fn: Callable[[], None], tf32: bool) -> None:
+class TorchGraphStep:
+    """A PyTorch training step captured with ``torch.cuda.graph``; calling it replays the graph.
+
+    A ``torch.cuda.CUDAGraph`` holds no reference to the tensors its kernels read and write: once the
+    last Python reference to the static inputs, the labels, the parameters, their gradients or the loss
+    is gone, the caching allocator hands their blocks to other tensors while every replay still reads
+    and writes them (garbage labels then trip ``nll_loss``'s device-side assert, which ends the CUDA
+    context for CuPy as well).  So this object owns the graph *and* all of them (``step``: the
+    :class:`~course.backprop.bench.TorchStep` whose net, optimiser, inputs and labels were captured;
+    ``loss``: the captured loss tensor).  Keep it while the graph may be replayed.
+    """
+
+    def __init__(self, graph: Any, step: TorchStep, loss: Any, tf32: bool):
+        self.graph, self.step, self.loss, self.tf32 = graph, step, loss, tf32
+        self.net, self.optimizer, self.inputs, self.labels = step.net, step.optimizer, step.inputs, step.labels
+        self.sgd = step.sgd
+
+    def __call__(self) -> None:
+        self.graph.replay()
+
+
+def _torch_graph(model: MLP, x: Any, y: Any, lr: float, tf32: bool) -> TorchGraphStep:
+    """PyTorch's whole-network recipe: warm up on a side stream, set the gradients to None (so that
+    backward makes them in the graph's own memory pool), capture forward, backward and step."""
     import torch
 
-    mm = torch.backends.cuda.matmul
-    old, mm.allow_tf32 = mm.allow_tf32, tf32
-    try:
-        fn()
-    finally:
-        mm.allow_tf32 = old
-
-
-def _torch_graph(net: Any, x: Any, y: Any, lr: float) -> Callable[[], None]:
-    """The usual recipe: warm up on a side stream, then capture zero-grad-free forward, backward, step."""
-    import torch
-
-    from ..devices import to_numpy
-
-    opt = torch.optim.SGD(net.parameters(), lr=lr)
-    tx = torch.as_tensor(to_numpy(x), device="cuda")
-    ty = torch.as_tensor(to_numpy(y), device="cuda")
+    step, _ = torch_mlp_step(model, x, y, lr)            # its own copy: the graph keeps its grads
+    net, opt, tx, ty = step.net, step.optimizer, step.inputs, step.labels
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -270,35 +256,35 @@ def _torch_graph(net: Any, x: Any, y: Any, lr: float) -> Callable[[], None]:
     graph = torch.cuda.CUDAGraph()
     opt.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
-        torch.nn.functional.cross_entropy(net(tx), ty).backward()
+        loss = torch.nn.functional.cross_entropy(net(tx), ty)
+        loss.backward()
         opt.step()
-    return graph.replay
+    step.tf32 = tf32
+    return TorchGraphStep(graph, step, loss, tf32)
 
 
-def torch_kernels(fn: Callable[[], None]) -> int | None:
-    """CUDA kernels of one call of ``fn`` as PyTorch's profiler sees them; None if it cannot say."""
-    try:
-        import torch
-        from torch.profiler import ProfilerActivity, profile
-
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        return sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
-    except Exception:
-        return None
+#: How a PyTorch peer's kernels are counted: never by a profiler before or between timings (CUPTI, once
+#: attached, slows every later launch of the process by 10-20 %: PyTorch issue 144455).
+PEER_COUNT_HOW = ("not counted here: PyTorch's kernels come from the timeline recorded at the end of the GPU "
+                  "run (course.timeline.record_timelines), after every timing")
 
 
 def ladder_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024, 2048, 4096), batch: int = 256,
                  devices: Sequence[str] | None = None, peers: bool = True, repeat: int = 10,
-                 budget_s: float | None = 1.0, progress: Callable | None = None) -> ResultSet:
+                 budget_s: float | None = 1.0, progress: Callable | None = None,
+                 per_event: int = LADDER_PER_EVENT) -> ResultSet:
     """Each rung's step time at each width (784-w-w-10, float32), with its counts; PyTorch beside them.
 
     Records: ``device``, ``width``, ``rung`` (a rung of :data:`GPU_RUNGS`, or a key of
     :data:`PEER_TITLES`), ``title``, the timing, ``flops``, ``launches``, ``reads``, ``gpu_kernels``
-    and ``tf32``.  (No ``dtype`` field: the plain ``backprop_train_step`` curves select on it.)
+    and ``tf32`` (the setting that ran); PyTorch's records also ``torch_sgd`` (its optimiser).  (No
+    ``dtype`` field: the plain ``backprop_train_step`` curves select on it.)
+
+    On a GPU each sample is the mean of ``per_event`` steps between one pair of CUDA events (behind the
+    lead spin of :mod:`course.lead_spin`): the steady-state time per step, which for a step bound by its
+    host includes the host's gaps.  No profiler runs here (it would slow every later launch): PyTorch's
+    kernels are counted from the timeline recorded at the end of a GPU run.  PyTorch's TF32 switches are
+    set for each eager peer before its turn, outside the timed calls, and put back afterwards.
     """
     batch = whole_number("batch", batch, hint="the examples in one step")
     rs = ResultSet("backprop_step_ladder", params={"widths": [int(w) for w in widths], "batch": batch,
@@ -314,27 +300,37 @@ def ladder_sweep(widths: Sequence[int] = (64, 128, 256, 512, 1024, 2048, 4096), 
                 fast.load(x, y)
                 key = f"{d} {w} {rung}"
                 jobs[key], devs[key] = fast.step, d
-                info[key] = {"device": d, "width": int(w), "rung": rung, "title": RUNG_TITLES[rung],
+                info[key] = {"device": d, "width": int(w), "rung": rung, "title": fast.title,
+                             "capture_failed": fast.capture_failed,
                              "flops": model.flops_per_step(batch), "launches": counts[rung]["launches"],
                              "reads": counts[rung]["reads"], "count_how": counts[rung]["how"],
                              "gpu_kernels": captured_kernels(fast) if d == "gpu" else None,
-                             "tf32": os.environ.get("CUPY_TF32", "0") == "1" if d == "gpu" else False}
+                             "tf32": cupy_tf32() if d == "gpu" else False}
             if d == "gpu" and peers and torch_cuda_available():
-                for name, fn in torch_steps(model, x, y).items():
+                for name, step in torch_steps(model, x, y).items():
                     key = f"{d} {w} {name}"
-                    jobs[key], devs[key], timers[key] = fn, d, benchmark_torch
+                    jobs[key], devs[key], timers[key] = step, d, benchmark_torch   # jobs keeps each graph's owner
                     info[key] = {"device": d, "width": int(w), "rung": name, "title": PEER_TITLES[name],
                                  "flops": model.flops_per_step(batch), "launches": None, "reads": None,
-                                 "count_how": "PyTorch's profiler", "gpu_kernels": torch_kernels(fn),
-                                 "tf32": name.endswith("tf32")}
-    t = interleaved_rounds(jobs, devs, warmup=1, repeat=max(int(repeat), 3), min_rounds=3, timer=timers or None,
-                           budget_s=None if budget_s is None else budget_s * len(jobs), progress=progress,
-                           desc="step ladder")
+                                 "count_how": PEER_COUNT_HOW, "gpu_kernels": None, "tf32": step.tf32,
+                                 "torch_sgd": step.sgd}
+    eager_tf32 = {k: jobs[k].tf32 for k in timers if isinstance(jobs[k], TorchStep)}
+    with torch_tf32(False) if timers else contextlib.nullcontext():   # put PyTorch's switches back afterwards
+        t = interleaved_rounds(jobs, devs, warmup=1, repeat=max(int(repeat), 3), min_rounds=3, timer=timers or None,
+                               budget_s=None if budget_s is None else budget_s * len(jobs), progress=progress,
+                               desc="step ladder", before=lambda k: _peer_flags(eager_tf32, k),
+                               per_event={k: per_event for k, d in devs.items() if d == "gpu"})
     for key, rec in info.items():
         rs.add_timing(t[key], **rec, gflops=rec["flops"] / t[key].median / 1e9)
     if any(v.stopped_early for v in t.values()):
         rs.notes.append(f"timing stopped after {min(v.repeat for v in t.values())} rounds by the time budget")
     return rs
+
+
+def _peer_flags(eager_tf32: dict[str, bool], key: str) -> None:
+    """Before a PyTorch eager step's turn (untimed): set PyTorch's TF32 switches to its own setting."""
+    if key in eager_tf32:
+        set_torch_tf32(eager_tf32[key])
 
 
 def ladder_table(rs: ResultSet, width: int = 512, device: str = "gpu") -> str:

@@ -16,7 +16,8 @@ the scan, or the scan without copies, ``"fast"``: :mod:`course.bppsa.fast`).  Ev
 baseline: ``speedups(rs, dev, over="sequential")`` is against the course's own loop (one CuPy call per
 step on a GPU, bound by launches), ``over="torch"`` against PyTorch.
 PyTorch's ``nn.RNN`` is timed the same way as an outside peer when
-PyTorch is installed (on the GPU, that is its cuDNN kernel): its ``backward`` reruns
+PyTorch is installed (on the GPU, that is its cuDNN kernel, run with TF32 off as the course's
+strict float32 is; each record's ``tf32`` names the setting of its side): its ``backward`` reruns
 on one saved graph (``retain_graph=True``).
 
 Where the scan wins on a CPU (:func:`regime_sweep`): sequential backprop takes T dependent steps, each
@@ -37,6 +38,7 @@ which the scan still won.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,7 +50,15 @@ from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..limits import out_of_memory_errors, require_fits
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds, sweep_within_budget
-from ..torch_peer import benchmark_torch, torch_available, torch_device, torch_threads
+from ..torch_peer import (
+    benchmark_torch,
+    cupy_tf32,
+    torch_available,
+    torch_device,
+    torch_tf32,
+    torch_threads,
+    validate_tf32,
+)
 from .algorithm import backprop_scan, backprop_sequential, work_counts
 from .fast import chunked_steps
 from .models import METHODS, TanhRNN
@@ -128,21 +138,27 @@ def rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int 
 
 # ------------------------------------------------------------------ the PyTorch peer
 
-@arguments(**_RNN_SIZES, device=Given(normalize_device), repeat=_REPEAT)
+@arguments(**_RNN_SIZES, device=Given(normalize_device), repeat=_REPEAT, tf32=Given(validate_tf32))
 def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1,
                    device: Any = "cpu", repeat: int = 3, budget_s: float | None = None,
-                   seed: int = 0, threads: int | None = 1) -> dict:
+                   seed: int = 0, threads: int | None = 1, tf32: bool = False) -> dict:
     """Forward and backward times of PyTorch's ``nn.RNN`` (tanh) + readout + cross-entropy.
 
     On the GPU this is cuDNN's RNN.  The backward pass reruns on one saved graph
     (``retain_graph=True``).  Returns ``{"forward": Timing, "backward": Timing,
-    "backward_s": float}`` like :func:`rnn_timings`.  Raises :class:`BadInputError` when
+    "backward_s": float, "tf32": bool}`` like :func:`rnn_timings`.  Raises :class:`BadInputError` when
     PyTorch is missing and :class:`GPUUnavailableError` when PyTorch sees no GPU.
 
     ``threads``: CPU threads PyTorch may use while timed (restored afterwards).  One by
     default, like the NumPy code it is compared with: for 20-wide matrices extra
     threads only add synchronisation, and on a busy machine they can make each step
     many times slower.  ``None`` leaves PyTorch's own setting.
+
+    ``tf32``: whether cuDNN and cuBLAS may round float32 inputs to TF32 on a GPU.  PyTorch allows it
+    for cuDNN by default; here it is off unless asked, so that cuDNN's RNN does the strict float32 the
+    course's side does (CuPy: strict unless ``CUPY_TF32``, :func:`course.torch_peer.cupy_tf32`).  Both
+    switches are set before the rounds, outside every timed call, and put back afterwards; the result's
+    ``tf32`` says what ran (always False on the CPU, where TF32 does not apply).
     """
     require_fits(4 * (T + 1) * batch * (hidden_size + input_size) * 4, device,
                  what=f"PyTorch's inputs and hidden states of T={T:,} steps, batch {batch:,}, hidden {hidden_size:,}")
@@ -161,8 +177,9 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
         return loss_fn(head(h[-1]), y)
 
     # PyTorch is timed as every PyTorch peer is (course.torch_peer.benchmark_torch: its own CUDA events on
-    # a GPU), in the same alternating rounds as rnn_timings.
-    with torch_threads(threads):
+    # a GPU), in the same alternating rounds as rnn_timings, under the TF32 setting chosen here.
+    gpu = device == "gpu"                # TF32 is a GPU matter: on the CPU the switches are left alone
+    with torch_threads(threads), torch_tf32(tf32) if gpu else contextlib.nullcontext():
         loss = forward()
 
         def backward():
@@ -173,7 +190,7 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
         t = interleaved_rounds({"forward": forward, "backward": backward}, device, warmup=1, repeat=repeat,
                                budget_s=budget_s, timer=benchmark_torch)
     f, b = t["forward"], t["backward"]
-    return {"forward": f, "backward": b, "backward_s": b.median}
+    return {"forward": f, "backward": b, "backward_s": b.median, "tf32": tf32 and gpu}
 
 
 # ------------------------------------------------------------------ the sweep
@@ -211,6 +228,8 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
                                        "input_size": input_size, "dtype": str(dtype), "devices": devs,
                                        "methods": list(methods) + (["torch"] if torch_ok else []),
                                        "repeat": repeat, "budget_s": budget_s, "torch_threads": 1,
+                                       "tf32": "each record's tf32: the course's side follows CuPy (strict "
+                                               "float32 unless CUPY_TF32), PyTorch's runs with TF32 off",
                                        "backward": "median of the backward pass timed alone (from one saved forward), "
                                                    "in rounds alternating with the forward pass"})
     began = time.perf_counter()
@@ -236,7 +255,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
                    backward_q75_s=back.q75, full_s=r["forward"].median + back.median, noisy=bool(back.noisy),
                    steps={"scan": counts["steps_scan"], "fast": chunked_steps(T)}.get(m, T),
                    flops={"scan": counts["flops_scan"], "fast": 2.0 * T * B * h**3}.get(m, counts["flops_sequential"]),
-                   max_grad_diff=r["max_grad_diff"])
+                   max_grad_diff=r["max_grad_diff"], tf32=cupy_tf32() if d == "gpu" else False)
         if torch_ok:
             try:
                 tr = torch_rnn_timings(T, h, B, input_size, d, repeat)
@@ -251,7 +270,8 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
                 rs.add(device=d, T=T, method="torch", hidden_size=h, batch=B,
                        forward_s=tr["forward"].median, backward_s=tr["backward"].median,
                        backward_q25_s=tr["backward"].q25, backward_q75_s=tr["backward"].q75,
-                       full_s=tr["forward"].median + tr["backward"].median, noisy=bool(tr["backward"].noisy))
+                       full_s=tr["forward"].median + tr["backward"].median, noisy=bool(tr["backward"].noisy),
+                       tf32=tr["tf32"])
         synchronize(d)
     if skipped:
         rs.notes.append(f"stopped by the {budget_s:.0f} s budget before: {', '.join(skipped)}")
