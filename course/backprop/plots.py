@@ -2,6 +2,10 @@
 makes the step fast and the fast step's ladder.  The modules they draw (data, train, trace, checkpointing,
 bench, timing) draw nothing.
 
+Beside them, :func:`cpu_step_timeline`: the timeline of the ladder's rungs run on this CPU, each array
+operation timed, which :func:`course.timeline_plots.timeline_figure` draws (the GPU's timelines are recorded by
+``tools/gpu_timelines.py``, last in a GPU run).
+
 >>> from course.backprop.data import load_digits
 >>> digits_figure(load_digits(), 3).axes[0].get_title()
 'label 1'
@@ -16,8 +20,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..counting import CountingNumpy
+from ..cpu import cpu_info
 from ..devices import to_numpy
-from ..errors import whole_number
+from ..errors import BadInputError, whole_number
 from ..plots import (
     COLORS,
     PALETTE,
@@ -31,12 +37,16 @@ from ..plots import (
     set_takeaway,
 )
 from ..results import ResultSet
+from ..timeline import counted_timeline, timelines_to_results
 from .checkpointing import kept_pattern
 from .data import Dataset
-from .trace import StepTrace
+from .fast_step import RUNG_TITLES, RUNGS, FastStep
+from .layers import MLP
+from .trace import StepTrace, random_batch
 from .train import History
 
-__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure"]
+__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure",
+           "cpu_step_timeline"]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
@@ -255,3 +265,37 @@ def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) 
     # one footer (a second one would be written over the first)
     add_footer(fig, live, drawn, extra="No ladder (records with a rung) in: " + "; ".join(missing) if missing else "")
     return fig
+
+
+# ----------------------------------------------------------------------------- the rungs' timelines
+
+def cpu_step_timeline(rungs: Sequence[str] = ("eager", "fused"), sizes: Sequence[int] = (784, 256, 256, 10),
+                      batch: int = 256, steps: int = 3) -> ResultSet:
+    """The timeline of ``steps`` training steps of each rung on this CPU: every array operation of the
+    step timed (``CountingNumpy(record=True)``), and the Python time between them.
+
+    On a GPU each array operation would be one kernel launch; here the "host" row is the Python that
+    a GPU would have to wait for.  Rungs ``"eager"``, ``"no_readback"`` and ``"fused"`` (its kernels'
+    NumPy versions) run on a CPU.
+
+    >>> rs = cpu_step_timeline(("fused",), sizes=(8, 4, 3), batch=4, steps=1)
+    >>> sorted({r["kind"] for r in rs.records})
+    ['host', 'op', 'step']
+    """
+    batch = whole_number("batch", batch, hint="the examples in one step")
+    bad = [r for r in rungs if r not in RUNGS[:3]]
+    if bad or not rungs:
+        raise BadInputError(f"a CPU timeline takes rungs from {RUNGS[:3]}, got {list(rungs)!r}; the graph rung needs "
+                            "a GPU (its timeline is recorded by tools/gpu_timelines.py)")
+    model = MLP(list(sizes), seed=0)
+    x, y = random_batch(model, batch)
+    timelines = []
+    for rung in rungs:
+        ns = CountingNumpy(record=True)
+        fast = FastStep(model, rung, batch=batch, lr=1e-3, namespace=ns)
+        fast.load(x, y)
+        timelines.append(counted_timeline(fast.step, ns.counter, rung, RUNG_TITLES[rung], steps=steps,
+                                          device_name=cpu_info()["model"]))
+    return timelines_to_results(timelines, params={"sizes": "-".join(map(str, sizes)), "batch": batch,
+                                                   "dtype": "float32", "steps": steps})
+
