@@ -15,7 +15,10 @@ GPU only (without one it says so and exits 0, like the other benchmarks):
    (cuDNN);
 4. the issue's target table, each figure against its target.
 
-    python benchmarks/bench_gpu_scan.py [--quick] [--out FILE.json]
+    python benchmarks/bench_gpu_scan.py [--quick | --smoke] [--out FILE.json]
+
+``--smoke`` runs every step at tiny sizes, as ``tools/gpu_run.sh --dry-run`` does on the stand-in GPU
+(``COURSE_STANDIN_GPU=1``: NumPy posing as CuPy), so that this script meets its bugs on a CPU.
 """
 
 from __future__ import annotations
@@ -25,25 +28,29 @@ import sys
 
 import numpy as np
 
-from course.devices import gpu_available, gpu_unavailable_reason
+from course.devices import gpu_available, gpu_info, gpu_unavailable_reason
 from course.results import ResultSet
 
 N = 2**26
 TS = (1000, 3000, 10000, 30000)
 QUICK_TS = (1000, 10000)
+#: Sizes of each mode: (scan length, BPPSA lengths, numerics sizes, rounds, repeats, BPPSA repeats).
+MODES = {"full": (N, TS, (1, 4097, 3 * 4096 + 5, 2**22 + 1), 7, 10, 5),
+         "quick": (2**24, QUICK_TS, (1, 4097, 3 * 4096 + 5, 2**22 + 1), 3, 5, 3),
+         "smoke": (2**10, (40, 100), (1, 33, 4097), 1, 2, 3)}
 #: (figure, bound): fraction of the copy, or a speedup over cuDNN's backward.
 TARGETS = {"single-pass": 0.80, "scan-then-add": 0.40, "reduce-then-scan": 0.50,
            "fast vs cuDNN, T = 30,000": 10.0, "fast vs cuDNN, every T >= 1,000": 1.0}
 
 
-def check_numerics(rs: ResultSet) -> bool:
-    import cupy as cp
-
+def check_numerics(rs: ResultSet, sizes: tuple = MODES["full"][2], Ts: tuple = (1, 37, 1000)) -> bool:
     from course.bppsa.models import TanhRNN
+    from course.devices import cupy_module
     from course.scan.singlepass import single_pass_scan
 
+    cp = cupy_module()
     ok = True
-    for n in (1, 4097, 3 * 4096 + 5, 2**22 + 1):
+    for n in sizes:
         rng = np.random.default_rng(n)
         xf = rng.standard_normal(n).astype(np.float32)
         ref = np.cumsum(xf.astype(np.float64))
@@ -53,8 +60,8 @@ def check_numerics(rs: ResultSet) -> bool:
         good = err < 1e-4 and exact
         ok &= good
         print(f"  single-pass scan, n = {n:>9,}: float32 max error / max |sum| = {err:.1e}, int32 exact: {exact}")
-        rs.add(check="single-pass", n=n, relative_error=err, int32_exact=exact, ok=good)
-    for T in (1, 37, 1000):
+        rs.add(device="gpu", check="single-pass", n=n, relative_error=err, int32_exact=exact, ok=good)
+    for T in Ts:
         rnn = TanhRNN(1, 20, seed=T, device="gpu", dtype="float64")
         x, y = rnn.example_data(T, 16, seed=T)
         _, cache = rnn.forward(x, y)
@@ -62,19 +69,19 @@ def check_numerics(rs: ResultSet) -> bool:
         err = max(float(cp.abs(got[k] - ref[k]).max() / max(1.0, float(cp.abs(ref[k]).max()))) for k in ref)
         ok &= err < 1e-10
         print(f"  BPPSA fast backward, T = {T:>5,}: largest relative gradient difference to sequential = {err:.1e}")
-        rs.add(check="bppsa fast", T=T, relative_error=err, ok=err < 1e-10)
+        rs.add(device="gpu", check="bppsa fast", T=T, relative_error=err, ok=err < 1e-10)
     return ok
 
 
 def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
-    import cupy as cp
-
+    from course.devices import cupy_module
     from course.scan.kernels import block_scan
     from course.scan.singlepass import single_pass_scan
     from course.scan.timing import make_input
     from course.timing import benchmark
     from course.torch_peer import torch_cuda_available
 
+    cp = cupy_module()
     x = make_input(n, "add", "float32", "gpu")
     out = cp.empty_like(x)
     fns = {"copy": lambda a: cp.copyto(out, a),
@@ -112,47 +119,55 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
 
 def time_bppsa(rs: ResultSet, Ts: tuple, repeat: int) -> dict:
     from course.bppsa.timing import rnn_timings, torch_rnn_timings
-    from course.torch_peer import torch_cuda_available
+    from course.torch_peer import cupy_tf32, torch_cuda_available
 
-    print("\n  BPPSA backward, tanh RNN hidden 20, batch 16, float32; each ratio = baseline time / fast time")
+    print("\n  BPPSA backward, tanh RNN hidden 20, batch 16, float32; each ratio = baseline time / fast time; "
+          f"TF32: ours {'on' if cupy_tf32() else 'off'} (CUPY_TF32), cuDNN's off")
     print(f"  {'T':>7} {'fast ms':>9} {'sequential ms':>14} {'cuDNN ms':>9} {'vs course loop':>15} {'vs cuDNN':>9}")
     vs_cudnn = {}
     for T in Ts:
         r = rnn_timings(T, 20, 16, device="gpu", methods=("sequential", "fast"), repeat=repeat)
         fast, seq = r["backward_s"]["fast"], r["backward_s"]["sequential"]
-        cudnn = torch_rnn_timings(T, 20, 16, device="gpu", repeat=repeat)["backward_s"] \
-            if torch_cuda_available() else None
+        peer = torch_rnn_timings(T, 20, 16, device="gpu", repeat=repeat) if torch_cuda_available() else None
+        cudnn = peer["backward_s"] if peer else None
         if cudnn is not None:
             vs_cudnn[T] = cudnn / fast
         print(f"  {T:>7,} {fast * 1e3:9.3f} {seq * 1e3:14.3f} {cudnn * 1e3 if cudnn else float('nan'):9.3f} "
               f"{seq / fast:14.1f}× {vs_cudnn.get(T, float('nan')):8.2f}×")
         rs.add(device="gpu", T=T, fast_backward_s=fast, sequential_backward_s=seq, cudnn_backward_s=cudnn,
-               fast_vs_sequential=seq / fast, fast_vs_cudnn=vs_cudnn.get(T), max_grad_diff=r["max_grad_diff"])
+               fast_vs_sequential=seq / fast, fast_vs_cudnn=vs_cudnn.get(T), max_grad_diff=r["max_grad_diff"],
+               fast_tf32=cupy_tf32(), cudnn_tf32=peer["tf32"] if peer else None)
     return vs_cudnn
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2^24 elements, T = 1,000 and 10,000 only")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="2^24 elements, T = 1,000 and 10,000 only")
+    size.add_argument("--smoke", action="store_true", help="tiny sizes: every step runs, nothing is worth timing "
+                      "(the stand-in GPU's dry run)")
     ap.add_argument("--out", help="write the results (with provenance) to this JSON file")
     args = ap.parse_args(argv)
-    n, Ts = (2**24, QUICK_TS) if args.quick else (N, TS)
-    rs = ResultSet("bench_gpu_scan", params={"n": n, "Ts": list(Ts), "quick": args.quick})
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    n, Ts, sizes, rounds, repeat, bppsa_repeat = MODES[mode]
+    rs = ResultSet("bench_gpu_scan", params={"n": n, "Ts": list(Ts), "mode": mode})
     if not gpu_available():
         print(f"GPU: none answers here ({gpu_unavailable_reason()}); nothing measured. On a GPU machine: "
               "python benchmarks/bench_gpu_scan.py")
         return 0
+    print(f"GPU: {gpu_info()[0]['name']}")
     print("numerics against NumPy:")
-    ok = check_numerics(rs)
-    fractions = time_scans(rs, n, 3 if args.quick else 7, 5 if args.quick else 10)
-    vs_cudnn = time_bppsa(rs, Ts, 3 if args.quick else 5)
+    ok = check_numerics(rs, sizes, Ts=(1, 37, 1000) if mode != "smoke" else (1, 37))
+    fractions = time_scans(rs, n, rounds, repeat)
+    vs_cudnn = time_bppsa(rs, Ts, bppsa_repeat)
+    big = Ts[-1]
     rows = [(f"single-pass scan, 2^{n.bit_length() - 1} float32, of the copy", fractions["single-pass"],
              TARGETS["single-pass"], "%"),
             ("scan-then-add (numba), of the copy", fractions["scan-then-add"], TARGETS["scan-then-add"], "%"),
             ("reduce-then-scan (numba), of the copy", fractions["reduce-then-scan"], TARGETS["reduce-then-scan"], "%"),
-            ("BPPSA fast backward vs cuDNN backward, T = 30,000", vs_cudnn.get(30000),
+            (f"BPPSA fast backward vs cuDNN backward, T = {big:,}", vs_cudnn.get(big),
              TARGETS["fast vs cuDNN, T = 30,000"], "x"),
-            ("BPPSA fast backward vs cuDNN backward, every T >= 1,000 (the smallest)",
+            (f"BPPSA fast backward vs cuDNN backward, every T >= {Ts[0]:,} (the smallest)",
              min(vs_cudnn.values()) if vs_cudnn else None, TARGETS["fast vs cuDNN, every T >= 1,000"], "x")]
     print(f"\n  numerics: {'all equal to NumPy' if ok else 'SOME DIFFER FROM NUMPY (see above)'}")
     print("\n  | figure | measured | target | met |\n  |---|---|---|---|")
@@ -160,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = "not measured" if value is None else (f"{value:.0%}" if unit == "%" else f"{value:.2f}×")
         met = None if value is None else value >= bound
         print(f"  | {name} | {shown} | target >= {f'{bound:.0%}' if unit == '%' else f'{bound:g}×'} | {met} |")
-        rs.add(algorithm="target", figure=name, value=value, target=bound, met=met)
+        rs.add(device="gpu", algorithm="target", figure=name, value=value, target=bound, met=met)
     if args.out:
         print(f"wrote {rs.save(args.out)}")
     return 0 if ok else 1

@@ -13,7 +13,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="run every registered experiment; write index.html + results.json")
     rep.add_argument("--out", default="report", help="output folder (default: ./report)")
-    rep.add_argument("--quick", action="store_true", help="small sizes: a few seconds per experiment")
+    size = rep.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes: a few seconds per experiment")
+    size.add_argument("--smoke", action="store_true", help="tiny sizes: every step runs, nothing measured is worth "
+                      "keeping (a rehearsal on the stand-in GPU, COURSE_STANDIN_GPU=1)")
     rep.add_argument("--only", nargs="*", help="run only these experiments")
     only_dev = rep.add_mutually_exclusive_group()
     only_dev.add_argument("--cpu-only", action="store_true", help="skip the GPU even where one answers")
@@ -21,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                           help="measure the GPU alone (with --record-reference: learners measure their own CPU)")
     rep.add_argument("--record-reference", action="store_true",
                      help="on a GPU machine: also store the GPU results in course/reference/")
+    rep.add_argument("--reference-dir", default=None,
+                     help="where --record-reference writes (default: course/reference/, which lessons read)")
     rep.add_argument("--list", action="store_true", help="list the experiments and exit")
     sub.add_parser("devices", help="describe this machine's devices")
     chk = sub.add_parser("gpu-check", help="check a GPU machine end to end: GPU tests, benchmarks, targets, "
@@ -54,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{exp.lesson}  {name:28s} {exp.title}")
         return 0
     try:
-        index = run_report(args.out, quick=args.quick, only=args.only,
+        index = run_report(args.out, quick="smoke" if args.smoke else args.quick, only=args.only,
                            devices=["cpu"] if args.cpu_only else ["gpu"] if args.gpu_only else None,
-                           record_reference=args.record_reference)
+                           record_reference=args.record_reference, reference_dir=args.reference_dir)
     except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

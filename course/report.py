@@ -39,6 +39,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .cpu import cpu_info
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
@@ -46,7 +47,12 @@ from .errors import BadInputError
 from .plots import figure_takeaway, figure_to_png
 from .results import ResultSet, load_reference, merge, provenance, save_reference, shared_file_mode
 
-__all__ = ["Experiment", "experiment", "registry", "discover", "run_report", "prepare_out", "ReportInterrupted"]
+__all__ = ["Experiment", "experiment", "registry", "discover", "run_report", "prepare_out", "ReportInterrupted",
+           "SMOKE", "by_size"]
+
+#: ``quick`` as ``--smoke`` passes it: tiny sizes, so that every step of an experiment runs in seconds and
+#: nothing measured is worth keeping (the stand-in GPU's rehearsal, ``tools/gpu_run.sh --dry-run``).
+SMOKE = "smoke"
 
 
 @dataclass
@@ -68,6 +74,18 @@ class Experiment:
 
 
 _REGISTRY: dict[str, Experiment] = {}
+
+
+def by_size(quick: bool | str, full: Any, quick_size: Any, smoke: Any = None) -> Any:
+    """The value an experiment uses at its size: ``full``, ``quick_size`` (``--quick``) or ``smoke``
+    (``--smoke``; where an experiment gives none, its quick value).
+
+    >>> by_size(False, 2**26, 2**22, 2**10), by_size(True, 2**26, 2**22, 2**10), by_size(SMOKE, 2**26, 2**22, 2**10)
+    (67108864, 4194304, 1024)
+    """
+    if quick == SMOKE:
+        return quick_size if smoke is None else smoke
+    return quick_size if quick else full
 
 
 def experiment(name: str, title: str, lesson: str) -> Callable[[Callable[..., ResultSet]], Experiment]:
@@ -218,15 +236,16 @@ class _Signals:
         return False
 
 
-def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | None = None,
+def run_report(out: str | os.PathLike, quick: bool | str = True, only: list[str] | None = None,
                devices: list[str] | None = None, record_reference: bool = False,
-               show_progress: bool = True) -> Path:
+               show_progress: bool = True, reference_dir: str | os.PathLike | None = None) -> Path:
     """Run the registered experiments and write ``index.html`` + ``results.json`` + PNGs to ``out``.
 
     Returns the path of ``index.html``.  ``out`` is checked before anything is measured
     (:func:`prepare_out`).  The run writes into a fresh working folder beside ``out``
     (``.<out>.running-<pid>-...``), saving each experiment's result set to ``results/<name>.json`` as soon
-    as it finishes; only when all have run does that folder replace ``out``, so an earlier report
+    as it finishes (and, with ``record_reference``, its GPU records as a reference in ``reference_dir``,
+    by default ``course/reference/``); only when all have run does that folder replace ``out``, so an earlier report
     stays whole until the new one is complete.  An experiment that fails is reported in the page with
     its error and the others still run.  Stopped by SIGINT or SIGTERM, the run leaves ``out`` as it
     was, moves what it finished to ``<out>.interrupted-<date>/`` (with its own page) and raises
@@ -268,7 +287,8 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
             bar = tqdm(list(exps.values()), desc="experiments", disable=not show_progress, file=sys.stderr)
             for exp in bar:
                 bar.set_postfix_str(exp.name)
-                sections.append(_run_one(exp, work, devices, quick, prog, record_reference, sets, failures))
+                sections.append(_run_one(exp, work, devices, quick, prog, record_reference and (reference_dir or True),
+                                         sets, failures))
         except KeyboardInterrupt:
             signals.holding = True
             signum = signals.received or signal.SIGINT
@@ -286,6 +306,7 @@ def run_report(out: str | os.PathLike, quick: bool = True, only: list[str] | Non
 
 
 def _run_one(exp, work, devices, quick, prog, record_reference, sets, failures):
+    """Run one experiment; ``record_reference``: False, True (course/reference/) or a folder."""
     t0 = time.perf_counter()
     try:
         rs = exp.run(devices=devices, quick=quick, progress=prog)
@@ -304,7 +325,7 @@ def _run_one(exp, work, devices, quick, prog, record_reference, sets, failures):
             png = f"{exp.name}.png"
             (work / png).write_bytes(figure_to_png(fig, dpi=100))
         if record_reference and rs.select(device="gpu"):
-            save_reference(rs)
+            save_reference(rs, None if record_reference is True else record_reference)
         return (exp, rs, refs, (png, takeaway), time.perf_counter() - t0, None)
     except Exception as exc:
         failures.append(exp.name)
@@ -354,13 +375,14 @@ def _html(sections, prov, quick, devices, interrupted: str = "") -> str:
         rows.append("<li>No GPU answered here: GPU curves, where shown, are reference results "
                     "recorded elsewhere and labelled so.</li>")
     libs = ", ".join(f"{e(k)} {e(v)}" for k, v in prov["libraries"].items())
+    size = quick if isinstance(quick, str) else "quick" if quick else "full"
     parts = [
         "<!doctype html><meta charset='utf-8'><title>How GPUs accelerate backpropagation: report</title>",
         "<style>body{font-family:sans-serif;max-width:1000px;margin:auto;padding:1em}"
         "img{max-width:100%}pre{background:#fee;padding:.5em;overflow:auto}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}</style>",
         "<h1>How GPUs accelerate backpropagation: measurement report</h1>",
-        f"<p>Run {e(prov['date'])} ({'quick' if quick else 'full'} sizes) on devices {e(', '.join(devices))}.</p>",
+        f"<p>Run {e(prov['date'])} ({size} sizes) on devices {e(', '.join(devices))}.</p>",
         f"<ul>{''.join(rows)}</ul><p><small>Python {e(prov['python'])}; {libs}</small></p>",
         "<p>All numbers are in <code>results.json</code> with their provenance.</p>",
     ]

@@ -93,6 +93,13 @@ class StandinArray(CountingArray):
             return out
         return host
 
+    def set(self, arr: Any, stream: Any = None) -> None:
+        """Copy a host array in (a host→device copy)."""
+        plain, host = self.view(np.ndarray), np.asarray(arr)
+        if self.counter is not None:
+            self.counter.upload("x.set(host array)")
+        plain[...] = host
+
     @property
     def data(self) -> Any:  # CuPy's MemoryPointer: the address, for alignment checks
         return _Pointer(int(self.__array_interface__["data"][0]))

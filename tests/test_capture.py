@@ -302,3 +302,56 @@ def test_every_cublas_entry_point_gets_its_declared_argument_types():
         fn = getattr(lib, name)
         assert fn.restype is not None and fn.argtypes
     assert len(lib.cublasSgemm_v2.argtypes) == 14 and len(lib.cublasSgemmStridedBatched.argtypes) == 18
+
+
+# ----------------------------------------------------------------------------- on a real GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_course_s_cublas_handle_equals_cupy_s_matmul_for_every_layout(dtype):
+    from course.devices import cupy_module
+
+    cp = cupy_module()
+    rng = np.random.default_rng(0)
+    for m, k, n, batch in [(1, 1, 1, ()), (7, 5, 3, ()), (256, 784, 64, ()), (3, 4, 5, (6,)), (1, 20, 20, (4, 3))]:
+        for ta in (False, True):
+            for tb in (False, True):
+                a = cp.asarray(rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(dtype))
+                b = cp.asarray(rng.standard_normal(batch + ((n, k) if tb else (k, n))).astype(dtype))
+                a, b = (cp.swapaxes(a, -1, -2) if ta else a), (cp.swapaxes(b, -1, -2) if tb else b)
+                out = matmul_into(a, b, cp.full(batch + (m, n), cp.nan, dtype=dtype))
+                want = np.asarray(a.get(), np.float64) @ np.asarray(b.get(), np.float64)
+                tol = 1e-4 if dtype == "float32" else 1e-11
+                np.testing.assert_allclose(out.get(), want, rtol=tol, atol=tol * max(1, k))
+
+
+@pytest.mark.gpu
+def test_a_cuda_graph_captures_the_course_s_gemm_and_replays_it_on_new_inputs():
+    from course.devices import cupy_module
+
+    cp = cupy_module()
+    a, b, out = cp.ones((64, 32), cp.float32), cp.ones((32, 16), cp.float32), cp.zeros((64, 16), cp.float32)
+    c = capture_graph(lambda: (matmul_into(a, b, out), cp.multiply(out, 2, out=out)), what="a test product",
+                      warmup=lambda: matmul_into(a, b, out))
+    assert c.ok, c.reason
+    assert graph_kernels(c.graph)["kernels"] >= 2
+    a.fill(3)
+    c.graph.launch(cp.cuda.get_current_stream())
+    assert float(out[0, 0].get()) == 2 * 3 * 32
+
+
+@pytest.mark.gpu
+def test_capturing_cupy_s_own_matmul_fails_cleanly_or_works_and_never_leaves_the_stream_capturing():
+    from course.devices import cupy_module
+
+    cp = cupy_module()
+    a = cp.ones((8, 8), cp.float32)
+    out = cp.empty_like(a)
+    cp.matmul(a, a, out=out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        c = capture_graph(lambda: cp.matmul(a, a, out=out), what="CuPy's matmul under capture")
+    assert not c.stream.is_capturing()
+    assert (c.graph is None and "cuBLAS" in c.reason) or (c.ok and graph_kernels(c.graph)["kernels"] >= 1)
+    cp.matmul(a, a, out=out)                        # CuPy works as before afterwards
+    assert float(out[0, 0].get()) == 8.0

@@ -8,7 +8,7 @@ which the lesson's notebook then overlays (labelled) where no GPU answers.
 from __future__ import annotations
 
 from ..plots import sweep_figure
-from ..report import experiment
+from ..report import by_size, experiment
 from ..results import ResultSet
 from .bench import checkpoint_sweep
 from .layers import MLP
@@ -25,10 +25,11 @@ BENCH_SIZES = (784, 512, 512, 10)
 def train_step_sweep(devices, quick, progress):
     """Time of one training step of a 784-w-w-10 MLP at batch 256, float32, for several widths w; beside it
     the fast step's ladder (records with a ``rung``: (a) and (b) on a CPU, every rung and PyTorch on a GPU)."""
-    widths = (64, 128, 256, 512) if quick else (64, 128, 256, 512, 1024, 2048, 4096)
-    rs = step_time_sweep(widths=widths, depth=2, batch=256, devices=devices, repeat=3 if quick else 10,
+    widths = by_size(quick, (64, 128, 256, 512, 1024, 2048, 4096), (64, 128, 256, 512), (16, 32))
+    batch = by_size(quick, 256, 256, 16)
+    rs = step_time_sweep(widths=widths, depth=2, batch=batch, devices=devices, repeat=3 if quick else 10,
                          budget_s=0.3 if quick else 2.0, progress=progress)
-    rs.extend(ladder_sweep(widths=widths, batch=256, devices=devices, repeat=3 if quick else 10,
+    rs.extend(ladder_sweep(widths=widths, batch=batch, devices=devices, repeat=3 if quick else 10,
                            budget_s=0.3 if quick else 2.0, progress=progress))
     return rs
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..plots import add_footer, new_figure, place_legend
-from ..report import experiment
+from ..report import by_size, experiment
 from ..results import ResultSet
 from ..timing import benchmark
 from .plots import timing_figure
@@ -22,8 +22,8 @@ def sweep(devices, quick, progress):
     by the Blelloch scan with the affine operator, by a PyTorch loop and, on a GPU, by the numba
     kernels (one thread per channel; chunks of 64 steps); the dense one as in lesson 05 (n×n
     Jacobians, sequential backward vs BPPSA).  Each record carries the counted work ratio."""
-    Ts = [2**k for k in range(6, (14 if quick else 20) + 1, 2)]
-    ns = (16,) if quick else (16, 256)
+    Ts = [2**k for k in range(6, by_size(quick, 20, 14, 8) + 1, 2)]
+    ns = by_size(quick, (16, 256), (16,), (16,))
     return recurrence_sweep(Ts, ns, devices=devices, repeat=3 if quick else 7,
                             budget_s=0.2 if quick else 2.0, total_budget_s=120 if quick else 1800,
                             progress=progress)

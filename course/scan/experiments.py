@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import BadInputError
 from ..plots import add_footer, bar_figure, new_figure, set_takeaway
-from ..report import experiment
+from ..report import by_size, experiment
 from ..results import ResultSet
 from ..timing import benchmark
 from .plots import timing_figure
@@ -22,8 +22,8 @@ def scan_sweep_experiment(devices, quick, progress):
     bytes per scan) against the copy limit measured in the same run (``of_copy``)."""
     rs = ResultSet("scan_sweep", params={"quick": quick})
     for dev in devices:
-        top = (20 if quick else 24) if dev == "cpu" else (22 if quick else 26)
-        ns = [2**k for k in range(10, top + 1, 2)]
+        top = by_size(quick, 24, 20, 10) if dev == "cpu" else by_size(quick, 26, 22, 10)
+        ns = [2**k for k in range(by_size(quick, 10, 10, 8), top + 1, 2)]
         part = scan_sweep(ns, devices=[dev], repeat=3 if quick else 7, budget_s=0.1 if quick else 1.0,
                           copy_nbytes=2**24 if quick else 2**27, progress=progress)
         rs.extend(part)
@@ -48,12 +48,12 @@ def scan_kernel_variants(devices, quick, progress):
     if "gpu" not in devices:
         rs.notes.append("no GPU here: the kernel variants are measured only on a GPU")
         return rs
-    import cupy
-
+    from ..devices import cupy_module
     from ..hardware.machine import copy_bandwidth
     from .kernels import block_scan
 
-    n = 2**22 if quick else 2**26
+    cupy = cupy_module()
+    n = by_size(quick, 2**26, 2**22, 2**10)
     x = make_input(n, "add", "float32", "gpu")
     copy = copy_bandwidth("gpu", nbytes=4 * n, repeat=5 if quick else 20, budget_s=2.0)
     rs.add_timing(copy["timing"], variant="copy", n=n, gb_per_s=copy["gb_per_s"], of_copy=1.0)
@@ -71,7 +71,8 @@ def scan_kernel_variants(devices, quick, progress):
             continue
         rs.add(**{**rec, "variant": label, "of_copy": rec["gb_per_s"] / copy["gb_per_s"],
                   "of_library": lib.median / rec["median_s"]})
-    shapes = [(256, 8), (128, 16)] if quick else [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)]
+    shapes = by_size(quick, [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)], [(256, 8), (128, 16)],
+                     [(32, 4)])
     jobs = [(t, i, cf, st) for t, i in shapes for cf in (True, False)
             for st in ("scan-then-add", "reduce-then-scan")]
     for t, i, cf, st in (progress(jobs, total=len(jobs), desc="kernel variants") if progress else jobs):

@@ -8,7 +8,7 @@ reference results (launch overhead, crossover sizes, roofline peaks).
 from __future__ import annotations
 
 from .. import throughput as T
-from ..report import experiment
+from ..report import by_size, experiment
 from ..results import ResultSet
 from . import plots as P
 
@@ -24,7 +24,7 @@ def _merge(name: str, sets: list[ResultSet], params: dict) -> ResultSet:
             "synchronize, tiny copies", lesson="03")
 def launch_latency(devices, quick, progress):
     """Each smallest operation timed hundreds of times; the plot shows every call, not just a median."""
-    sets = [T.smallest_op_latency(d, repeat=200 if quick else 2000, budget_s=0.5 if quick else 5.0)
+    sets = [T.smallest_op_latency(d, repeat=by_size(quick, 2000, 200, 20), budget_s=0.5 if quick else 5.0)
             for d in devices]
     return _merge("launch_latency", sets, {"devices": list(devices), "quick": quick})
 
@@ -89,7 +89,7 @@ def _(rs, references):
 @experiment("async_chain", title="Asynchronous launches: the queue you cannot see", lesson="03")
 def async_chain(devices, quick, progress):
     """A chain of 20 elementwise ops: host time until the calls return, with one wait, with a wait each."""
-    sets = [T.async_chain(d, n=2 ** 20 if quick else 2 ** 24, chain=20) for d in devices]
+    sets = [T.async_chain(d, n=by_size(quick, 2 ** 24, 2 ** 20, 2 ** 12), chain=20) for d in devices]
     return _merge("async_chain", sets, {"devices": list(devices), "chain": 20})
 
 

@@ -29,6 +29,7 @@ from ..devices import cupy_module, get_xp, normalize_device, synchronize
 from ..errors import whole_number
 from ..limits import require_fits
 from ..results import ResultSet
+from ..standin import register_kernel
 from ..timing import benchmark
 
 __all__ = ["LINE_BYTES", "random_cycle", "chase", "memory_latency", "memory_latency_sweep", "bytes_in_flight",
@@ -49,6 +50,18 @@ extern "C" __global__ void course_chase(const long long* next, long long hops, l
     *out = i;
 }
 """
+
+
+def _chase_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    """:data:`CHASE_KERNEL` in NumPy, for the stand-in GPU (course.standin): follow ``hops`` links."""
+    nxt, hops, out = np.asarray(args[0]), int(args[1]), np.asarray(args[2])
+    i = 0
+    for _ in range(hops):
+        i = int(nxt[i])
+    out.reshape(-1)[0] = i
+
+
+register_kernel("course_chase", _chase_twin)
 
 
 def random_cycle(nbytes: int, seed: int = 0) -> np.ndarray:
