@@ -29,6 +29,7 @@ from course.backprop import MLP
 from course.backprop.fast_step import FastStep
 from course.backprop.step_kernels import REFERENCE, ptxas_report
 from course.backprop.timing import GPU_RUNGS, ladder_sweep, ladder_table, step_counts
+from course.capture import cublas_status
 from course.devices import gpu_available, gpu_info, gpu_unavailable_reason, to_device, to_numpy
 
 WIDTHS = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -153,11 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     failures += check_rungs(check_width, batch=batch)
     for f in failures:
         print("  NUMERICS FAILED:", f)
+    print(f"GEMMs of rungs (c) and (d): {cublas_status()}")
     gemm = time_matmul(gemm_n, device="gpu", repeat=10, budget_s=5.0 * budget)
     print(f"float32 GEMM {gemm_n}²: {gemm['gflops']:,.0f} GFLOP/s (CuPy matmul, TF32 "
           f"{'on' if os.environ.get('CUPY_TF32', '0') not in ('', '0') else 'off'}, this run)")
     rs = ladder_sweep(widths=widths, batch=batch, devices=["gpu"], repeat=repeat, budget_s=budget)
     rs.params["gemm_gflops"] = gemm["gflops"]
+    rs.params["fused_gemms"] = cublas_status()
     rs.params["gemm_n"] = gemm_n
     for w in (512, 4096) if 4096 in widths else widths[-1:]:
         print(ladder_table(rs, w, "gpu"))

@@ -49,7 +49,7 @@ from .devices import array_device, cupy_module
 from .errors import BadInputError
 
 __all__ = ["matmul_into", "gemm_plan", "capture_graph", "Captured", "graph_kernels", "dot_kernel_nodes",
-           "cublas_library_path", "WORKSPACE_BYTES"]
+           "cublas_library_path", "cublas_status", "WORKSPACE_BYTES"]
 
 #: The workspace each stream's binding of the course's cuBLAS handle gets (cuBLAS's advice: 32 MiB on
 #: Hopper and newer, 4 MiB before).
@@ -188,8 +188,22 @@ def matmul_into(a: Any, b: Any, out: Any) -> Any:
     if plan.k == 0:
         out.fill(0)
         return out
-    _handle().gemm(plan, a, b, out)
+    handle = _handle()
+    if handle is None:                       # CuPy's own matmul then (it cannot be captured: capture_graph says so)
+        cupy_module().matmul(a, b, out=out)
+        return out
+    handle.gemm(plan, a, b, out)
     return out
+
+
+def cublas_status() -> str:
+    """Which way :func:`matmul_into` multiplies on this machine's GPU: ``"the course's cuBLAS handle"``,
+    ``"CuPy's matmul (...why...)"`` where that handle could not be made, or ``"not yet used"``."""
+    if getattr(_LOCAL, "handle", None) is not None:
+        return "the course's cuBLAS handle"
+    if _FAILED:
+        return f"CuPy's matmul (the course's cuBLAS handle could not be made: {_FAILED[0]})"
+    return "not yet used"
 
 
 # ----------------------------------------------------------------------------- the course's cuBLAS handle
@@ -292,13 +306,21 @@ class _Handle:
 
 
 _LOCAL = threading.local()
+_FAILED: list[str] = []
 
 
-def _handle() -> _Handle:
-    """This thread's handle (cuBLAS handles must not be shared between host threads)."""
+def _handle() -> _Handle | None:
+    """This thread's handle (cuBLAS handles must not be shared between host threads); None, said once as a
+    warning, where it cannot be made (no libcublas found, a missing entry point, a failing create)."""
     h = getattr(_LOCAL, "handle", None)
-    if h is None:
-        h = _LOCAL.handle = _Handle()
+    if h is None and not _FAILED:
+        try:
+            h = _LOCAL.handle = _Handle()
+        except (OSError, AttributeError, RuntimeError) as exc:
+            _FAILED.append(f"{type(exc).__name__}: {exc}")
+            warnings.warn(f"the course's own cuBLAS handle could not be made ({_FAILED[0]}): matrix products use "
+                          "CuPy's matmul, which a CUDA graph cannot capture, so the captured paths run uncaptured",
+                          RuntimeWarning, stacklevel=3)
     return h
 
 

@@ -94,6 +94,26 @@ def test_loading_checks_labels_once_and_an_unchecked_bad_label_is_caught_when_th
         fast.loss()
 
 
+def test_the_loss_is_read_only_after_a_step_and_a_bad_batch_does_not_poison_the_next():
+    sizes = [6, 4, 3]
+    x = np.ones((2, 6), np.float32)
+    for rung in ("eager", "no_readback", "fused"):
+        fast = FastStep(MLP(sizes, seed=0), rung, batch=2)
+        fast.load(x, np.array([0, 1]))
+        with pytest.raises(BadInputError, match="no step"):
+            fast.loss()
+        fast.step()
+        assert np.isfinite(fast.loss())
+    fast = FastStep(MLP(sizes, seed=0), "fused", batch=2)
+    fast.load(x, np.array([0, 7]), check=False)
+    fast.step()
+    with pytest.raises(BadInputError, match="out of range"):
+        fast.loss()
+    fast.load(x, np.array([0, 2]), check=False)                 # a good batch: the flag speaks of it alone
+    fast.step()
+    assert np.isfinite(fast.loss())
+
+
 def test_bad_arguments_get_a_clear_error():
     with pytest.raises(BadInputError, match="rung"):
         FastStep(MLP([4, 3]), "turbo")

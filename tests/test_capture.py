@@ -355,3 +355,23 @@ def test_capturing_cupy_s_own_matmul_fails_cleanly_or_works_and_never_leaves_the
     assert (c.graph is None and "cuBLAS" in c.reason) or (c.ok and graph_kernels(c.graph)["kernels"] >= 1)
     cp.matmul(a, a, out=out)                        # CuPy works as before afterwards
     assert float(out[0, 0].get()) == 8.0
+
+
+def test_without_the_course_s_cublas_handle_products_fall_back_to_cupy_s_matmul_and_say_so(standin_gpu, monkeypatch):
+    from course import capture
+
+    monkeypatch.setattr(capture, "_FAILED", [])
+    monkeypatch.setattr(capture, "_LOCAL", type(capture._LOCAL)())
+    monkeypatch.setattr(capture, "cublas_library_path", lambda: (_ for _ in ()).throw(OSError("no libcublas here")))
+
+    class DeviceArray(np.ndarray):          # a GPU array that no counting namespace answers for
+        __course_device__ = "gpu"
+
+    a, b = np.arange(6.0).reshape(2, 3).view(DeviceArray), np.ones((3, 2)).view(DeviceArray)
+    with pytest.warns(RuntimeWarning, match="could not be made"):
+        out = matmul_into(a, b, np.empty((2, 2)).view(DeviceArray))
+    assert np.asarray(out).tolist() == [[3.0, 3.0], [12.0, 12.0]]
+    assert "CuPy's matmul" in capture.cublas_status() and "no libcublas" in capture.cublas_status()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                         # said once, not at every product
+        matmul_into(a, b, np.empty((2, 2)).view(DeviceArray))

@@ -97,7 +97,7 @@ def cublas_handle() -> dict:
     """One product through the course's cuBLAS handle against CuPy's, eager and captured."""
     import numpy as np
 
-    from course.capture import capture_graph, cublas_library_path, graph_kernels, matmul_into
+    from course.capture import capture_graph, cublas_library_path, cublas_status, graph_kernels, matmul_into
     from course.devices import cupy_module
 
     cp = cupy_module()
@@ -113,7 +113,8 @@ def cublas_handle() -> dict:
     if captured.ok:
         captured.graph.launch(cp.cuda.get_current_stream())
     graph_err = float(cp.abs(out - ref).max().get()) if captured.ok else None
-    return {"library": _try(cublas_library_path), "eager_max_error": eager_err, "graph_max_error": graph_err,
+    return {"library": _try(cublas_library_path), "path": cublas_status(), "eager_max_error": eager_err,
+            "graph_max_error": graph_err,
             "captured": captured.ok, "capture_failed": captured.reason, "graph_nodes": graph_kernels(captured.graph),
             "seconds": round(time.perf_counter() - t0, 3)}
 

@@ -193,7 +193,15 @@ def captured_kernels(fast: FastStep) -> int | None:
     end of a GPU run.  A fused step that fails to capture says why (a warning) and gives None."""
     if fast.device != "gpu" or fast.rung in ("eager", "no_readback"):
         return None
-    graph = fast.graph if fast.rung == "graph" else capture_graph(fast.step, what="the fused step (counting)").graph
+    graph = fast.graph
+    if fast.rung == "fused":
+        before = fast.params.copy()
+
+        def warm_up() -> None:                  # kernels compiled, cuBLAS's workspace for the side stream made
+            fast.step()
+            fast.params[...] = before
+
+        graph = capture_graph(fast.step, what="the fused step (counting)", warmup=warm_up).graph
     counts = graph_kernels(graph)
     return None if counts is None else int(counts["kernels"])
 
