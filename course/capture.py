@@ -47,6 +47,7 @@ import numpy as np
 
 from .devices import array_device, cupy_module
 from .errors import BadInputError
+from .standin import standin_active
 
 __all__ = ["matmul_into", "gemm_plan", "capture_graph", "Captured", "graph_kernels", "dot_kernel_nodes",
            "cublas_library_path", "cublas_status", "WORKSPACE_BYTES"]
@@ -199,6 +200,8 @@ def matmul_into(a: Any, b: Any, out: Any) -> Any:
 def cublas_status() -> str:
     """Which way :func:`matmul_into` multiplies on this machine's GPU: ``"the course's cuBLAS handle"``,
     ``"CuPy's matmul (...why...)"`` where that handle could not be made, or ``"not yet used"``."""
+    if standin_active():
+        return "the stand-in GPU's counted NumPy product"
     if getattr(_LOCAL, "handle", None) is not None:
         return "the course's cuBLAS handle"
     if _FAILED:
