@@ -200,12 +200,12 @@ def matmul_into(a: Any, b: Any, out: Any) -> Any:
 def cublas_status() -> str:
     """Which way :func:`matmul_into` multiplies on this machine's GPU: ``"the course's cuBLAS handle"``,
     ``"CuPy's matmul (...why...)"`` where that handle could not be made, or ``"not yet used"``."""
-    if standin_active():
-        return "the stand-in GPU's counted NumPy product"
     if getattr(_LOCAL, "handle", None) is not None:
         return "the course's cuBLAS handle"
     if _FAILED:
         return f"CuPy's matmul (the course's cuBLAS handle could not be made: {_FAILED[0]})"
+    if standin_active():
+        return "the stand-in GPU's counted NumPy product"
     return "not yet used"
 
 
