@@ -11,6 +11,9 @@ Read in this order:
   :mod:`~course.backprop.timing`, which also times whole steps against the width and the fast step's ladder;
 * :mod:`~course.backprop.checkpointing`: memory traded for recomputation, its bytes counted by
   :mod:`~course.backprop.memory`;
+* :mod:`~course.backprop.optimizers` (SGD, momentum, Adam, and the state each keeps),
+  :mod:`~course.backprop.mixed` (mixed-precision training: float16 and bfloat16 compute, float32 master
+  weights, loss scaling) and :mod:`~course.backprop.footprint` (the bytes a parameter costs in training);
 * :mod:`~course.backprop.bench`: the course's training step, buffers reused, against PyTorch's;
 * :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no
   read back, fused kernels from :mod:`~course.backprop.step_kernels`, a CUDA graph), their launches
