@@ -169,3 +169,17 @@ def test_the_activation_formula_equals_what_the_teaching_mlp_keeps(sizes, batch)
     model.forward(np.ones((batch, sizes[0]), np.float32))
     arrays = {id(a): a for cache in model.caches for a in cache}
     assert sum(a.nbytes for a in arrays.values()) == activation_bytes(sizes, batch, itemsize=4)
+
+
+def test_the_mixed_precision_figure_says_what_float16_loses_from_its_own_runs():
+    from course.backprop.plots import mixed_precision_figure
+    from course.takeaways import figure_takeaway
+
+    x, y = _digits()
+    runs = {p: mixed_precision_train(MLP([64, 32, 10], seed=0), x, y, steps=30, lr=3e-3, precision=p,
+                                     optimizer="adam", probe_every=10) for p in PRECISIONS}
+    fig = mixed_precision_figure(runs)
+    lost = underflow_share(runs["float32"]["probes"][-1])["zero"]
+    text = figure_takeaway(fig)
+    assert f"{100 * lost:.0f} %" in text and "float16 scaled" in text
+    assert len(fig.axes) >= 3 and fig.axes[0].get_yscale() == "log"

@@ -35,6 +35,7 @@ from ..plots import (
     place_legend,
     series_style,
     set_takeaway,
+    tint,
 )
 from ..results import ResultSet
 from ..timeline import counted_timeline, timelines_to_results
@@ -42,11 +43,12 @@ from .checkpointing import kept_pattern
 from .data import Dataset
 from .fast_step import RUNG_TITLES, RUNGS, FastStep
 from .layers import MLP
+from .mixed import FLOAT16_MIN_NORMAL, FLOAT16_MIN_SUBNORMAL, underflow_share
 from .trace import StepTrace, random_batch
 from .train import History
 
 __all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure",
-           "cpu_step_timeline"]
+           "cpu_step_timeline", "mixed_precision_figure"]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
@@ -299,3 +301,60 @@ def cpu_step_timeline(rungs: Sequence[str] = ("eager", "fused"), sizes: Sequence
     return timelines_to_results(timelines, params={"sizes": "-".join(map(str, sizes)), "batch": batch,
                                                    "dtype": "float32", "steps": steps})
 
+
+
+def _power_of_two(v: float) -> str:
+    e = np.log2(v)
+    return f"2^{int(e)}" if v > 0 and e == int(e) else f"{v:g}"
+
+
+def mixed_precision_figure(runs: dict[str, dict], loss_weight: float = 1.0) -> Figure:
+    """Three panels from :func:`~course.backprop.mixed.mixed_precision_train` runs (name -> run): each
+    precision's loss against the step (every 10 steps averaged); the loss scale of the scaled run, its
+    skipped steps marked; and where the float32 run's last probed gradients lie against float16's range,
+    as they are and multiplied by the scaled run's last scale."""
+    fig, (ax1, ax2, ax3) = new_figure(3, width=12, height=3.4)
+    for i, (name, run) in enumerate(runs.items()):
+        losses = np.asarray(run["losses"], dtype=float)
+        k = max(1, len(losses) // 60)
+        smooth = losses[: len(losses) // k * k].reshape(-1, k).mean(axis=1)
+        ax1.plot(np.arange(len(smooth)) * k, smooth, label=f"{name}: ends at {np.mean(losses[-2 * k:]):.3g}",
+                 markevery=max(1, len(smooth) // 8), **series_style(i))
+    ax1.set(yscale="log", xlabel="step", ylabel="training loss")
+    ax1.set_title("loss" + (f", the loss weighted by {_power_of_two(loss_weight)}" if loss_weight != 1 else ""),
+                  fontsize=9)
+    place_legend(ax1)
+    scaled = next((r for n, r in runs.items() if "scaled" in n), None)
+    if scaled is not None:
+        ax2.plot(scaled["scales"], color=PALETTE["blue"])
+        for s in scaled["skipped_steps"]:
+            ax2.axvline(s, color=PALETTE["vermillion"], lw=0.8, ls=":")
+        ax2.set(yscale="log", xlabel="step", ylabel="loss scale")
+        ax2.set_title(f"dynamic scale: {scaled['skipped']} step(s) skipped (dotted lines)", fontsize=9)
+    ref = runs.get("float32")
+    probes = ref["probes"] if ref is not None else []
+    if probes:
+        g = np.abs(np.concatenate(probes[-1]))
+        g = np.log2(g[g > 0])
+        shift = np.log2(scaled["scales"][-1]) if scaled is not None else 0.0
+        ax3.hist(g, bins=50, color=COLORS["cpu"], alpha=0.7, label="as they are")
+        if shift:
+            ax3.hist(g + shift, bins=50, histtype="step", color=PALETTE["green"], lw=1.5,
+                     label=f"× the loss scale 2^{shift:.0f}")
+        ax3.axvspan(ax3.get_xlim()[0], np.log2(FLOAT16_MIN_SUBNORMAL / 2), color="0.85", zorder=0,
+                    label="float16 rounds to 0")
+        ax3.axvspan(np.log2(FLOAT16_MIN_SUBNORMAL / 2), np.log2(FLOAT16_MIN_NORMAL), color="0.93", zorder=0,
+                    label="float16 subnormal")
+        if ax3.get_xlim()[1] > 16:
+            ax3.axvspan(16, ax3.get_xlim()[1], color=tint("vermillion"), zorder=0, label="float16 overflows (inf)")
+        lost, kept = underflow_share(probes[-1]), underflow_share(probes[-1], 2.0 ** shift)
+        ax3.set(xlabel="log2 |gradient value| (float32 run, last probe)", ylabel="values")
+        ax3.set_title(f"float16 flushes {100 * lost['zero']:.0f} % to zero; scaled, {100 * kept['zero']:.0f} %",
+                      fontsize=9)
+        place_legend(ax3)
+        set_takeaway(fig, f"Without loss scaling float16 rounds {100 * lost['zero']:.0f} % of these gradient values "
+                          f"to zero ({100 * kept['zero']:.0f} % once scaled); the runs end at losses of "
+                          + ", ".join(f"{n} {np.mean(r['losses'][-20:]):.3g}" for n, r in runs.items()) + ".")
+    add_footer(fig, devices=["cpu"], extra="float16 and bfloat16 arithmetic emulated by NumPy on the CPU: "
+                                           "their times here say nothing about a GPU's tensor cores")
+    return fig
