@@ -40,3 +40,21 @@ def test_step_time_app_says_how_the_measured_ratio_compares_with_the_counted_one
     assert app.last_error is None
     text = app.html.value
     assert "the counted ratio" in text and "× the forward's time" in text
+
+
+@pytest.mark.widgets
+def test_the_footprint_app_prints_the_bytes_and_the_largest_model_from_the_formula():
+    from course.backprop.footprint import bytes_per_parameter, largest_model
+    from course.backprop.widgets import MEMORIES, footprint_app
+
+    app = footprint_app()
+    for precision, optimizer, memory in (("float32", "momentum", "T4: 16 GB (data sheet)"),
+                                         ("mixed bfloat16", "adam", "H200: 141 GB (data sheet)")):
+        app.controls["precision"].value, app.controls["optimizer"].value = precision, optimizer
+        app.controls["memory"].value = memory
+        assert app.last_error is None
+        per = bytes_per_parameter(precision, optimizer)["total"]
+        assert f"{per} bytes per parameter" in app.html.value
+        assert f"{largest_model(MEMORIES[memory], precision, optimizer) / 1e9:.3g} billion" in app.html.value
+    app.controls["n_params"].value = 10**12
+    assert app.last_error is None and "does not fit" in app.takeaway.value

@@ -42,13 +42,15 @@ from ..timeline import counted_timeline, timelines_to_results
 from .checkpointing import kept_pattern
 from .data import Dataset
 from .fast_step import RUNG_TITLES, RUNGS, FastStep
+from .footprint import MEMORY_PRECISIONS, bytes_per_parameter
 from .layers import MLP
 from .mixed import FLOAT16_MIN_NORMAL, FLOAT16_MIN_SUBNORMAL, underflow_share
+from .optimizers import OPTIMIZERS
 from .trace import StepTrace, random_batch
 from .train import History
 
 __all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure",
-           "cpu_step_timeline", "mixed_precision_figure"]
+           "cpu_step_timeline", "mixed_precision_figure", "footprint_figure"]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
@@ -357,4 +359,38 @@ def mixed_precision_figure(runs: dict[str, dict], loss_weight: float = 1.0) -> F
                           + ", ".join(f"{n} {np.mean(r['losses'][-20:]):.3g}" for n, r in runs.items()) + ".")
     add_footer(fig, devices=["cpu"], extra="float16 and bfloat16 arithmetic emulated by NumPy on the CPU: "
                                            "their times here say nothing about a GPU's tensor cores")
+    return fig
+
+
+def footprint_figure(n_params: int, memory_bytes: int | None = None, highlight: tuple[str, str] | None = None,
+                     memory_label: str = "") -> Figure:
+    """The bytes of training state of a model of ``n_params`` parameters, for every precision and optimiser,
+    stacked by part (weights, gradients, float32 master copies, optimiser state), against ``memory_bytes``."""
+    combos = [(p, o) for p in MEMORY_PRECISIONS for o in OPTIMIZERS]
+    fig, (ax,) = new_figure(1, width=9, height=3.6)
+    parts = ("weights", "gradients", "master", "optimizer")
+    left = np.zeros(len(combos))
+    for i, part in enumerate(parts):
+        widths = np.array([bytes_per_parameter(p, o)[part] * n_params / 1e9 for p, o in combos])
+        ax.barh(range(len(combos)), widths, left=left, color=PALETTE[("blue", "sky blue", "orange", "green")[i]],
+                label={"master": "float32 master copy", "optimizer": "optimiser state"}.get(part, part))
+        left += widths
+    labels = [f"{p}, {o}" + ("  ◀" if highlight == (p, o) else "") for p, o in combos]
+    ax.set_yticks(range(len(combos)), labels, fontsize=9)
+    ax.invert_yaxis()
+    for i, (p, o) in enumerate(combos):
+        ax.text(left[i], i, f" {bytes_per_parameter(p, o)['total']} B/param", va="center", fontsize=9)
+    if memory_bytes:
+        ax.axvline(memory_bytes / 1e9, color=PALETTE["vermillion"], ls="--", lw=1.2,
+                   label=memory_label or f"{memory_bytes / 1e9:g} GB")
+    ax.set_xlabel(f"GB for {n_params:,} parameters (activations not included)")
+    ax.margins(x=0.2)
+    place_legend(ax)
+    if highlight is not None:
+        total = bytes_per_parameter(*highlight)["total"] * n_params
+        fits = "" if not memory_bytes else ("; that fits in" if total <= memory_bytes else "; that does not fit in") \
+            + f" {memory_label or f'{memory_bytes / 1e9:g} GB'}"
+        set_takeaway(fig, f"{n_params:,} parameters trained in {highlight[0]} with {highlight[1]} hold "
+                          f"{total / 1e9:.3g} GB of weights, gradients and optimiser state{fits}.")
+    add_footer(fig, measured=False, devices=["cpu"])
     return fig

@@ -13,7 +13,9 @@ only changes the view, redraws without measuring again.
 * :func:`step_sweep_app` plots step time against width on the CPU and the GPU (or
   the GPU's reference results, labelled, where no GPU answers);
 * :func:`checkpoint_app` moves k in gradient checkpointing and shows memory
-  against recomputation.
+  against recomputation;
+* :func:`footprint_app`: a model's size, precision and optimiser give the bytes its training state
+  holds, and a memory the largest model it can train.
 """
 
 from __future__ import annotations
@@ -46,14 +48,16 @@ from ..widgets import (
 from .bench import checkpoint_sweep
 from .checkpointing import checkpointed_backward
 from .data import load_digits
+from .footprint import MEMORY_PRECISIONS, bytes_per_parameter, largest_model
 from .layers import MLP
-from .plots import checkpoint_figure, trace_figure, training_figure
+from .optimizers import OPTIMIZERS
+from .plots import checkpoint_figure, footprint_figure, trace_figure, training_figure
 from .timing import step_time_sweep, trace_step
 from .trace import random_batch
 from .train import train
 
-__all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "reference_note", "step_rate",
-           "step_flops", "STEP_CALLS", "TRAIN_BUDGET_S"]
+__all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", "footprint_app", "reference_note",
+           "step_rate", "step_flops", "STEP_CALLS", "TRAIN_BUDGET_S", "MEMORIES"]
 
 #: Seconds of training one run of the training app may take (it stops after the epoch that passes it).
 TRAIN_BUDGET_S = 0.6 * WIDGET_LIMIT_S
@@ -357,3 +361,34 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
                   view_only=("every",))
     app.cache = sweeps
     return app
+
+
+#: Memories to train in: data-sheet figures, labelled as such.
+MEMORIES = {"T4: 16 GB (data sheet)": 16 * 10**9, "A100: 40 GB (data sheet)": 40 * 10**9,
+            "H100: 80 GB (data sheet)": 80 * 10**9, "H200: 141 GB (data sheet)": 141 * 10**9}
+
+
+def footprint_app(n_params: int = 10**9, precision: str = "mixed float16", optimizer: str = "adam",
+                  memory: str = "H100: 80 GB (data sheet)") -> LiveApp:
+    """Bytes of training state (weights, gradients, master copies, optimiser state) for a model size,
+    precision and optimiser, against a memory; and the largest model that memory holds.  Nothing is timed."""
+    sizes = [10**k for k in range(6, 13)] + [3 * 10**k for k in range(6, 12)]
+    controls = {
+        "n_params": widgets.SelectionSlider(options=[(f"{n:.0e}".replace("+", ""), n) for n in sorted(sizes)],
+                                            value=n_params, description="parameters"),
+        "precision": widgets.Dropdown(options=MEMORY_PRECISIONS, value=precision, description="precision"),
+        "optimizer": widgets.Dropdown(options=OPTIMIZERS, value=optimizer, description="optimiser"),
+        "memory": widgets.Dropdown(options=list(MEMORIES), value=memory, description="memory"),
+    }
+
+    def update(n_params, precision, optimizer, memory):
+        mem = MEMORIES[memory]
+        per = bytes_per_parameter(precision, optimizer)
+        most = largest_model(mem, precision, optimizer)
+        text = (f"<p>{precision} with {optimizer}: {per['total']} bytes per parameter ("
+                + ", ".join(f"{k} {v}" for k, v in per.items() if k != "total" and v)
+                + f"). {memory} holds the training state of at most <b>{most / 1e9:.3g} billion</b> parameters, "
+                "before a single activation: the activations, which grow with the batch, need room too.</p>")
+        return footprint_figure(n_params, mem, (precision, optimizer), memory), text
+
+    return LiveApp(update, controls, title="What training holds: bytes per parameter, and the largest model that fits")
