@@ -5,7 +5,6 @@ the stand-in GPU; the spin's CUDA C is compiled for each architecture the course
 
 from __future__ import annotations
 
-import importlib
 import time
 from types import SimpleNamespace
 
@@ -19,7 +18,6 @@ from course.errors import BadInputError
 from course.lead_spin import LEAD_KERNEL, LEAD_S, LEAD_SPIN_SOURCE
 
 NS = round(LEAD_S * 1e9)
-devices = importlib.import_module("course.devices")      # `course.devices` the attribute is the function
 
 
 class _FakeCupy:
@@ -272,16 +270,7 @@ def test_the_lead_spin_compiles_for_every_architecture_the_course_meets_without_
         assert ok, log
 
 
-@pytest.fixture
-def standin(monkeypatch):
-    monkeypatch.delenv("COURSE_DISABLE_GPU", raising=False)
-    monkeypatch.setenv("COURSE_STANDIN_GPU", "1")
-    devices._probe.cache_clear()
-    yield
-    devices._probe.cache_clear()
-
-
-def test_the_stand_in_gpu_runs_the_lead_as_a_no_op_twin(standin):
+def test_the_stand_in_gpu_runs_the_lead_as_a_no_op_twin(standin_gpu):
     from course.standin import kernel_twin
 
     assert kernel_twin(LEAD_KERNEL)((1,), (1,), (np.uint64(NS),)) is None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import subprocess
 import sys
 import weakref
@@ -26,7 +25,6 @@ from course.backprop import timing as bt  # noqa: E402
 from course.backprop.bench import SGD_KINDS, TorchStep, compare_with_torch, torch_mlp_step, torch_sgd  # noqa: E402
 from course.torch_peer import set_torch_tf32, torch_tf32, torch_tf32_flags  # noqa: E402
 
-devices = importlib.import_module("course.devices")      # `course.devices` the attribute is the function
 OFF = {"torch_matmul_allow_tf32": False, "torch_cudnn_allow_tf32": False}
 ON = {"torch_matmul_allow_tf32": True, "torch_cudnn_allow_tf32": True}
 
@@ -114,16 +112,7 @@ def test_torch_steps_capture_each_graph_under_its_tf32_setting_and_hand_eager_st
 
 # ---------------------------------------------------------------- 2. and 3. the ladder's peers
 
-@pytest.fixture
-def standin(monkeypatch):
-    monkeypatch.delenv("COURSE_DISABLE_GPU", raising=False)
-    monkeypatch.setenv("COURSE_STANDIN_GPU", "1")
-    devices._probe.cache_clear()
-    yield
-    devices._probe.cache_clear()
-
-
-def test_the_ladder_runs_no_profiler_and_sets_each_eager_peer_s_tf32_outside_its_timed_calls(standin, monkeypatch):
+def test_the_ladder_runs_no_profiler_and_sets_each_eager_peer_s_tf32_outside_its_timed_calls(standin_gpu, monkeypatch):
     from course.timing import benchmark
 
     calls, timers = [], []
