@@ -27,7 +27,7 @@ from course.backprop.mixed import (
     mixed_precision_train,
     underflow_share,
 )
-from course.backprop.optimizers import OPTIMIZERS, UPDATES, optimizer_state
+from course.backprop.optimizers import OPTIMIZERS, optimizer_state, update
 from course.errors import BadInputError
 
 # ----------------------------------------------------------------------------- the optimisers, against PyTorch
@@ -44,7 +44,7 @@ def test_each_optimiser_takes_pytorch_s_steps(name):
            "momentum": lambda: torch.optim.SGD([tp], lr=0.05, momentum=0.9),
            "adam": lambda: torch.optim.Adam([tp], lr=0.05)}[name]()
     for g in grads:
-        UPDATES[name](p, g, state, 0.05)
+        update(name, p, g, state, 0.05)
         tp.grad = torch.tensor(g)
         opt.step()
     np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-12, atol=1e-12)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..arguments import OneOf, Real, Whole, arguments
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
-from .optimizers import UPDATES, optimizer_state
+from .optimizers import OPTIMIZERS, optimizer_state, update
 
 __all__ = ["PRECISIONS", "LossScaler", "mixed_precision_train", "compute_dtype", "FLOAT16_MIN_NORMAL",
            "FLOAT16_MIN_SUBNORMAL", "underflow_share"]
@@ -126,7 +126,7 @@ def _step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, ct: np.dtype, 
 
 
 @arguments(steps=Whole(hi=100_000, hint="optimiser steps"), lr=Real(above=0, hint="the learning rate"),
-           precision=OneOf(*PRECISIONS), optimizer=OneOf(*UPDATES), batch=Whole(hint="examples per step"))
+           precision=OneOf(*PRECISIONS), optimizer=OneOf(*OPTIMIZERS), batch=Whole(hint="examples per step"))
 def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, precision: str = "float16 scaled",
                           optimizer: str = "sgd", batch: int = 64, scaler: LossScaler | None = None,
                           seed: int = 0, probe_every: int = 0, loss_weight: float = 1.0) -> dict:
@@ -157,7 +157,6 @@ def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, pre
     x, y = np.asarray(x), np.asarray(y)
     params = [np.array(p, dtype=np.float32) for p in model.parameters()]            # the master copy
     states = [optimizer_state(optimizer, p) for p in params]
-    update = UPDATES[optimizer]
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(x))
     losses, scales, skipped_steps, probes = [], [], [], []
@@ -180,7 +179,7 @@ def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, pre
             skipped_steps.append(step)
             continue
         for p, g, st in zip(params, grads, states):
-            update(p, g, st, lr)
+            update(optimizer, p, g, st, lr)
     return {"losses": losses, "scales": scales, "skipped": len(skipped_steps), "skipped_steps": skipped_steps,
             "params": params, "probes": probes, "precision": precision, "dtype": ct.name}
 

@@ -11,19 +11,19 @@ decay): ``m = β1 m + (1-β1) g``, ``v = β2 v + (1-β2) g²``, ``p -= lr · (m 
 >>> import numpy as np
 >>> p, g = np.ones(3), np.array([1.0, -2.0, 0.5])
 >>> state = optimizer_state("adam", p)
->>> adam_update(p, g, state, lr=0.1)
+>>> update("adam", p, g, state, lr=0.1)
 >>> np.round(p, 6).tolist()                        # the first Adam step moves each weight by about lr
 [0.9, 1.1, 0.9]
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..arguments import OneOf, arguments
 
-__all__ = ["OPTIMIZERS", "STATE_ARRAYS", "UPDATES", "optimizer_state", "sgd_update", "momentum_update",
-           "adam_update", "ADAM_BETAS", "ADAM_EPS"]
+__all__ = ["OPTIMIZERS", "STATE_ARRAYS", "optimizer_state", "update", "adam_step", "ADAM_BETAS", "ADAM_EPS"]
 
 #: The optimisers, and how many arrays of the weights' size each keeps.
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -45,33 +45,36 @@ def optimizer_state(optimizer: str, params: Any) -> dict:
     return {"m": zeros, "v": zeros.copy(), "t": 0}
 
 
-def sgd_update(p: Any, g: Any, state: dict, lr: float) -> None:
-    """``p -= lr · g``, in place."""
-    p -= lr * g
+def adam_step(param: Any, grad: Any, m: Any, v: Any, t: int, lr: float, beta1: float = ADAM_BETAS[0],
+              beta2: float = ADAM_BETAS[1], eps: float = ADAM_EPS) -> None:
+    """One Adam step, in place on ``param``, ``m`` and ``v`` (``t`` counts steps from 1): the operations of
+    ``torch.optim.Adam`` with its defaults, in its order.  Elementwise, so a shard of the parameters updates
+    alone (lesson 06's ZeRO checks its arrays at the door and calls this).
+
+    >>> import numpy as np
+    >>> w, m, v = np.ones(2), np.zeros(2), np.zeros(2)
+    >>> adam_step(w, np.array([0.5, -2.0]), m, v, t=1, lr=0.1); w.round(6).tolist()
+    [0.9, 1.1]
+    """
+    m += (1 - beta1) * (grad - m)                        # torch: exp_avg.lerp_(grad, 1 - beta1)
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+    step_size = lr / (1 - beta1 ** t)                    # the bias corrections of the first steps
+    denom = v ** 0.5 / math.sqrt(1 - beta2 ** t) + eps
+    param -= step_size * (m / denom)
 
 
-def momentum_update(p: Any, g: Any, state: dict, lr: float, momentum: float = 0.9) -> None:
-    """Heavy-ball momentum as PyTorch's SGD(momentum=μ) does it: ``v = μ v + g``, ``p -= lr · v``."""
-    v = state["velocity"]
-    v *= momentum
-    v += g
-    p -= lr * v
-
-
-def adam_update(p: Any, g: Any, state: dict, lr: float, betas: tuple[float, float] = ADAM_BETAS,
-                eps: float = ADAM_EPS) -> None:
-    """One Adam step of ``p`` by its gradient ``g``, in place (PyTorch's arithmetic, in this order)."""
-    b1, b2 = betas
-    state["t"] += 1
-    t, m, v = state["t"], state["m"], state["v"]
-    m *= b1
-    m += (1 - b1) * g
-    v *= b2
-    v += (1 - b2) * g * g
-    step = lr / (1 - b1 ** t)
-    denom = (v ** 0.5) / (1 - b2 ** t) ** 0.5 + eps
-    p -= step * m / denom
-
-
-#: name -> update function.
-UPDATES = {"sgd": sgd_update, "momentum": momentum_update, "adam": adam_update}
+def update(optimizer: str, p: Any, g: Any, state: dict, lr: float, momentum: float = 0.9) -> None:
+    """One step of ``optimizer`` on ``p`` by its gradient ``g``, in place, with the ``state`` of
+    :func:`optimizer_state`: SGD ``p -= lr · g``; momentum as PyTorch's ``SGD(momentum=μ)`` (``v = μ v + g``,
+    ``p -= lr · v``); Adam by :func:`adam_step`."""
+    if optimizer == "sgd":
+        p -= lr * g
+    elif optimizer == "momentum":
+        vel = state["velocity"]
+        vel *= momentum
+        vel += g
+        p -= lr * vel
+    else:
+        state["t"] += 1
+        adam_step(p, g, state["m"], state["v"], state["t"], lr)

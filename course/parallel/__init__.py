@@ -12,6 +12,10 @@ Read in this order:
   every stage's busy intervals and the bubble;
 * :mod:`~course.parallel.tensor_parallel`: one pair of layers split *inside* over p ranks (Megatron-LM's
   column- then row-parallel weights), one all-reduce forward and one backward; simulated and on MPI;
+* :mod:`~course.parallel.zero`: ZeRO's stages 1, 2 and 3 (FSDP), data parallelism whose ranks each keep only a
+  shard of Adam's moments, then of the gradients, then of the parameters, with the ring's reduce-scatter and
+  all-gather; one generator for the simulated and the MPI ranks, every rank's bytes measured;
+  :mod:`~course.parallel.zero_costs` is its formulas (bytes per rank, bytes sent, the α–β model's step time);
 * :mod:`~course.parallel.mpi` starts ``mpiexec`` from Python (timeouts, clear errors) and
   :mod:`~course.parallel.runs` wraps each checking run with its oracle; :mod:`~course.parallel.model`
   is the α–β model, extrapolated;
@@ -40,17 +44,29 @@ from .collectives import (
     chunk_bounds,
     message_counts,
     naive_allreduce,
+    ring_all_gather,
     ring_allreduce,
     ring_chunks,
+    ring_reduce_scatter,
+    shard_chunks,
     tree_allreduce,
 )
 from .data_parallel import average_gradients, single_process_gradients, single_process_train
 from .model import INTERCONNECTS, AlphaBeta, model_time
 from .mpi import MPIError, cores, find_mpiexec, max_ranks, mpi_available, mpi_unavailable_reason, run_mpi
 from .pipeline import bubble_fraction, ideal_timeline, measured_bubble
-from .runs import ring_check, tensor_parallel_check, train_data_parallel
+from .runs import ring_check, shard_collectives_check, sharded_train, tensor_parallel_check, train_data_parallel
 from .tensor_parallel import data_parallel_bytes, simulate_tensor_parallel, tensor_parallel_bytes
-from .timing import allreduce_sweep, data_parallel_timing, fit_alpha_beta, pipeline_runs, tensor_parallel_sweep
+from .timing import (
+    allreduce_sweep,
+    data_parallel_timing,
+    fit_alpha_beta,
+    pipeline_runs,
+    tensor_parallel_sweep,
+    zero_sweep,
+)
+from .zero import STAGES, adam_update, simulate_sharded, single_process_adam
+from .zero_costs import zero_bytes_per_rank, zero_bytes_sent, zero_state_bytes, zero_step_model
 
 __all__ = ["ALGORITHMS", "AllreduceRun", "allreduce", "naive_allreduce", "tree_allreduce", "ring_allreduce",
            "ring_chunks", "chunk_bounds", "bytes_per_worker", "message_counts",
@@ -60,4 +76,6 @@ __all__ = ["ALGORITHMS", "AllreduceRun", "allreduce", "naive_allreduce", "tree_a
            "bubble_fraction", "ideal_timeline", "measured_bubble",
            "ring_check", "allreduce_sweep", "train_data_parallel", "data_parallel_timing", "pipeline_runs",
            "simulate_tensor_parallel", "tensor_parallel_bytes", "data_parallel_bytes", "tensor_parallel_check",
-           "tensor_parallel_sweep"]
+           "tensor_parallel_sweep", "ring_reduce_scatter", "ring_all_gather", "shard_chunks", "STAGES", "adam_update",
+           "sharded_train", "simulate_sharded", "single_process_adam", "shard_collectives_check", "zero_sweep",
+           "zero_bytes_per_rank", "zero_state_bytes", "zero_bytes_sent", "zero_step_model"]

@@ -2,10 +2,13 @@
 
 * :func:`check_ring_chunks`: one reduce-scatter step of the ring, which chunk to send and which to add;
 * :func:`check_bytes_per_worker`: the bytes the busiest worker sends, ring and naive;
-* :func:`check_gradient_average`: the data-parallel gradient average, with unequal shards.
+* :func:`check_gradient_average`: the data-parallel gradient average, with unequal shards;
+* :func:`check_ring_allreduce`: the whole ring all-reduce, data moving only through ``exchange``;
+* :func:`check_zero2_step`: ZeRO stage 2's step (reduce-scatter, Adam on the rank's chunk, all-gather).
 
 Every check compares with an oracle that is not the function under test: the sum of the vectors,
-the messages counted in the simulation, the gradient of unsplit training on the whole batch.
+the messages counted in the simulation, the gradient of unsplit training on the whole batch, Adam in
+one process.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import numpy as np
 from .collectives import allreduce, chunk_bounds, ring_chunks
 from .data_parallel import make_batches, shard, single_process_gradients
 
-__all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_average", "check_ring_allreduce"]
+__all__ = ["check_ring_chunks", "check_bytes_per_worker", "check_gradient_average", "check_ring_allreduce",
+           "check_zero2_step"]
 
 
 def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any]:
@@ -26,6 +30,20 @@ def call_learner(fn: Callable, *args: Any, context: str = "") -> tuple[bool, Any
     from ..grading import call_learner as call
 
     return call(fn, *args, context=context)
+
+
+def _real_array(what: str, got: Any) -> tuple[np.ndarray | None, str | None]:
+    """:func:`course.grading.real_array`, imported late as :func:`call_learner` is."""
+    from ..grading import real_array
+
+    return real_array(what, got)
+
+
+def _real_number(what: str, got: Any) -> tuple[float | None, str | None]:
+    """:func:`course.grading.real_number`, imported late as :func:`call_learner` is."""
+    from ..grading import real_number
+
+    return real_number(what, got)
 
 
 def _say(problem: str | None, ok: str) -> bool:
@@ -56,7 +74,7 @@ def _ring_with(fn: Callable, x: np.ndarray) -> np.ndarray:
 
 def _chunk_pair(got: object, p: int) -> tuple[int, int] | None:
     """``got`` as two chunk numbers in ``[0, p)``, or None when it is anything else (an int, a string, ...)."""
-    if isinstance(got, (str, bytes, dict)) or not isinstance(got, (tuple, list, np.ndarray)) or len(got) != 2:
+    if not isinstance(got, (tuple, list, np.ndarray)) or np.ndim(got) != 1 or len(got) != 2:
         return None
     if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < p for v in got):
         return None
@@ -96,7 +114,9 @@ def check_ring_chunks(fn: Callable) -> bool:
                 return _say(f"rank={r}, step={step}, p={p}: you said send chunk {send}, add chunk {add}; "
                             f"expected send {want[0]}, add {want[1]}.{hint}", "")
     x = np.random.default_rng(3).standard_normal((5, 13))
-    got = _ring_with(fn, x)
+    done, got = call_learner(_ring_with, fn, x, context="a whole ring built on your chunks, p = 5")
+    if not done:
+        return False
     if not np.allclose(got, x.sum(0)[None].repeat(5, 0)):
         return _say("Your chunks give a ring whose result is not the sum of the vectors.", "")
     return _say(None, "Correct: at step s rank r passes chunk (r - s) mod p to the right and adds the chunk "
@@ -120,10 +140,9 @@ def check_bytes_per_worker(fn: Callable) -> bool:
                 if not done:
                     return False
                 counted = allreduce(np.zeros((p, n)), alg, trace=False).sent.max() * itemsize
-                try:
-                    value = float(got)
-                except (TypeError, ValueError):
-                    return _say(f"{alg}, n={n}, p={p}: return a number of bytes, got {got!r}.", "")
+                value, unreadable = _real_number(f"{alg}, n={n}, p={p}: the bytes", got)
+                if unreadable:
+                    return _say(unreadable, "")
                 if np.isclose(value, counted):
                     continue
                 hint = ""
@@ -162,9 +181,10 @@ def check_gradient_average(fn: Callable) -> bool:
             return _say(f"batch={batch}, p={p}: return one array per parameter ({len(want)}), got "
                         f"{type(got).__name__}.", "")
         for i, (g, w) in enumerate(zip(got, want)):
-            if np.asarray(g).shape != w.shape or np.asarray(g).dtype.kind not in "fiu":
-                return _say(f"batch={batch}, p={p}: parameter {i} must be an array of numbers of shape {w.shape}, "
-                            f"like the ranks' gradients; got {type(g).__name__} {np.asarray(g).shape}.", "")
+            arr, unreadable = _real_array(f"batch={batch}, p={p}: parameter {i}", g)
+            if unreadable or arr.shape != w.shape:
+                return _say(unreadable or f"batch={batch}, p={p}: parameter {i} must be an array of numbers of shape "
+                            f"{w.shape}, like the ranks' gradients; got {type(g).__name__} {arr.shape}.", "")
         if all(np.allclose(g, w, atol=1e-12) for g, w in zip(got, want)):
             continue
         mean = [sum(g[i] for g in grads) / p for i in range(len(want))]
@@ -219,9 +239,13 @@ def _ring_allreduce_problem(fn: Callable, p: int, n: int, rng: np.random.Generat
                 return (f"{where} at step {s} worker {r} sent {m} elements; in the ring each step moves ONE chunk "
                         f"(chunk c is x[{bounds[0]}:{bounds[1]}], x[{bounds[1]}:{bounds[2]}], ...: "
                         f"{sorted(set(sizes.tolist()))} elements).")
-    got = None if got is None else np.asarray(got, dtype=np.float64)
-    if got is None or got.shape != x.shape:
-        return f"{where} return every worker's buffer, shape {x.shape}; got {None if got is None else got.shape}."
+    if got is None:
+        return f"{where} return every worker's buffer, shape {x.shape}; got None."
+    got, unreadable = _real_array(f"{where} every worker's buffer", got)
+    if unreadable:
+        return unreadable
+    if got.shape != x.shape:
+        return f"{where} return every worker's buffer, shape {x.shape}; got {got.shape}."
     if len(net.steps) != 2 * (p - 1):
         return (f"{where} the ring takes 2(p - 1) = {2 * (p - 1)} steps (p - 1 to reduce-scatter, p - 1 to "
                 f"all-gather); you called exchange {len(net.steps)} times.")
@@ -256,3 +280,167 @@ def check_ring_allreduce(fn: Callable) -> bool:
             return False
     return _say(None, "check_ring_allreduce: right. Every worker ends with the sum after 2(p - 1) steps, each "
                       "moving one chunk per worker: 2(p - 1)/p · n elements sent by each, whatever p.")
+
+
+# ---------------------------------------------------------------------------- ZeRO stage 2's step
+
+_ZERO_SIZES, _ZERO_BATCH, _ZERO_STEPS = [6, 8, 5], 12, 3
+
+
+def _flat_gradient(flat: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The mean-loss gradient at the flat parameters ``flat`` of ``MLP(_ZERO_SIZES)`` on ``(x, y)``, flat."""
+    from ..backprop.layers import MLP
+    from .data_parallel import flat_gradients
+
+    model, at = MLP(_ZERO_SIZES, dtype="float64"), 0
+    for q in model.parameters():
+        q[...] = flat[at:at + q.size].reshape(q.shape)
+        at += q.size
+    return flat_gradients(model, x, y)
+
+
+def _shard_network(p: int, n: int) -> tuple[Callable, Callable, list]:
+    """``reduce_scatter``, ``all_gather`` (the simulated ring) and the log of ``(kind, bytes sent per rank)``."""
+    from .collectives import ring_all_gather, ring_reduce_scatter
+
+    bounds, log = chunk_bounds(n, p), []
+
+    def reduce_scatter(vectors: Any) -> list:
+        x = np.array(vectors, dtype=np.float64) if not isinstance(vectors, (str, bytes)) else None
+        if x is None or x.shape != (p, n):
+            raise ValueError(f"reduce_scatter takes one vector of {n} numbers per rank, shape ({p}, {n}); got "
+                             f"{getattr(x, 'shape', type(vectors).__name__)}")
+        run = ring_reduce_scatter(x, trace=False)
+        log.append(("reduce-scatter", run.bytes_sent()))
+        return [run.result[r, bounds[r]:bounds[r + 1]].copy() for r in range(p)]
+
+    def all_gather(chunks: Any) -> np.ndarray:
+        if isinstance(chunks, (str, bytes)) or len(chunks) != p:
+            raise ValueError(f"all_gather takes one chunk per rank ({p} of them); got {chunks!r:.60}")
+        x = np.zeros((p, n))
+        for r, c in enumerate(chunks):
+            c = np.asarray(c, dtype=np.float64).ravel()
+            if c.size != bounds[r + 1] - bounds[r]:
+                raise ValueError(f"all_gather takes rank r's chunk r only (chunk_bounds: sizes "
+                                 f"{np.diff(bounds).tolist()}); rank {r} gave {c.size} numbers")
+            x[r, bounds[r]:bounds[r + 1]] = c
+        run = ring_all_gather(x, trace=False)
+        log.append(("all-gather", run.bytes_sent()))
+        return run.result.copy()
+
+    return reduce_scatter, all_gather, log
+
+
+def _zero2_problem(fn: Callable, p: int) -> str | None:
+    """What is wrong with ``fn`` on p ranks over a few Adam steps (None: right; "": already said)."""
+    from ..backprop.layers import MLP
+    from ..grading import array_mismatch
+    from .zero import adam_update
+
+    x, y = make_batches(_ZERO_SIZES, _ZERO_BATCH, 1, seed=p)
+    x, y = x[0], y[0]
+    flat = np.concatenate([q.ravel() for q in MLP(_ZERO_SIZES, dtype="float64").parameters()])
+    n, bounds = flat.size, chunk_bounds(flat.size, p)
+    chunk = [slice(int(bounds[r]), int(bounds[r + 1])) for r in range(p)]
+    rows = [shard(_ZERO_BATCH, p, r) for r in range(p)]
+    want, wm, wv = flat.copy(), np.zeros(n), np.zeros(n)
+    params, m = np.tile(flat, (p, 1)), [np.zeros(c.stop - c.start) for c in chunk]
+    v = [a.copy() for a in m]
+    for t in range(1, _ZERO_STEPS + 1):
+        where = f"(p = {p} ranks, step t = {t})"
+        grads = np.stack([_flat_gradient(params[r], x[rows[r]], y[rows[r]]) for r in range(p)])
+        g = _flat_gradient(want, x, y)
+        adam_update(want, g, wm, wv, t, 0.01)
+        reduce_scatter, all_gather, log = _shard_network(p, n)
+        done, got = call_learner(fn, params, grads, m, v, t, 0.01, reduce_scatter, all_gather, context=where[1:-1])
+        if not done:
+            return ""
+        if not log:
+            return (f"{where} nothing went through reduce_scatter or all_gather: rank r sees only its own "
+                    "gradient (grads[r]); the sum over the ranks must travel through the network.")
+        if not isinstance(got, (tuple, list)) or len(got) != 3:
+            return f"{where} return (params, m, v), three things; got {type(got).__name__}."
+        new, unreadable = _real_array(f"{where} params", got[0])
+        if unreadable:
+            return unreadable
+        if new.shape != (p, n):
+            return f"{where} params: return every rank's copy, shape ({p}, {n}); got {new.shape}."
+        if np.asarray(got[0]).dtype != np.float64:
+            return f"{where} params hold {np.asarray(got[0]).dtype}; keep float64, as the inputs are."
+        moments = []
+        for name, have in (("m", got[1]), ("v", got[2])):
+            if isinstance(have, (str, bytes)) or not hasattr(have, "__len__") or len(have) != p:
+                return f"{where} {name}: return one array per rank ({p}), got {type(have).__name__}."
+            for r in range(p):
+                arr, unreadable = _real_array(f"{where} {name}[{r}]", have[r])
+                if unreadable:
+                    return unreadable
+                if arr.size == n and n != chunk[r].stop - chunk[r].start:
+                    return (f"{where} {name}[{r}] holds {n} numbers: you updated the whole vector. In ZeRO rank r "
+                            f"keeps Adam's moments of its own chunk only ({chunk[r].stop - chunk[r].start} "
+                            "numbers): that is where the memory goes down. Update params[r][chunk r] alone.")
+                if arr.shape != (chunk[r].stop - chunk[r].start,):
+                    return (f"{where} {name}[{r}]: shape {arr.shape}; rank {r} keeps the moments of its chunk, "
+                            f"shape ({chunk[r].stop - chunk[r].start},).")
+            moments.append([np.asarray(have[r], dtype=np.float64) for r in range(p)])
+        if not np.isfinite(new).all() or not all(np.isfinite(a).all() for ms in moments for a in ms):
+            return f"{where} your params, m or v hold NaN or inf."
+        m_ok = all(np.allclose(moments[0][r], wm[chunk[r]], rtol=1e-9, atol=1e-15) for r in range(p))
+        if not m_ok and all(np.allclose(moments[0][r], p * wm[chunk[r]], rtol=1e-9, atol=1e-15) for r in range(p)):
+            return (f"{where} your m is {p} × the right one (and v {p * p} ×): you used the SUM of the ranks' "
+                    f"gradients. Each grads[r] is a mean over rank r's shard, so the batch's gradient is their "
+                    f"mean: divide the reduce-scattered chunk by p. (Adam barely notices in the parameters, as "
+                    f"m/√v does not change when every gradient is scaled; only eps tells them apart.)")
+        if not np.allclose(new, want[None], rtol=1e-10, atol=1e-12):
+            early = params.copy()                     # each rank's old copy, its own chunk updated
+            for r in range(p):
+                early[r, chunk[r]] = want[chunk[r]]
+            if np.allclose(new, early, rtol=1e-10, atol=1e-12):
+                return (f"{where} each rank's copy is the old parameters with only its own chunk updated: you "
+                        "gathered before updating, so the others received the old chunks. Update your chunk "
+                        "with Adam first, then all-gather.")
+            if not all(np.array_equal(new[r], new[0]) for r in range(p)):
+                return (f"{where} the ranks' copies of the parameters differ: after the all-gather every rank must "
+                        "hold the same updated vector.")
+            return array_mismatch(f"{where} params", new[0], want) or ""
+        if not m_ok or not all(np.allclose(moments[1][r], wv[chunk[r]], rtol=1e-9, atol=1e-18) for r in range(p)):
+            return f"{where} the parameters are right but m or v is not Adam's: return the moments you updated."
+        kinds, sent = [k for k, _ in log], np.sum([b for _, b in log], axis=0)
+        ring = allreduce(np.zeros((p, n)), "ring", trace=False).sent * 8
+        if kinds != ["reduce-scatter", "all-gather"]:
+            return (f"{where} you sent {sent.max():,.0f} bytes from the busiest rank in {len(kinds)} collectives "
+                    f"({', '.join(kinds)}); ZeRO-2 needs one reduce-scatter of the gradient and one all-gather of "
+                    f"the updated parameters, {ring.max():,.0f} bytes: what one all-reduce sends.")
+        params, m, v = new, moments[0], moments[1]
+    return None
+
+
+def check_zero2_step(fn: Callable) -> bool:
+    """Check ``fn(params, grads, m, v, t, lr, reduce_scatter, all_gather) -> (params, m, v)``: one ZeRO stage-2
+    step of p ranks, equal to one process training with Adam, sending one all-reduce's bytes.
+
+    ``params`` (p, N): every rank's copy; ``grads`` (p, N): each rank's mean gradient over its (equal) shard;
+    ``m[r]``, ``v[r]``: rank r's Adam moments of its chunk r (:func:`chunk_bounds`).
+
+    >>> from course.parallel.zero import adam_update
+    >>> def step(params, grads, m, v, t, lr, reduce_scatter, all_gather):
+    ...     p, n = params.shape
+    ...     b, mine = chunk_bounds(n, p), []
+    ...     for r, total in enumerate(reduce_scatter(grads)):
+    ...         w = params[r, b[r]:b[r + 1]].copy()
+    ...         adam_update(w, total / p, m[r], v[r], t, lr)
+    ...         mine.append(w)
+    ...     return all_gather(mine), m, v
+    >>> check_zero2_step(step)                                     # doctest: +ELLIPSIS
+    check_zero2_step: right. ...
+    True
+    """
+    for p in (2, 3, 4):
+        problem = _zero2_problem(fn, p)
+        if problem is not None:
+            if problem:
+                print(f"check_zero2_step: ✗ {problem}")
+            return False
+    return _say(None, f"check_zero2_step: right. On 2, 3 and 4 ranks, {_ZERO_STEPS} Adam steps equal one process "
+                      "to 1e-12, each rank keeps Adam's moments of 1/p of the parameters, and each step sends one "
+                      "reduce-scatter and one all-gather: one all-reduce's bytes.")

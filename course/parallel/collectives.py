@@ -17,6 +17,8 @@ does one after every backward pass.  Three ways to do it:
 
 Here the p workers are rows of one numpy array, so every step can be drawn and checked; the very
 same chunk schedule (:func:`ring_chunks`) drives the MPI version in :mod:`course.parallel.ring_mpi`.
+Each half also runs alone (:func:`ring_reduce_scatter`, :func:`ring_all_gather`): they are the
+collectives of ZeRO's sharded training (:mod:`course.parallel.zero`).
 
 >>> x = np.arange(12.0).reshape(3, 4)            # 3 workers, N = 4 (not divisible by 3)
 >>> run = ring_allreduce(x)
@@ -27,6 +29,7 @@ same chunk schedule (:func:`ring_chunks`) drives the MPI version in :mod:`course
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +40,9 @@ from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 
 __all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "validate_workers", "validate_length",
-           "validate_ring_step", "chunk_bounds", "ring_chunks", "naive_allreduce", "tree_allreduce",
-           "ring_allreduce", "allreduce", "bytes_per_worker", "message_counts"]
+           "validate_ring_step", "chunk_bounds", "ring_chunks", "shard_chunks", "naive_allreduce",
+           "tree_allreduce", "ring_allreduce", "ring_reduce_scatter", "ring_all_gather", "allreduce",
+           "bytes_per_worker", "message_counts"]
 
 ALGORITHMS = ("naive", "tree", "ring")
 MAX_SIMULATED_WORKERS = 2 ** 16  # workers a simulated all-reduce may have (it keeps one vector each)
@@ -255,6 +259,20 @@ def tree_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     return sim.run
 
 
+def _ring_steps(sim: _Sim, steps: range, schedule: Callable[[int, int, int], tuple[int, int]]) -> None:
+    """Run ``steps`` of the ring on the simulated workers: at each, worker r sends chunk
+    ``schedule(r, step, p)[0]`` to worker r + 1, which adds it (steps ``< p - 1``) or copies it."""
+    p, n = sim.buf.shape
+    bounds = chunk_bounds(n, p)
+    for step in steps:
+        phase, action = ("reduce-scatter", "add") if step < p - 1 else ("all-gather", "copy")
+        msgs = []
+        for r in range(p):
+            c = schedule(r, step, p)[0]
+            msgs.append(Message(r, (r + 1) % p, int(bounds[c]), int(bounds[c + 1]), action, chunk=c))
+        sim.step(phase, msgs)
+
+
 def ring_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     """Reduce-scatter then all-gather round a ring: ``2 (p - 1)`` steps of one chunk per worker.
 
@@ -268,16 +286,56 @@ def ring_allreduce(x: Any, trace: bool = True) -> AllreduceRun:
     x = _validate_vectors(x)
     p, n = x.shape
     _validate_simulation(x, "ring", trace)
-    bounds = chunk_bounds(n, p)
     sim = _Sim(x, "ring", trace)
-    for step in range(2 * (p - 1)):
-        phase = "reduce-scatter" if step < p - 1 else "all-gather"
-        action = "add" if step < p - 1 else "copy"
-        msgs = []
-        for r in range(p):
-            c = ring_chunks(r, step, p)[0]
-            msgs.append(Message(r, (r + 1) % p, int(bounds[c]), int(bounds[c + 1]), action, chunk=c))
-        sim.step(phase, msgs)
+    _ring_steps(sim, range(2 * (p - 1)), ring_chunks)
+    return sim.run
+
+
+# ---------------------------------------------------------------------------- the ring's two halves, alone
+
+def shard_chunks(rank: int, step: int, p: int) -> tuple[int, int]:
+    """The ring's own schedule with its chunk labels turned by one, so that worker r ends the
+    reduce-scatter holding the whole sum of chunk r, *its shard* (ZeRO's layout), and starts the
+    all-gather by sending it: :func:`ring_chunks` ``(rank - 1, step, p)``.  The messages still go to the right.
+
+    >>> [shard_chunks(0, s, 4) for s in range(6)]
+    [(3, 2), (2, 1), (1, 0), (0, 3), (3, 2), (2, 1)]
+    """
+    rank, step, p = validate_ring_step(rank, step, p)
+    return ring_chunks((rank - 1) % p, step, p)
+
+
+def ring_reduce_scatter(x: Any, trace: bool = True) -> AllreduceRun:
+    """The ring's first half alone: after ``p - 1`` steps worker r holds the sum over the workers of
+    chunk r (:func:`chunk_bounds`), ``run.result[r, lo_r:hi_r]``; its other chunks hold partial sums.
+
+    Each worker sends ``(p - 1) / p * N`` elements: half an all-reduce.
+
+    >>> run = ring_reduce_scatter(np.arange(12.0).reshape(3, 4))
+    >>> [run.result[r, chunk_bounds(4, 3)[r]:chunk_bounds(4, 3)[r + 1]].tolist() for r in range(3)]
+    [[12.0], [15.0], [18.0, 21.0]]
+    """
+    x = _validate_vectors(x)
+    p = x.shape[0]
+    _validate_simulation(x, "ring", trace)
+    sim = _Sim(x, "reduce-scatter", trace)
+    _ring_steps(sim, range(p - 1), shard_chunks)
+    return sim.run
+
+
+def ring_all_gather(x: Any, trace: bool = True) -> AllreduceRun:
+    """The ring's second half alone: worker r starts with its chunk r in ``x[r]`` (the rest is ignored)
+    and after ``p - 1`` steps every worker holds every worker's chunk.  Each worker sends
+    ``(p - 1) / p * N`` elements.
+
+    >>> ring_all_gather(np.diag([1.0, 2.0, 3.0])).result.tolist()[0]
+    [1.0, 2.0, 3.0]
+    """
+    x = _validate_vectors(x)
+    p = x.shape[0]
+    _validate_simulation(x, "ring", trace)
+    sim = _Sim(x, "all-gather", trace)
+    _ring_steps(sim, range(p - 1, 2 * (p - 1)), shard_chunks)
     return sim.run
 
 

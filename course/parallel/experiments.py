@@ -1,6 +1,6 @@
 """Lesson 06's experiments for ``python -m course report``: MPI all-reduces against message size and
 p (with the α–β fit), data-parallel compute vs communication with and without DDP-style overlap,
-GPipe's bubble against m, and tensor against data parallelism for one MLP block.  They need MPI
+GPipe's bubble against m, tensor against data parallelism for one MLP block, and ZeRO's stages.  They need MPI
 (``pip install mpich mpi4py``); without it each records why."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..plots import new_figure
-from ..report import experiment
+from ..report import by_size, experiment
 from ..results import ResultSet
 from .mpi import mpi_unavailable_reason
-from .plots import allreduce_timing_figure, data_parallel_figure, pipeline_figure, tensor_parallel_figure
+from .plots import allreduce_timing_figure, data_parallel_figure, pipeline_figure, tensor_parallel_figure, zero_figure
 
 
 def _no_mpi(name: str, devices: Sequence[str]) -> ResultSet | None:
@@ -129,3 +129,24 @@ def tensor_parallel_mpi(devices, quick, progress):
 @tensor_parallel_mpi.plot
 def _(rs, references):
     return tensor_parallel_figure(rs) if rs.records else _message(rs)
+
+
+@experiment("zero_mpi", title="ZeRO stages 0-3 on MPI ranks: bytes held per rank, bytes sent, step time", lesson="06")
+def zero_mpi(devices, quick, progress):
+    """Lesson 01's MLP 256-512-512-512-10 (about 0.66 M parameters; 128-256-256-10 when quick), float64 with
+    Adam, batch 64, on p = 2, 3, 4 MPI ranks at ZeRO stages 0 (plain data parallelism) to 3 (FSDP): each
+    rank's peak model-state bytes (measured) against ZeRO's formulas, the bytes it sent per step (counted at
+    Sendrecv) against the ring's formula, and a step's time against its compute alone (slowest rank)."""
+    rs = _no_mpi("zero_mpi", devices)
+    if rs is not None:
+        return rs
+    from .timing import ZERO_SIZES, zero_sweep
+
+    sizes = by_size(quick, ZERO_SIZES, [128, 256, 256, 10], [16, 32, 10])
+    return _cpu_ranks(zero_sweep((2, 3, 4), sizes=sizes, batch=64, repeat=by_size(quick, 7, 3, 1), progress=None),
+                      devices)
+
+
+@zero_mpi.plot
+def _(rs, references):
+    return zero_figure(rs) if rs.records else _message(rs)

@@ -49,7 +49,7 @@ class MPIError(CourseError, RuntimeError):
 
 #: The tasks a rank can run (:data:`course.parallel.worker.TASKS` maps each to its function).
 TASK_NAMES = ("ring_check", "allreduce_timing", "data_parallel", "dp_timing", "pipeline", "tensor_parallel",
-              "tp_timing", "nccl_ring", "sleep")
+              "tp_timing", "nccl_ring", "shard_collectives", "zero_train", "zero_timing", "sleep")
 
 
 def find_mpiexec() -> Path | None:

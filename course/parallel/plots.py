@@ -1,4 +1,5 @@
-"""Lesson 06's figures: ring steps, bytes per worker, MPI timings, the α–β model, DDP, pipelines.
+"""Lesson 06's figures: ring steps, bytes per worker, MPI timings, the α–β model, DDP, pipelines, tensor
+parallelism, ZeRO.
 
 Figures of measurements name the machine in their footer (:func:`course.plots.add_footer`) and say
 when ranks were oversubscribed; figures of the simulation or of the model say that they are not
@@ -25,9 +26,12 @@ from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import INTERCONNECTS, AlphaBeta, model_time
 from .pipeline import bubble_fraction, measured_bubble
 from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
+from .zero import layer_lengths
+from .zero_costs import zero_bytes_per_rank, zero_bytes_sent, zero_step_model
 
 __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
-           "data_parallel_figure", "pipeline_figure", "tensor_parallel_bytes_figure", "tensor_parallel_figure"]
+           "data_parallel_figure", "pipeline_figure", "tensor_parallel_bytes_figure", "tensor_parallel_figure",
+           "STAGE_COLORS", "zero_figure", "zero_model_figure"]
 
 ALGO_COLORS = {"ring": PALETTE["green"], "naive": PALETTE["vermillion"], "tree": PALETTE["purple"], "MPI": "#444444"}
 
@@ -330,4 +334,94 @@ def tensor_parallel_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figur
     set_takeaway(fig, f"On p = {ps[-1]} ranks one step takes {step['tensor']:.3g} ms with tensor parallelism and "
                       f"{step['data']:.3g} ms with data parallelism (median, measured here; "
                       f"tensor takes {step['tensor'] / step['data']:.2g}× data parallelism's time).")
+    return fig
+
+
+STAGE_COLORS = {0: PALETTE["blue"], 1: PALETTE["orange"], 2: PALETTE["green"], 3: PALETTE["vermillion"]}
+STAGE_NAMES = {0: "stage 0 (data parallel)", 1: "stage 1 (Adam's moments)", 2: "stage 2 (+ gradients)",
+               3: "stage 3 (+ parameters: FSDP)"}
+
+
+def zero_figure(rs: ResultSet) -> Figure:
+    """ZeRO measured on MPI ranks (:func:`course.parallel.timing.zero_sweep`): each rank's peak model-state bytes
+    (bars; the formula's bytes between steps as diamonds), the bytes each rank sent per step (diamonds: the
+    ring's formula), and a step against its compute alone, per stage and p."""
+    ps, stages = sorted({r["p"] for r in rs.records}), sorted({r["stage"] for r in rs.records})
+    fig, axes = new_figure(3, width=12, height=3.4)
+    w = 0.8 / len(stages)
+    rec = {(r["p"], r["stage"], r["part"]): r for r in rs.records}
+    for i, st in enumerate(stages):
+        xs = np.arange(len(ps)) + (i - (len(stages) - 1) / 2) * w
+        for ax, key, formula in ((axes[0], "peak_bytes", "state_formula"), (axes[1], "bytes_sent", "bytes_formula")):
+            ax.bar(xs, [rec[p, st, "step"][key] / 1e6 for p in ps], w, color=STAGE_COLORS[st], label=STAGE_NAMES[st])
+            ax.plot(xs, [rec[p, st, "step"][formula] / 1e6 for p in ps], "D", mfc="none", color="k", ms=5,
+                    label="formula" if i == 0 else None)
+        axes[2].bar(xs, [rec[p, st, "step"]["median_s"] * 1e3 for p in ps], w, color=STAGE_COLORS[st],
+                    label=STAGE_NAMES[st])
+        axes[2].plot(xs, [rec[p, st, "compute"]["median_s"] * 1e3 for p in ps], "_", color="k", ms=12, mew=2,
+                     label="its compute alone" if i == 0 else None)
+    for ax, ylabel, title in ((axes[0], "MB per rank", "Model states per rank: peak; ◇ formula"),
+                              (axes[1], "MB sent per rank per step", "Bytes sent (at Sendrecv); ◇ formula"),
+                              (axes[2], "ms per step (median)", "One step (slowest rank)")):
+        ax.set_xticks(range(len(ps)), [f"p = {p}" for p in ps])
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9.5)
+        ax.grid(alpha=0.25, axis="y")
+    place_legend(axes[2])
+    fig.suptitle(f"ZeRO on MPI ranks: MLP {'-'.join(map(str, rs.params.get('sizes', [])))}, "
+                 f"{rs.params.get('n_params', 0):,} parameters, float64 + Adam, batch {rs.params.get('batch')}",
+                 fontsize=10)
+    add_footer(fig, rs, extra=_over_text(rs, ps) + "; bars: measured (bytes held and sent counted, time timed)")
+    p, lo, hi = ps[-1], stages[0], stages[-1]
+    held = {s: rec[p, s, "step"]["peak_bytes"] / 1e6 for s in (lo, hi)}
+    sent = {s: rec[p, s, "step"]["bytes_sent"] for s in (lo, hi)}
+    set_takeaway(fig, f"On p = {p} ranks each rank held at most {held[lo]:.3g} MB at stage {lo} and {held[hi]:.3g} MB "
+                      f"at stage {hi} (measured), and sent {sent[hi] / sent[lo]:.3g}× stage {lo}'s bytes per step.")
+    return fig
+
+
+def zero_model_figure(sizes: Sequence[int], batch: int, stage: int, p: int, fit: AlphaBeta | None = None,
+                      flops_per_s: float | None = None, p_max: int = 1024) -> Figure:
+    """ZeRO's formulas against the ranks p (2 to ``p_max``) for an MLP of ``sizes``: model-state bytes per rank at
+    each stage; with ``fit`` and ``flops_per_s``, the α–β MODEL's time of a step at ``stage`` (compute
+    against communication, the batch split over the ranks), else the bytes each rank sends per step."""
+    psi = sum(layer_lengths(sizes))
+    ps = np.unique(np.round(np.geomspace(2, p_max, 40)).astype(int))
+    fig, (a1, a2) = new_figure(2, width=10, height=3.5)
+    for st in (0, 1, 2, 3):
+        a1.plot(ps, [zero_bytes_per_rank(st, psi, int(q)) / 1e9 for q in ps], color=STAGE_COLORS[st],
+                lw=2.5 if st == stage else 1.2, label=STAGE_NAMES[st])
+    timed = fit is not None and flops_per_s is not None
+    if timed:
+        model = [zero_step_model(stage, sizes, batch, int(q), fit.alpha, fit.beta, flops_per_s) for q in ps]
+        a2.plot(ps, [m["compute_s"] * 1e3 for m in model], color=PALETTE["blue"], label="compute (measured rate)")
+        a2.plot(ps, [m["communication_s"] * 1e3 for m in model], color=STAGE_COLORS[stage], ls="--",
+                label=f"collectives, {STAGE_NAMES[stage]}")
+        a2.set_ylabel("ms per step (α–β MODEL)")
+    else:
+        for st in (0, 3):
+            a2.plot(ps, [zero_bytes_sent(st, sizes, int(q)) / 1e6 for q in ps], color=STAGE_COLORS[st],
+                    label=STAGE_NAMES[st] + (" = stages 1, 2" if st == 0 else ""))
+        a2.set_ylabel("MB sent per rank per step")
+    for ax in (a1, a2):
+        ax.axvline(p, color="0.3", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("ranks p")
+        ax.grid(alpha=0.25, which="both")
+        place_legend(ax, loc="lower left")
+    a1.set_ylabel("GB of model states per rank")
+    a1.set_title(f"{psi:,} parameters, float64 + Adam", fontsize=9.5)
+    a2.set_title(f"Batch {batch} split over p" if timed else "The ring's bytes (counted by formula)", fontsize=9.5)
+    footer_text(fig, "Formulas, not measurements (the measured bytes above match them). " + (
+        "Right: a MODEL (α, β fitted to this machine's MPI timings, the compute rate measured here); "
+        "nothing overlapped." if timed else "Give fit and flops_per_s for the α–β model's step time."))
+    held = zero_bytes_per_rank(stage, psi, p) / 1e9
+    text = (f"At p = {p}, stage {stage} keeps {held:.3g} GB per rank against "
+            f"{zero_bytes_per_rank(0, psi, p) / 1e9:.3g} GB for data parallelism.")
+    if timed:
+        m = zero_step_model(stage, sizes, batch, p, fit.alpha, fit.beta, flops_per_s)
+        text += (f" The model gives {m['compute_s'] * 1e3:.3g} ms of compute and {m['communication_s'] * 1e3:.3g} ms "
+                 f"of collectives: {m['bound']}-bound.")
+    set_takeaway(fig, text)
     return fig

@@ -1,10 +1,13 @@
-"""The all-reduces of lesson 06 on real MPI processes: the code that runs *inside* each rank.
+"""The collectives of lesson 06 on real MPI processes: the code that runs *inside* each rank.
 
 The ring here follows exactly the schedule of the simulation (:func:`course.parallel.collectives.ring_chunks`):
 each step is one ``Sendrecv`` (send a chunk to the right-hand neighbour, receive one from the left
 at the same time, so no pair of ranks can deadlock), then an add (reduce-scatter) or nothing more
 (all-gather: the chunk was received straight into place).  The naive all-reduce uses plain
-``Send``/``Recv`` to and from rank 0.  Both are checked against MPI's own ``Allreduce``.
+``Send``/``Recv`` to and from rank 0.  Both are checked against MPI's own ``Allreduce``.  The ring's two
+halves alone, :func:`ring_reduce_scatter_mpi` and :func:`ring_all_gather_mpi` (ZeRO's collectives), follow
+:func:`~course.parallel.collectives.shard_chunks` as their simulations do, checked against MPI's own
+``Reduce_scatter`` and ``Allgatherv``.
 
 These functions need ``mpi4py`` and a communicator; run them under ``mpiexec`` (see
 :func:`course.parallel.mpi.run_mpi`), e.g. ``mpiexec -n 3 python -m course.parallel.worker ...``.
@@ -17,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .collectives import chunk_bounds, ring_chunks
+from .collectives import chunk_bounds, ring_chunks, shard_chunks
 
-__all__ = ["ring_allreduce_mpi", "naive_allreduce_mpi", "mpi_allreduce", "ALLREDUCES"]
+__all__ = ["ring_allreduce_mpi", "naive_allreduce_mpi", "mpi_allreduce", "ALLREDUCES", "ring_reduce_scatter_mpi",
+           "ring_all_gather_mpi", "mpi_reduce_scatter", "mpi_all_gather", "ByteCounter", "halves_allreduce_mpi",
+           "mpi_halves_allreduce"]
 
 
 def _start(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
@@ -88,6 +93,94 @@ def mpi_allreduce(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np
     return buf
 
 
+# ---------------------------------------------------------------------------- the ring's two halves, alone
+
+def ring_reduce_scatter_mpi(comm: Any, x: np.ndarray) -> np.ndarray:
+    """Rank r's chunk r (:func:`~course.parallel.collectives.chunk_bounds`) of the sum of ``x`` over the
+    ranks: the ring's ``p - 1`` reduce-scatter steps, each one ``Sendrecv`` and an add.  ``x`` is a
+    contiguous 1-D float array, the same length on every rank, and is left as it was."""
+    p, r = comm.Get_size(), comm.Get_rank()
+    bounds = chunk_bounds(x.shape[0], p)
+    if p == 1:
+        return x.copy()
+    buf = x.copy()
+    right, left = (r + 1) % p, (r - 1) % p
+    scratch = np.empty(int(np.max(np.diff(bounds))), dtype=buf.dtype)
+    for step in range(p - 1):
+        send, recv = shard_chunks(r, step, p)
+        incoming = scratch[:bounds[recv + 1] - bounds[recv]]
+        comm.Sendrecv(buf[bounds[send]:bounds[send + 1]], dest=right, sendtag=step, recvbuf=incoming,
+                      source=left, recvtag=step)
+        buf[bounds[recv]:bounds[recv + 1]] += incoming
+    return buf[bounds[r]:bounds[r + 1]].copy()
+
+
+def ring_all_gather_mpi(comm: Any, shard: np.ndarray, n: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The n-vector whose chunk c is rank c's ``shard``, on every rank: the ring's ``p - 1`` all-gather
+    steps, each chunk received straight into place (into ``out`` when given)."""
+    p, r = comm.Get_size(), comm.Get_rank()
+    bounds = chunk_bounds(n, p)
+    buf = np.empty(n, dtype=shard.dtype) if out is None else out
+    buf[bounds[r]:bounds[r + 1]] = shard
+    right, left = (r + 1) % p, (r - 1) % p
+    for step in range(p - 1, 2 * (p - 1)):
+        send, recv = shard_chunks(r, step, p)
+        comm.Sendrecv(buf[bounds[send]:bounds[send + 1]], dest=right, sendtag=step,
+                      recvbuf=buf[bounds[recv]:bounds[recv + 1]], source=left, recvtag=step)
+    return buf
+
+
+def mpi_reduce_scatter(comm: Any, x: np.ndarray) -> np.ndarray:
+    """MPI's own ``Reduce_scatter`` (sum) with the course's chunks: the oracle."""
+    from mpi4py import MPI
+
+    bounds = chunk_bounds(x.shape[0], comm.Get_size())
+    out = np.empty(int(bounds[comm.Get_rank() + 1] - bounds[comm.Get_rank()]), dtype=x.dtype)
+    comm.Reduce_scatter(x, out, recvcounts=np.diff(bounds).tolist(), op=MPI.SUM)
+    return out
+
+
+def mpi_all_gather(comm: Any, shard: np.ndarray, n: int) -> np.ndarray:
+    """MPI's own ``Allgatherv`` of the ranks' chunks: the oracle."""
+    bounds = chunk_bounds(n, comm.Get_size())
+    out = np.empty(n, dtype=shard.dtype)
+    comm.Allgatherv(np.ascontiguousarray(shard), [out, (np.diff(bounds).tolist(), bounds[:-1].tolist())])
+    return out
+
+
+class ByteCounter:
+    """``comm`` as it is, counting the bytes this rank sends through ``Sendrecv`` (``sent``): what the
+    ring's messages really carried, measured at the MPI call rather than taken from a formula."""
+
+    def __init__(self, comm: Any):
+        self.comm, self.sent = comm, 0
+
+    def Get_size(self) -> int:
+        return self.comm.Get_size()
+
+    def Get_rank(self) -> int:
+        return self.comm.Get_rank()
+
+    def Sendrecv(self, sendbuf: np.ndarray, **kwargs: Any) -> None:
+        self.sent += int(np.asarray(sendbuf).nbytes)
+        self.comm.Sendrecv(sendbuf, **kwargs)
+
+
+def halves_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """An all-reduce as ZeRO's two collectives: the course's ring reduce-scatter, then its all-gather."""
+    return ring_all_gather_mpi(comm, ring_reduce_scatter_mpi(comm, x), x.shape[0], out)
+
+
+def mpi_halves_allreduce(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The same with MPI's own ``Reduce_scatter`` and ``Allgatherv``: the time to beat."""
+    gathered = mpi_all_gather(comm, mpi_reduce_scatter(comm, x), x.shape[0])
+    if out is None:
+        return gathered
+    np.copyto(out, gathered)
+    return out
+
+
 #: Name -> function, as the timing runs and the plots name them.
 ALLREDUCES = {"ring (course)": ring_allreduce_mpi, "naive (course)": naive_allreduce_mpi,
-              "MPI Allreduce": mpi_allreduce}
+              "MPI Allreduce": mpi_allreduce, "reduce-scatter + all-gather (course)": halves_allreduce_mpi,
+              "MPI Reduce_scatter + Allgatherv": mpi_halves_allreduce}

@@ -26,8 +26,10 @@ from .collectives import validate_workers
 from .data_parallel import make_batches, require_batch_splits, single_process_train, validate_sizes
 from .mpi import oversubscribed, run_mpi
 from .tensor_parallel import column_bounds, single_process_block, validate_block
+from .zero import TRAIN_RULES, assemble, require_sharded_fits, simulate_sharded, validate_data
 
-__all__ = ["ring_check", "train_data_parallel", "tensor_parallel_check", "validate_schedule"]
+__all__ = ["ring_check", "train_data_parallel", "tensor_parallel_check", "validate_schedule", "shard_collectives_check",
+           "sharded_train"]
 
 Progress = Callable[[str], None] | None
 
@@ -125,3 +127,63 @@ def tensor_parallel_check(p: int, sizes: Sequence[int] = (16, 24, 10), batch: in
             "ranks_agree": all(np.array_equal(v, logits[0]) for v in logits) and all(
                 np.array_equal(v, dx[0]) for v in dx) and out["db2_equal_on_every_rank"],
             "oversubscribed": oversubscribed(p)}
+
+
+@arguments(p=Given(validate_workers), lengths=Wholes(hint="every vector length"), then=_require_vectors_fit)
+def shard_collectives_check(p: int, lengths: Sequence[int] = (1, 7, 1000, 12345), timeout_s: float = 60,
+                            progress: Progress = print) -> list[dict]:
+    """The course's ring reduce-scatter and all-gather (ZeRO's collectives) on ``p`` ranks, each compared with
+    MPI's own ``Reduce_scatter`` and ``Allgatherv``: one dict per length with ``reduce_scatter_max_rel_error``,
+    ``all_gather_equals_mpi`` and ``identical_on_every_rank``."""
+    return run_mpi("shard_collectives", p, {"lengths": lengths}, timeout_s, progress)["checks"]
+
+
+@arguments(**TRAIN_RULES, engine=OneOf("simulated", "mpi"), then=require_sharded_fits)
+def sharded_train(stage: int, p: int, sizes: Sequence[int], x: Any, y: Any, steps: int, lr: float, seed: int = 0,
+                  engine: str = "simulated", activation: str = "relu", timeout_s: float = 120,
+                  progress: Progress = print) -> dict:
+    """Train lesson 01's MLP with Adam at ZeRO ``stage`` on ``p`` ranks (:mod:`course.parallel.zero`).
+
+    Parameters
+    ----------
+    stage : 1 (Adam's moments sharded), 2 (and the gradients), 3 (and the parameters: FSDP); 0 is plain data
+        parallelism, for comparison.
+    p : ranks; each takes its shard of the batch (:func:`course.parallel.data_parallel.shard`).
+    sizes : the MLP's widths, input first; float64 throughout.
+    x, y : one batch ``(batch, sizes[0])`` and its integer labels, used at every step, or one per step
+        ``(steps, batch, sizes[0])``.
+    steps, lr, seed : Adam's steps (``torch.optim.Adam``'s defaults otherwise), its step size, the weights' seed.
+    engine : ``"simulated"`` (p ranks stepped in lockstep in this process, the simulated ring) or ``"mpi"`` (p
+        processes under ``mpiexec``, the course's ring over ``Sendrecv``): the same generator runs in both.
+
+    Returns
+    -------
+    dict : ``initial_params`` and ``params`` (the MLP's parameters before and after, gathered, in
+        ``MLP.parameters()`` order), ``losses`` (the batch's loss before each step), ``peak_bytes_per_rank``
+        (the most model-state bytes each rank held at once), ``held_bytes_per_rank`` (what it holds between
+        steps), ``bytes_sent_per_rank`` (per step: the simulated ring's messages, or on MPI the bytes passed to
+        ``Sendrecv``), ``ranks_agree`` (every rank holds identical parameters; None at stage 3, where none
+        holds them all), ``stage``, ``p``, ``engine``.
+
+    Examples
+    --------
+    >>> x, y = np.ones((4, 3)), np.array([0, 1, 0, 1])
+    >>> out = sharded_train(2, 2, [3, 5, 2], x, y, steps=3, lr=0.01)
+    >>> len(out["losses"]), [q.shape for q in out["params"]]
+    (3, [(3, 5), (5,), (5, 2), (2,)])
+    """
+    if engine == "simulated":
+        return simulate_sharded(stage, p, sizes, x, y, steps, lr, seed, activation)
+    xs, ys = validate_data(sizes, x, y, steps)
+    one = xs.strides[0] == 0                           # the same batch at every step: send it once
+    out = run_mpi("zero_train", p, {"stage": stage, "sizes": sizes, "steps": steps, "lr": lr, "seed": seed,
+                                    "activation": activation, "x": (xs[0] if one else xs).tolist(),
+                                    "y": (ys[0] if one else ys).tolist()}, timeout_s, progress)
+    from ..backprop.layers import MLP
+
+    chunks = [[np.asarray(c, dtype=np.float64) for c in rank] for rank in out["chunks"]]
+    return {"stage": stage, "p": p, "engine": "mpi",
+            "initial_params": MLP(sizes, activation=activation, dtype="float64", seed=seed).parameters(),
+            "params": assemble(sizes, chunks), "losses": out["losses"],
+            **{k: out[k] for k in ("peak_bytes_per_rank", "held_bytes_per_rank", "bytes_sent_per_rank",
+                                   "ranks_agree")}, "oversubscribed": oversubscribed(p)}

@@ -41,6 +41,7 @@ import numpy as np
 from ..arguments import Given, Whole, arguments
 from ..backprop.layers import ACTIVATIONS, MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..errors import BadInputError, whole_number
+from ..limits import require_fits
 from .collectives import bytes_per_worker, chunk_bounds, ring_allreduce
 from .model import model_time
 
@@ -167,9 +168,12 @@ def gather_gradients(shards: Sequence[TensorShard]) -> list[np.ndarray]:
 
 
 def _validate_batch(sizes: list[int], x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    shape = np.shape(x)
+    if len(shape) != 2 or shape[1] != sizes[0] or shape[0] < 1:
+        raise BadInputError(f"x must be a (batch, {sizes[0]}) array, got shape {shape}")
+    # the step's float64 activations and gradients: a few arrays of batch × each layer's width, and x itself
+    require_fits(8 * shape[0] * 6 * sum(sizes), "cpu", what=f"one tensor-parallel step on a batch of {shape[0]:,}")
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y)
-    if x.ndim != 2 or x.shape[1] != sizes[0] or x.shape[0] < 1:
-        raise BadInputError(f"x must be a (batch, {sizes[0]}) array, got shape {x.shape}")
     if y.shape != (x.shape[0],) or y.dtype.kind not in "iu" or (y.size and not 0 <= y.min() <= y.max() < sizes[2]):
         raise BadInputError(f"y must hold {x.shape[0]} integer labels in 0 .. {sizes[2] - 1}, got {y!r}")
     return x, y

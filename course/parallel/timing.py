@@ -22,6 +22,7 @@ from ..errors import BadInputError
 from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import Timing, benchmark
+from .collectives import chunk_bounds
 from .data_parallel import (
     bucket_plan,
     ddp_step,
@@ -35,7 +36,7 @@ from .model import AlphaBeta, model_terms
 from .mpi import cores, oversubscribed, run_mpi
 from .nccl import ring_allreduce_nccl
 from .pipeline import bubble_fraction, measured_bubble, stage_bounds
-from .ring_mpi import ALLREDUCES
+from .ring_mpi import ALLREDUCES, ByteCounter
 from .runs import Progress
 from .tensor_parallel import (
     column_bounds,
@@ -46,10 +47,13 @@ from .tensor_parallel import (
     tensor_parallel_bytes,
     validate_block,
 )
+from .zero import STAGES, Collective, ZeroRank, drive, layer_lengths, mpi_collective
+from .zero import rank_step as zero_rank_step
+from .zero_costs import zero_bytes_sent, zero_state_bytes
 
-__all__ = ["SIZES_BYTES", "DP_SIZES", "PIPE_SIZES", "TP_SIZES", "allreduce_sweep", "data_parallel_timing",
-           "pipeline_runs", "tensor_parallel_sweep", "fit_alpha_beta", "task_allreduce_timing", "task_dp_timing",
-           "task_tp_timing", "task_nccl_ring"]
+__all__ = ["SIZES_BYTES", "DP_SIZES", "PIPE_SIZES", "TP_SIZES", "ZERO_SIZES", "allreduce_sweep",
+           "data_parallel_timing", "pipeline_runs", "tensor_parallel_sweep", "zero_sweep", "fit_alpha_beta",
+           "task_allreduce_timing", "task_dp_timing", "task_tp_timing", "task_zero_timing", "task_nccl_ring"]
 
 #: Message sizes of the full sweep: 1 KB to 64 MB.
 SIZES_BYTES = [2**k for k in range(10, 27, 2)]
@@ -59,6 +63,8 @@ DP_SIZES = [256, 512, 512, 512, 10]
 PIPE_SIZES = [256, 256, 256, 256, 256, 256, 10]
 #: The block tensor parallelism splits: one wide hidden layer (a transformer's MLP is 4x its width).
 TP_SIZES = [256, 1024, 256]
+#: The MLP the ZeRO timings train: about 0.66 M parameters, 21 MB of model states per rank at stage 0.
+ZERO_SIZES = [256, 512, 512, 512, 10]
 #: The most timed repeats an MPI run takes (each rank repeats the whole measurement).
 MAX_MPI_REPEAT = 1000
 
@@ -157,6 +163,31 @@ def tensor_parallel_sweep(ps: Sequence[int] = (1, 2, 3), sizes: Sequence[int] = 
         sent = {"tensor": tensor_parallel_bytes(sizes, batch, p), "data": data_parallel_bytes(sizes, p)}
         for rec in out["records"]:
             rs.add(**rec, p=p, bytes_sent=sent[rec["scheme"]], oversubscribed=oversubscribed(p))
+    _note(rs, ps)
+    return rs
+
+
+@arguments(ps=_RANKS, stages=Wholes(0, 3, hint="ZeRO stages, 0 (plain data parallelism) to 3"),
+           sizes=Given(validate_sizes), batch=Whole(hint="samples per step, split over the ranks"), repeat=_REPEAT)
+def zero_sweep(ps: Sequence[int] = (2, 3, 4), stages: Sequence[int] = STAGES, sizes: Sequence[int] = tuple(ZERO_SIZES),
+               batch: int = 64, repeat: int = 5, timeout_s: float = 300, progress: Progress = print) -> ResultSet:
+    """ZeRO's stages on p ranks, each p: a whole step (the course's ring) and the same step with every collective
+    answered locally (``part="compute"``), the slowest rank's time; the bytes each rank sent per step
+    (counted at ``Sendrecv``; ``bytes_formula`` the ring's), its peak and held model-state bytes, and the
+    formula's (``state_formula``: what the busiest rank holds between steps)."""
+    for p in ps:
+        require_batch_splits(batch, p)
+    require_fits(4 * max(ps) * (32 * sum(layer_lengths(sizes)) + 8 * batch * max(sizes)), "cpu",
+                 what=f"{max(ps)} ranks' model states for an MLP {list(sizes)}")
+    rs = ResultSet("zero_mpi", params={"ps": list(ps), "stages": list(stages), "sizes": list(sizes), "batch": batch,
+                                       "repeat": repeat, "n_params": sum(layer_lengths(sizes)), "cores": cores()})
+    for p in ps:
+        out = run_mpi("zero_timing", p, {"stages": list(stages), "sizes": list(sizes), "batch": batch,
+                                         "repeat": repeat}, timeout_s, progress)
+        for rec in out["records"]:
+            st = rec["stage"]
+            rs.add(**rec, p=p, bytes_formula=zero_bytes_sent(st, sizes, p), oversubscribed=oversubscribed(p),
+                   state_formula=max(zero_state_bytes(st, sizes, p, r) for r in range(p)))
     _note(rs, ps)
     return rs
 
@@ -357,3 +388,39 @@ def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
             out["records"].append({"device": "gpu", "algorithm": name, "nbytes": n * 4, "p": p, "median_s": worst})
         say(f"{nbytes:,} bytes done")
     return out
+
+
+def _local(c: Collective, p: int, r: int) -> np.ndarray:
+    """Rank r's answer to a collective without a message (the shapes right, the values not): to time the
+    compute alone."""
+    if c.kind == "all-gather":
+        return np.resize(c.data, c.n)
+    bounds = chunk_bounds(c.n, p)
+    return c.data[bounds[r]:bounds[r + 1]].copy() if c.kind == "reduce-scatter" else c.data.copy()
+
+
+def task_zero_timing(comm: Any, params: dict, say: Callable) -> dict:
+    """For each stage: a ZeRO step with the course's ring, and the same step with its collectives answered
+    locally; the slowest rank's times, the bytes each rank sent in one step and its peak bytes (the most)."""
+    from mpi4py import MPI
+
+    p, r = comm.Get_size(), comm.Get_rank()
+    sizes, batch, repeat = params["sizes"], params["batch"], params["repeat"]
+    xs, ys = make_batches(sizes, batch, 1, 0)
+    rows = shard(batch, p, r)
+    x, y, weight = xs[0][rows], ys[0][rows], (rows.stop - rows.start) / batch
+    records = []
+    for stage in params["stages"]:
+        state, counter = ZeroRank(stage, sizes, p, r), ByteCounter(comm)
+
+        def step(answer, state=state):
+            comm.Barrier()
+            drive(zero_rank_step(state, x, y, weight, 1e-6), answer)
+        step(lambda c, counter=counter: mpi_collective(counter, c))           # one step counted, untimed
+        sent, peak = (comm.allreduce(v, op=MPI.MAX) for v in (counter.sent, state.held.peak))
+        for part, answer in (("step", lambda c: mpi_collective(comm, c)), ("compute", lambda c: _local(c, p, r))):
+            t = benchmark(step, answer, warmup=1, repeat=repeat, name=f"stage {stage}: {part}", blas_threads=1)
+            records.append({"stage": stage, "part": part, "bytes_sent": sent, "peak_bytes": peak,
+                            **_slowest(comm, t)})
+        say(f"stage {stage} timed")
+    return {"records": records}

@@ -7,7 +7,9 @@
 * :func:`pipeline_app`: the measured GPipe timelines, one per micro-batch count m, against the ideal
   schedule and the bubble formula (redrawn from the recorded runs, never re-measured);
 * :func:`tensor_parallel_app`: tensor against data parallelism over ranks, hidden width and batch: the
-  bytes each rank sends per step (counted), and with a fitted α–β model the time they would take.
+  bytes each rank sends per step (counted), and with a fitted α–β model the time they would take;
+* :func:`zero_app`: ZeRO over ranks, model size and stage: model-state bytes per rank, bytes sent per step,
+  and with a fitted α–β model and a measured compute rate, where the step turns communication-bound.
 
 >>> app = ring_app()
 >>> app.last_error is None and app.image.value[:4] == b"\\x89PNG"
@@ -27,11 +29,13 @@ from ..widgets import LiveApp, size_slider
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
 from .model import AlphaBeta
 from .pipeline import bubble_fraction, ideal_timeline
-from .plots import model_figure, pipeline_figure, ring_step_figure, tensor_parallel_bytes_figure
+from .plots import model_figure, pipeline_figure, ring_step_figure, tensor_parallel_bytes_figure, zero_model_figure
 from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
 from .timing import fit_alpha_beta
+from .zero import layer_lengths
+from .zero_costs import zero_bytes_per_rank, zero_bytes_sent, zero_step_model
 
-__all__ = ["ring_app", "model_app", "pipeline_app", "tensor_parallel_app"]
+__all__ = ["ring_app", "model_app", "pipeline_app", "tensor_parallel_app", "zero_app"]
 
 
 def _simulate_inputs(p: int, n: int) -> np.ndarray:
@@ -157,3 +161,42 @@ def tensor_parallel_app(fit: AlphaBeta | None = None, d_in: int = 256, p: int = 
 
     return LiveApp(update, {"p": p_slider, "hidden": width, "batch": batches},
                    title="Tensor or data parallelism: what each rank sends per step")
+
+
+ZERO_RANKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def zero_app(fit: AlphaBeta | None = None, flops_per_s: float | None = None, depth: int = 4, width: int = 4096,
+             p: int = 64, stage: int = 3, batch: int = 1024) -> LiveApp:
+    """ZeRO for an MLP of ``depth`` square layers: sliders over the ranks p, the width (the model's size), the
+    stage and the batch; bytes per rank and bytes sent per step (formulas, float64 + Adam), and with ``fit``
+    (:func:`course.parallel.timing.fit_alpha_beta`) and ``flops_per_s`` (a rate measured here) the α–β model's
+    compute and collectives per step, and the p from which the collectives take longer."""
+    p_slider = widgets.SelectionSlider(options=ZERO_RANKS, value=p, description="ranks p", continuous_update=False)
+    width_slider = size_slider([2**k for k in range(7, 16)], width, "layer width")
+    stage_pick = widgets.Dropdown(options=[("0: data parallel", 0), ("1: Adam's moments", 1), ("2: + gradients", 2),
+                                           ("3: + parameters (FSDP)", 3)], value=stage, description="ZeRO stage")
+    batches = size_slider([2**k for k in range(6, 15)], batch, "batch")
+
+    def update(p: int, width: int, stage: int, batch: int):
+        sizes = [width] * (depth + 1)
+        psi = sum(layer_lengths(sizes))
+        held, plain = zero_bytes_per_rank(stage, psi, p), zero_bytes_per_rank(0, psi, p)
+        sent, dp = zero_bytes_sent(stage, sizes, p), zero_bytes_sent(0, sizes, p)
+        text = (f"{depth} layers of width {width:,}: Ψ = {psi / 1e6:,.4g} M parameters. Stage {stage} on p = {p} ranks "
+                f"keeps {held / 1e9:.3g} GB of model states per rank (data parallelism: {plain / 1e9:.3g} GB, "
+                f"{plain / held:.3g}× as much) and sends {sent / 1e6:,.4g} MB per rank per step "
+                f"({sent / dp:.3g}× data parallelism's). Formulas, float64 + Adam.")
+        if fit is not None and flops_per_s is not None:
+            m = zero_step_model(stage, sizes, batch, p, fit.alpha, fit.beta, flops_per_s)
+            turn = next((q for q in ZERO_RANKS if zero_step_model(stage, sizes, batch, q, fit.alpha, fit.beta,
+                                                                   flops_per_s)["bound"] == "communication"), None)
+            text += (f" The α–β model (α and β as fitted, compute at {flops_per_s / 1e9:.3g} GFLOP/s) gives "
+                     f"{m['compute_s'] * 1e3:.3g} ms of compute and {m['communication_s'] * 1e3:.3g} ms of collectives "
+                     f"per step: {m['bound']}-bound; "
+                     + (f"from p = {turn} the collectives take longer (batch {batch})." if turn else
+                        f"compute-bound up to p = {ZERO_RANKS[-1]} (batch {batch}).") + " A model, not a measurement.")
+        return zero_model_figure(sizes, batch, stage, p, fit, flops_per_s), text
+
+    return LiveApp(update, {"p": p_slider, "width": width_slider, "stage": stage_pick, "batch": batches},
+                   title="ZeRO: memory per rank, bytes per step, and when the step turns communication-bound")

@@ -29,9 +29,19 @@ from .data_parallel import (
 )
 from .mpi import TASK_NAMES
 from .pipeline import gpipe_step
-from .ring_mpi import ALLREDUCES, mpi_allreduce
+from .ring_mpi import (
+    ALLREDUCES,
+    ByteCounter,
+    mpi_all_gather,
+    mpi_allreduce,
+    mpi_reduce_scatter,
+    ring_all_gather_mpi,
+    ring_reduce_scatter_mpi,
+)
 from .tensor_parallel import gather_gradients, rank_step, run_rank_step, split_block
-from .timing import task_allreduce_timing, task_dp_timing, task_nccl_ring, task_tp_timing
+from .timing import task_allreduce_timing, task_dp_timing, task_nccl_ring, task_tp_timing, task_zero_timing
+from .zero import ZeroRank, drive, mpi_collective, validate_data
+from .zero import rank_step as zero_rank_step
 
 PROGRESS_PREFIX = "@@progress "
 
@@ -128,6 +138,50 @@ def task_tensor_parallel(comm: Any, params: dict, say: Callable) -> dict:
             "db2_equal_on_every_rank": all(np.array_equal(s.db2, every[0][0].db2) for s, *_ in every)}
 
 
+def task_shard_collectives(comm: Any, params: dict, say: Callable) -> dict:
+    """The course's ring reduce-scatter and all-gather against MPI's own ``Reduce_scatter`` and
+    ``Allgatherv``, on random vectors of several lengths; whether every rank gathered identical bits."""
+    p, r = comm.Get_size(), comm.Get_rank()
+    checks = []
+    for n in params["lengths"]:
+        x = np.random.default_rng(100 * n + r).standard_normal(n)
+        mine, want = ring_reduce_scatter_mpi(comm, x), mpi_reduce_scatter(comm, x)
+        err = float(np.max(np.abs(mine - want), initial=0.0)) / max(1.0, float(np.max(np.abs(want), initial=0.0)))
+        gathered = ring_all_gather_mpi(comm, mine, n)
+        every = comm.gather((err, gathered, mpi_all_gather(comm, mine, n)), root=0)
+        if r == 0:
+            checks.append({"n": n, "p": p, "reduce_scatter_max_rel_error": max(e for e, _, _ in every),
+                           "all_gather_equals_mpi": all(np.array_equal(g, w) for _, g, w in every),
+                           "identical_on_every_rank": all(np.array_equal(g, every[0][1]) for _, g, _ in every)})
+        say(f"checked n = {n:,}")
+    return {"checks": checks}
+
+
+def task_zero_train(comm: Any, params: dict, say: Callable) -> dict:
+    """ZeRO training at one stage (:mod:`course.parallel.zero`) with the course's ring; rank 0 gathers every
+    rank's own chunks, losses, peak and held bytes, and the bytes it sent (counted at ``Sendrecv``)."""
+    p, r = comm.Get_size(), comm.Get_rank()
+    sizes, steps, stage = params["sizes"], params["steps"], params["stage"]
+    xs, ys = validate_data(sizes, np.array(params["x"]), np.array(params["y"]), steps)
+    state = ZeroRank(stage, sizes, p, r, params.get("seed", 0), params.get("activation", "relu"))
+    rows = shard(xs.shape[1], p, r)
+    weight, counter = (rows.stop - rows.start) / xs.shape[1], ByteCounter(comm)
+    losses = []
+    for k, (x, y) in enumerate(zip(xs, ys)):
+        losses.append(weight * drive(zero_rank_step(state, x[rows], y[rows], weight, params["lr"]),
+                                     lambda c: mpi_collective(counter, c)))
+        say(f"step {k + 1} of {steps} done")
+    full = [state.held["param", j] for j in range(len(state.lengths))] if stage < 3 else []
+    every = comm.gather((state.own_params(), losses, state.held.peak, state.held.now, counter.sent, full), root=0)
+    if r:
+        return {}
+    return {"chunks": [[c.tolist() for c in e[0]] for e in every], "losses": np.sum([e[1] for e in every], 0).tolist(),
+            "peak_bytes_per_rank": [e[2] for e in every], "held_bytes_per_rank": [e[3] for e in every],
+            "bytes_sent_per_rank": [e[4] / steps for e in every],
+            "ranks_agree": None if stage == 3 else all(np.array_equal(a, b) for e in every
+                                                       for a, b in zip(e[5], every[0][5]))}
+
+
 def task_sleep(comm: Any, params: dict, say: Callable) -> dict:
     """Sleep ``params["seconds"]`` on every rank, then meet at a barrier; rank ``params["die"]`` (if
     given) dies at once instead.  Lets the tests check that a hung run is killed and a dead rank reported."""
@@ -142,7 +196,8 @@ def task_sleep(comm: Any, params: dict, say: Callable) -> dict:
 TASKS = {"ring_check": task_ring_check, "allreduce_timing": task_allreduce_timing,
          "data_parallel": task_data_parallel, "dp_timing": task_dp_timing, "pipeline": task_pipeline,
          "tensor_parallel": task_tensor_parallel, "tp_timing": task_tp_timing,
-         "nccl_ring": task_nccl_ring, "sleep": task_sleep}
+         "nccl_ring": task_nccl_ring, "shard_collectives": task_shard_collectives, "zero_train": task_zero_train,
+         "zero_timing": task_zero_timing, "sleep": task_sleep}
 assert tuple(TASKS) == TASK_NAMES, "course.parallel.mpi.TASK_NAMES must list the tasks of TASKS"
 
 
