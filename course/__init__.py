@@ -12,9 +12,9 @@ The spine every lesson uses:
 
 One folder per lesson, imported on first use: ``course.hardware`` (00), ``course.backprop`` (01),
 ``course.vectorize`` (02), ``course.throughput`` (03), ``course.scan`` (04), ``course.bppsa`` (05),
-``course.parallel`` (06), ``course.recurrences`` (07), and the kernel exercises of lessons 02-04 in
-``course.kernels``.  Each folder has the same shape: the algorithm a learner reads first, then its
-timing, plots, widgets, exercise checks and report experiments.  ``course.check.<name>`` gathers
+``course.parallel`` (06), ``course.recurrences`` (07), ``course.attention`` (08), and the kernel exercises
+of lessons 02-04 and 08 in ``course.kernels``.  Each folder has the same shape: the algorithm a learner
+reads first, then its timing, plots, widgets, exercise checks and report experiments.  ``course.check.<name>`` gathers
 every lesson's exercise checks.
 """
 
@@ -52,7 +52,7 @@ from .timing import Timing, benchmark
 __version__ = "0.1.0"
 
 _LAZY = ("hardware", "backprop", "vectorize", "throughput", "scan", "bppsa", "parallel", "recurrences",
-         "kernels", "check", "plots", "widgets", "report")
+         "attention", "kernels", "check", "plots", "widgets", "report")
 
 __all__ = [
     "Device", "devices", "cpu_info", "gpu_info", "gpu_available", "gpu_unavailable_reason",

@@ -36,10 +36,16 @@ def main(argv: list[str] | None = None) -> int:
                      help="steps to leave out")
     args = parser.parse_args(argv)
 
+    from .errors import CourseError
+
     if args.command == "gpu-check":
         from .gpu_machine import run_gpu_check
 
-        return run_gpu_check(args.out, quick=args.quick, skip=tuple(args.skip))
+        try:
+            return run_gpu_check(args.out, quick=args.quick, skip=tuple(args.skip))
+        except CourseError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
 
     if args.command == "devices":
         from .devices import devices, gpu_unavailable_reason
@@ -51,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"No GPU: {reason}")
         return 0
 
-    from .errors import CourseError
     from .report import ReportInterrupted, discover, run_report
 
     if args.list:

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import numbers
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import BadInputError, random_generator, whole_number
+import numpy as np
+
+from .errors import BadInputError, finite_number, random_generator, shown_value, whole_number
 
 __all__ = ["arguments", "Whole", "Wholes", "Real", "OneOf", "Seed", "Dtype", "Devices", "Given", "Optional"]
 
@@ -107,16 +108,17 @@ class Real(Rule):
         self.lo, self.hi, self.above, self.hint = lo, hi, above, hint
 
     def __call__(self, name, value, known):
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-        if ok:
-            v = float(value)
+        try:
+            v = finite_number(name, value)
             ok = ((self.lo is None or v >= self.lo) and (self.hi is None or v <= self.hi)
                   and (self.above is None or v > self.above))
+        except BadInputError:
+            ok = False
         if not ok:
             span = [f"> {self.above:g}" if self.above is not None else "",
                     f">= {self.lo:g}" if self.lo is not None else "", f"<= {self.hi:g}" if self.hi is not None else ""]
             span = " and ".join(s for s in span if s)
-            raise BadInputError(f"{name} must be a finite number{' ' + span if span else ''}, got {value!r}"
+            raise BadInputError(f"{name} must be a finite number{' ' + span if span else ''}, got {shown_value(value)}"
                                 + (f"; {self.hint}" if self.hint else ""))
         return v
 
@@ -129,9 +131,11 @@ class OneOf(Rule):
 
     def __call__(self, name, value, known):
         for c in self.choices:
-            if value == c or isinstance(value, str) and isinstance(c, str) and value.lower() == c.lower():
-                return c
-        raise BadInputError(f"{name} must be one of {', '.join(map(repr, self.choices))}; got {value!r}")
+            if isinstance(value, type(c)) or isinstance(value, numbers.Number) and isinstance(c, numbers.Number):
+                same = value == c or isinstance(value, str) and value.lower() == c.lower()
+                if isinstance(same, (bool, np.bool_)) and same:
+                    return c
+        raise BadInputError(f"{name} must be one of {', '.join(map(repr, self.choices))}; got {value!r:.120}")
 
 
 class Seed(Rule):
@@ -144,15 +148,16 @@ class Seed(Rule):
 
 class Dtype(Rule):
     """A dtype the device can hold, as a ``numpy.dtype``; ``device=`` names the argument holding the device
-    (validated first), else the CPU."""
+    (validated first), else the CPU.  ``floating=True`` refuses integer, boolean and complex dtypes (weights
+    and random inputs need fractions)."""
 
-    def __init__(self, device: str | None = None):
-        self.device = device
+    def __init__(self, device: str | None = None, floating: bool = False):
+        self.device, self.floating = device, floating
 
     def __call__(self, name, value, known):
         from .limits import validate_dtype
 
-        return validate_dtype(value, known[self.device] if self.device else "cpu")
+        return validate_dtype(value, known[self.device] if self.device else "cpu", floating=self.floating)
 
     def names(self):
         return [self.device] if self.device else []

@@ -230,8 +230,7 @@ def gpu_unavailable_reason() -> str:
 _WHAT_TO_DO = (
     "On Colab: Runtime > Change runtime type > a GPU (T4 is free), then run the notebook again. "
     "On your own machine with an NVIDIA GPU: pip install -e '.[cuda12]' (or '.[cuda13]' for a "
-    "CUDA 13 driver). Without a GPU, choose device='cpu'; the plots show reference GPU results "
-    "where they were recorded."
+    "CUDA 13 driver). Without a GPU, choose the CPU (device='cpu')."
 )
 
 

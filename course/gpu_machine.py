@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
+from .errors import validate_output_folder
 
 __all__ = ["TARGETS", "BLOCK_SCAN_VS_CUMSUM", "RELU_VS_COPY", "NO_GPU_STATUS", "HEADLESS_FORBIDDEN",
            "headless_imports", "pytest_gpu_command", "measure_targets", "run_gpu_check"]
@@ -338,7 +339,7 @@ def run_gpu_check(out: str | os.PathLike, quick: bool = False, skip: tuple[str, 
 
     ``skip`` may name steps to leave out: ``"tests"``, ``"benchmarks"``, ``"targets"``, ``"report"``.
     """
-    out = Path(out)
+    out = validate_output_folder(out, "--out")      # refused at once: a file, a name too long, no way to write
     (out / "bench").mkdir(parents=True, exist_ok=True)
     gpu = gpu_available()
     doc: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": quick, "gpu": gpu,

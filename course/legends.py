@@ -127,25 +127,40 @@ def figure_legend(fig: Figure, axes: Sequence, heading: str = "", fontsize: floa
 
 def label_points(ax: Any, points: Sequence[tuple[float, float, str]], fontsize: float = MIN_FONT_PT,
                  color: str = "k") -> None:
-    """Name each ``(x, y, text)`` point of ``ax`` beside it, on the side where its label overlaps no label
-    placed before (right above, right below, left above, left below, then further out), so that neighbours'
-    names stay readable.  Sizes are estimated from the text and the axes' limits: nothing is drawn.
-    Call it once the axes' data and scales are set.
+    """Name each ``(x, y, text)`` point of ``ax`` beside it, on the first side where its label overlaps no label
+    placed before and no other point's marker (right, left, above or below, then further out), so that
+    neighbours' names stay readable.  Sizes come from the axes' size on the figure (call it after the figure's
+    legends are added: a drawn layout gives the axes' final size) and the text's length.
     """
     ax.autoscale_view()
+    fig = ax.figure
+    try:
+        fig.draw_without_rendering()          # the constrained layout settles the axes' final size
+    except Exception:                         # a figure without a canvas: fall back on its nominal box
+        pass
     to_frac = ax.transScale + ax.transLimits
-    fig, box = ax.figure, ax.get_position()
-    w_in, h_in = 0.85 * fig.get_figwidth() * box.width, 0.8 * fig.get_figheight() * box.height
+    box = ax.get_position()
+    w_in, h_in = fig.get_figwidth() * box.width, fig.get_figheight() * box.height
+    mw, mh = 4.5 / 72 / w_in, 4.5 / 72 / h_in              # half a marker, in axes fractions
+    marks = [to_frac.transform((x, y)) for x, y, _ in points]
     placed: list[tuple[float, float, float, float]] = []
-    offsets = [(5, 3), (5, -3), (-5, 3), (-5, -3), (5, 13), (5, -13), (-5, 13), (-5, -13)]
-    for x, y, text in points:
-        fx, fy = to_frac.transform((x, y))
-        tw, th = len(text) * 0.6 * fontsize / 72 / w_in, 1.3 * fontsize / 72 / h_in
+    offsets = [(6, 3), (6, -3), (-6, 3), (-6, -3), (0, 8), (0, -8), (6, 13), (6, -13), (-6, 13), (-6, -13),
+               (0, 18), (0, -18), (14, 22), (14, -22), (-14, 22), (-14, -22)]
+    for k, (x, y, text) in enumerate(points):
+        fx, fy = marks[k]
+        tw, th = len(text) * 0.58 * fontsize / 72 / w_in, 1.25 * fontsize / 72 / h_in
+        others = [(mx - mw, my - mh, mx + mw, my + mh) for j, (mx, my) in enumerate(marks) if j != k]
+        best = None
         for dx, dy in offsets:
-            x0 = fx + dx / 72 / w_in - (tw if dx < 0 else 0)
+            x0 = fx + dx / 72 / w_in - (tw if dx < 0 else tw / 2 if dx == 0 else 0)
             y0 = fy + dy / 72 / h_in - (th if dy < 0 else 0)
-            if not any(x0 < b[2] and x0 + tw > b[0] and y0 < b[3] and y0 + th > b[1] for b in placed):
+            hits = sum(x0 < b[2] and x0 + tw > b[0] and y0 < b[3] and y0 + th > b[1] for b in placed + others)
+            inside = 0 <= x0 and x0 + tw <= 1 and 0 <= y0 and y0 + th <= 1
+            if best is None or (hits, not inside) < best[0]:
+                best = ((hits, not inside), dx, dy, x0, y0)
+            if not hits and inside:
                 break
+        _, dx, dy, x0, y0 = best
         placed.append((x0, y0, x0 + tw, y0 + th))
         ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color,
-                    ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top")
+                    ha="left" if dx > 0 else "right" if dx < 0 else "center", va="bottom" if dy > 0 else "top")

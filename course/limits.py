@@ -19,17 +19,24 @@ from .cpu import memory_bytes
 from .devices import cupy_module, normalize_device, require_gpu
 from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 
-__all__ = ["validate_dtype", "require_fits", "available_memory", "out_of_memory_errors"]
+__all__ = ["validate_dtype", "require_fits", "available_memory", "out_of_memory_errors", "full_nbytes"]
 
 _CPU_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
                "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
 
 
-def validate_dtype(dtype: Any, device: Any = "cpu") -> np.dtype:
+def validate_dtype(dtype: Any, device: Any = "cpu", floating: bool = False) -> np.dtype:
     """Return ``numpy.dtype(dtype)`` if ``device`` can hold it; else a clear error.
 
+    ``floating=True`` (weights, random inputs, anything with fractions) also refuses integer, boolean
+    and complex dtypes with a :class:`BadInputError`: an ``int32`` weight rounds to 0, a ``bool`` one to True.
     ``bfloat16`` has no numpy or CuPy array type; lessons that time bfloat16
     matrix products do it through a library that has one and say so.
+
+    >>> validate_dtype("int32", floating=True)
+    Traceback (most recent call last):
+    ...
+    course.errors.BadInputError: dtype must be a floating-point type (float16, float32 or float64), got 'int32': ...
     """
     d = normalize_device(device)
     name = str(getattr(dtype, "__name__", dtype)).lower()
@@ -45,6 +52,10 @@ def validate_dtype(dtype: Any, device: Any = "cpu") -> np.dtype:
     if dt.name not in _CPU_DTYPES:
         raise UnsupportedDtypeError(f"dtype {dt.name!r} is not supported on {d}; "
                                     f"use one of: {', '.join(_CPU_DTYPES)}")
+    if floating and dt.kind != "f":
+        raise BadInputError(f"dtype must be a floating-point type (float16, float32 or float64), got {dt.name!r}: "
+                            "these values have fractions, which integers and booleans would round away (most "
+                            "to 0), and complex numbers are not meant here.")
     if d == "gpu":
         require_gpu()
     return dt
@@ -87,12 +98,24 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
+def full_nbytes(*arrays: Any) -> int:
+    """Bytes the arrays take once written out in full: ``size × itemsize`` each, so a broadcast view
+    (``np.broadcast_to``, which holds one element) counts as the copy any computation on it makes.
+    Anything without a ``dtype`` and a ``size`` counts 0.
+
+    >>> full_nbytes(np.broadcast_to(np.float32(1), (10**12,)))
+    4000000000000
+    """
+    return sum(int(a.size) * int(a.dtype.itemsize) for a in arrays if hasattr(a, "dtype") and hasattr(a, "size"))
+
+
 def require_fits(nbytes: int, device: Any = "cpu", what: str = "these arrays",
                  fraction: float = 0.5) -> None:
     """Raise :class:`DeviceMemoryError` if ``nbytes`` exceeds ``fraction`` of free memory.
 
     Called before a big allocation so that a slider pushed too far gives a
-    message instead of a dead kernel.
+    message instead of a dead kernel.  Count what will be built from the shapes, before building it;
+    for inputs that may be broadcast views, :func:`full_nbytes` counts them by their size.
     """
     if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or math.isnan(nbytes) or nbytes < 0:
         raise BadInputError(f"{what}: nbytes must be a number of bytes >= 0, got {nbytes!r}")

@@ -54,7 +54,7 @@ __all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MA
            "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
            "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend", "label_points",
-           "set_takeaway", "figure_takeaway", "value_text", "figure_html"]
+           "set_takeaway", "figure_takeaway", "value_text", "figure_html", "source_tag"]
 
 #: The Okabe–Ito palette: eight colours told apart with every common colour-vision deficiency.  Every
 #: figure of the course draws with these (and greys); a colour never carries meaning alone: each
@@ -231,6 +231,21 @@ def _series(rs: ResultSet, device: str, x: str, y: str, where: dict | None):
     return xs, ys, lo, hi, noisy_flags(recs)
 
 
+def source_tag(rs: ResultSet, device: str, live: str = " (live)") -> str:
+    """What follows a curve's device name in a legend: ``live`` for a live set; for a reference, where and
+    when it was recorded.  A reference's CPU curve names the GPU machine it is the host of, so that
+    "CPU: Xeon" never reads as a CPU recorded *on* a GPU.
+
+    >>> source_tag(ResultSet("demo"), "cpu")
+    ' (live)'
+    """
+    if rs.source != "reference":
+        return live
+    if device == "cpu" and rs.gpu_name:
+        return f" (host of the {rs.gpu_name} reference machine, recorded {rs.date})"
+    return f" ({rs.label})"
+
+
 def _device_name(rs: ResultSet, device: str) -> str:
     if device == "gpu":
         return rs.gpu_name or "GPU"
@@ -270,11 +285,10 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
             if not len(xs):
                 continue
             who = _device_name(rs, dev)
-            label = f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)")
+            label = f"{dev.upper()}: {who}" + source_tag(rs, dev)
             ax.plot(xs, ys, ms=4, **device_style(dev, recorded=ref), alpha=0.75 if ref else 1.0, label=label)
             mark_noisy(ax, xs, ys, noisy, COLORS[dev])
-            said.append(_curve_sentence(f"{dev.upper()} {who}" + (f" ({rs.label})" if ref else " (live)"),
-                                        xs, ys, xlabel or x, y, higher_is_better, ylabel))
+            said.append((f"{dev.upper()} {who}" + source_tag(rs, dev), xs, ys))
             if lo is not None and not ref:
                 ax.fill_between(xs, lo, hi, color=COLORS[dev], alpha=0.2, lw=0)
     log2_x(ax)
@@ -293,8 +307,25 @@ def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x
                      empty_note=speedup_note)
     add_footer(fig, live, [r for r in references])
     if said:
-        set_takeaway(fig, "; ".join(said) + ".")
+        set_takeaway(fig, _sweep_takeaway(said, xlabel or x, y, higher_is_better, ylabel))
     return fig
+
+
+def _sweep_takeaway(curves: list[tuple[str, np.ndarray, np.ndarray]], xlabel: str, y: str,
+                    higher_is_better: bool, ylabel: str | None) -> str:
+    """A sweep's takeaway.  Times are compared at the largest size every curve has, so one sentence never sets
+    one device's time at one size beside another's at another; a curve that goes further says so apart."""
+    shared = set.intersection(*(set(np.asarray(xs).tolist()) for _, xs, _ in curves))
+    if y != "median_s" or len(curves) < 2 or not shared:
+        return "; ".join(_curve_sentence(who, xs, ys, xlabel, y, higher_is_better, ylabel)
+                         for who, xs, ys in curves) + "."
+    at = max(shared)
+    name = xlabel.split("(")[0].strip() or "n"
+    text = f"At {name} = {value_text(at)}, the largest every curve has: " + "; ".join(
+        f"{who} {value_text(float(ys[list(xs).index(at)]), 's')}" for who, xs, ys in curves) + " per call"
+    further = [_curve_sentence(who, xs, ys, xlabel, y, higher_is_better, ylabel) for who, xs, ys in curves
+               if max(xs) > at]
+    return text + (". Further on, " + "; ".join(further) if further else "") + "."
 
 
 def _curve_sentence(who: str, xs: np.ndarray, ys: np.ndarray, xlabel: str, y: str, higher_is_better: bool,

@@ -1,10 +1,12 @@
 """Predictions that are checked: the learner writes a guess down, the measurement says how far off it was.
 
-A lesson's predict cell records the guess; the cell that measures reveals it next to the measurement,
-with how far off it was (a factor and a percentage of the measurement) and one line, written by the
-lesson, on why the gap is worth a thought::
+A lesson's predict cell asks for the guess and records it; the cell that measures reveals it next to the
+measurement, with how far off it was (a factor and a percentage of the measurement) and one line, written
+by the lesson, on why the gap is worth a thought.  A prediction is the learner's to make, so a lesson's
+predict cell ships with ``None`` in its place: run as it stands (Run All, the executed book), it records
+nothing and asks for a number, and the reveal says to make the prediction first::
 
-    course.predictions.predict("numpy_speedup", 10, unit="×")      # the learner's cell
+    course.predictions.predict("numpy_speedup", None, unit="×")    # the learner writes a number for None
     ...                                                           # the measurement
     course.predictions.reveal("numpy_speedup", speedup, why="each loop step runs tens of bytecodes")
 
@@ -18,10 +20,9 @@ Why it matters: a launch costs more than the work of a small kernel.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
-from .errors import BadInputError
+from .errors import BadInputError, finite_number
 
 __all__ = ["predict", "reveal", "prediction_error", "recorded"]
 
@@ -29,12 +30,11 @@ __all__ = ["predict", "reveal", "prediction_error", "recorded"]
 WELL_PREDICTED = 0.1
 
 _GUESSES: dict[str, tuple[float, str]] = {}
+_UNITS: dict[str, str] = {}          # the unit a predict cell names, kept even while its guess is None
 
 
 def _number(what: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise BadInputError(f"{what} must be a finite number, e.g. 10 or 2.5e6; got {value!r}")
-    return float(value)
+    return finite_number(what, value, hint="e.g. 10 or 2.5e6")
 
 
 def _shown(x: float) -> str:
@@ -44,14 +44,24 @@ def _shown(x: float) -> str:
     return f"{x:,.3g}" if 1e-3 <= abs(x) < 1e6 else f"{x:.3g}"
 
 
-def predict(name: str, guess: float, unit: str = "") -> None:
+def predict(name: str, guess: float | None, unit: str = "") -> None:
     """Record the learner's ``guess`` for the quantity ``name`` (a later :func:`reveal` compares with it).
 
-    Recording again under the same name replaces the earlier guess. Nothing is returned, so a notebook
-    cell that ends with the call shows only the sentence it prints.
+    Recording again under the same name replaces the earlier guess; ``None`` (the value a lesson's predict
+    cell ships with) records nothing, forgets an earlier guess, and asks for one.  Nothing is returned, so
+    a notebook cell that ends with the call shows only the sentence it prints.
+
+    >>> predict("doc_none", None, unit="×")
+    No prediction recorded for doc_none: write your guess (a number) in place of None in this cell and run it again.
     """
     if not isinstance(name, str) or not name:
         raise BadInputError(f"name must be a non-empty string naming what is predicted; got {name!r}")
+    _UNITS[name] = unit
+    if guess is None:
+        _GUESSES.pop(name, None)
+        print(f"No prediction recorded for {name}: write your guess (a number) in place of None in this cell and "
+              "run it again.")
+        return
     value = _number(f"the prediction for {name!r}", guess)
     _GUESSES[name] = (value, unit)
     print(f"Your prediction: {name} = {_shown(value)}{unit}. The measurement below says how far off it is.")
@@ -74,7 +84,7 @@ def prediction_error(guess: float, measured: float) -> dict:
     """
     guess, measured = _number("guess", guess), _number("the measurement", measured)
     factor = max(measured / guess, guess / measured) if guess > 0 and measured > 0 else None
-    percent = 100.0 * (guess - measured) / abs(measured) if measured else None
+    percent = 100.0 * (guess / abs(measured) - math.copysign(1.0, measured)) if measured else None  # no overflow
     direction = "exact" if guess == measured else "low" if guess < measured else "high"
     return {"factor": factor, "percent": percent, "direction": direction}
 
@@ -88,7 +98,7 @@ def reveal(name: str, measured: float | None, why: str = "", unit: str | None = 
     when it is not a live measurement (a reference run on another device); ``verb`` is "counted" for a
     number that is counted, not measured.
     """
-    guess, recorded_unit = _GUESSES.get(name, (None, ""))
+    guess, recorded_unit = _GUESSES.get(name, (None, _UNITS.get(name, "")))
     unit = recorded_unit if unit is None else unit
     if measured is not None:
         measured = _number(f"the measurement of {name!r}", measured)
@@ -97,8 +107,9 @@ def reveal(name: str, measured: float | None, why: str = "", unit: str | None = 
               + (f"; keep your prediction of {_shown(guess)}{unit} for a machine where it can be." if guess is not None
                  else "."))
     elif guess is None:
-        print(f"{verb.capitalize()} {name} = {_shown(measured)}{unit}. No prediction was recorded: run the predict "
-              "cell above first (course.predictions.predict), then this one, to see how far off you were.")
+        print(f"{verb.capitalize()} {name} = {_shown(measured)}{unit}. Make your prediction first: write a number "
+              "in the predict cell above (course.predictions.predict), run it, then run this cell again to see how "
+              "far off you were.")
     else:
         err = prediction_error(guess, measured)
         head = (f"You predicted {_shown(guess)}{unit}; {verb} {_shown(measured)}{unit}"

@@ -43,7 +43,7 @@ from typing import Any
 
 from .cpu import cpu_info
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
-from .errors import BadInputError
+from .errors import BadInputError, validate_output_folder
 from .plots import figure_takeaway, figure_to_png
 from .results import ResultSet, load_reference, merge, provenance, save_reference, shared_file_mode
 
@@ -143,22 +143,13 @@ def prepare_out(out: str | os.PathLike) -> Path:
     report in its place only once complete.  Anything else (a file, a folder of other things, a
     place whose folder can't be written) is refused with a :class:`BadInputError` saying why.
     """
-    if out is None or str(out).strip() == "":
-        raise BadInputError("--out must name a folder for the report (e.g. --out report)")
-    out = Path(out).absolute()
-    if out.exists() and not out.is_dir():
-        raise BadInputError(f"--out {out} is a file, not a folder: name a folder for the report")
-    if out.is_dir() and any(out.iterdir()):
-        earlier = all((out / f).is_file() for f in _REPORT_FILES)
-        if not earlier:
+    out = validate_output_folder(out, "--out")      # a name that fits, not a file, a folder that can be written
+    try:
+        if out.is_dir() and any(out.iterdir()) and not all((out / f).is_file() for f in _REPORT_FILES):
             raise BadInputError(f"--out {out} already holds files that are not a report of this course: "
                                 "name a new or empty folder, so nothing of yours is overwritten")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out.parent, prefix=".write-test-", delete=True)
-        probe.close()
     except OSError as exc:
-        raise BadInputError(f"--out {out} cannot be written ({exc.strerror or exc}): choose another folder") from None
+        raise BadInputError(f"--out {out} cannot be read ({exc.strerror or exc}): choose another folder") from None
     return out
 
 
@@ -346,21 +337,24 @@ def _write_pages(work, sections, sets, failures, quick, devices, interrupted: st
 def _interrupted(work, out, sections, sets, failures, quick, devices, signum) -> ReportInterrupted:
     name = signal.Signals(signum).name
     earlier = "the earlier report in it is untouched" if (out / "index.html").is_file() else "nothing was written there"
-    if not sections:
+    drawn = {section[0].name for section in sections}
+    undrawn = sorted(p.stem for p in (work / "results").glob("*.json") if p.stem not in drawn)
+    if not sections and not undrawn:         # nothing measured was saved: nothing to keep
         shutil.rmtree(work, ignore_errors=True)
         return ReportInterrupted(f"stopped by {name} before any experiment finished: {out} was not changed "
                                  f"({earlier})", signum, None)
     saved = out.parent / f"{out.name}.interrupted-{_stamp()}"
     if saved.exists():
         saved = saved.with_name(f"{saved.name}-{os.getpid()}")
+    said = f"stopped by {name} after {len(sections)} experiment(s)" + (
+        f"; the results of {', '.join(undrawn)} were saved (results/<name>.json) before the figure was drawn"
+        if undrawn else "")
     try:
-        _write_pages(work, sections, sets, failures, quick, devices,
-                     interrupted=f"stopped by {name} after {len(sections)} experiment(s)")
+        _write_pages(work, sections, sets, failures, quick, devices, interrupted=said)
         os.rename(work, saved)
     except OSError:
         saved = work
-    return ReportInterrupted(f"stopped by {name} after {len(sections)} experiment(s): {out} was not changed "
-                             f"({earlier}); the experiments that finished are in {saved}", signum, saved)
+    return ReportInterrupted(f"{said}: {out} was not changed ({earlier}); what finished is in {saved}", signum, saved)
 
 
 def _html(sections, prov, quick, devices, interrupted: str = "") -> str:

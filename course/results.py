@@ -218,6 +218,37 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _finite_or_not_number(v: Any) -> bool:
+    """False for NaN or an infinity, also inside a list; True for anything else."""
+    if isinstance(v, list):
+        return all(_finite_or_not_number(x) for x in v)
+    return not isinstance(v, float) or math.isfinite(v)
+
+
+def _kind(v: Any) -> str:
+    return "number" if _is_number(v) else "text" if isinstance(v, str) else "list" if isinstance(v, list) else \
+        "null" if v is None else type(v).__name__
+
+
+def _unlike_peers(r: dict, judged: tuple[list[dict], int]) -> str:
+    """What record ``r`` lacks or holds unlike its peers (see :meth:`ResultSet.incomplete_records`), or ""."""
+    peers, few = judged
+    if not peers:
+        return ""
+    most = len(peers) // 2 + 1
+    fields = {k for s in peers for k in s if k != "device"}
+    needed = len(peers) if few else most          # records of other kinds: only what every one of them has
+    missing = sorted(k for k in fields - set(r) if sum(k in s for s in peers) >= needed)
+    if missing and (not few or len(missing) <= few):
+        return f"lacks {', '.join(map(repr, missing))}"
+    for k, v in r.items():
+        kinds = [_kind(s[k]) for s in peers if k in s]
+        for kind in ("number", "list", "text"):
+            if _kind(v) != kind and kinds.count(kind) >= most and kinds.count(_kind(v)) < most:
+                return f"has {v!r} in {k!r}"
+    return ""
+
+
 @dataclass
 class ResultSet:
     """One experiment's records and the provenance of the run that made them.
@@ -357,11 +388,21 @@ class ResultSet:
                                        f"them), got {str(v)[:200]}")
 
     def incomplete_records(self) -> list[tuple[int, str]]:
-        """``(index, what is wrong)`` for each record that lacks a field, or holds no number (None, NaN, text)
-        where a number belongs, judged by its *peers*: the other records with the same text fields
-        (device, method, op, ...), or else, lacking at most two fields, the records of its device with
-        text in the same fields.  A field most peers have (at least two) belongs; a field most of them
-        hold a finite number (or text) in needs one.  A figure reading such a record would fail, so
+        """``(index, what is wrong)`` for each record a figure could not read.  Three rules:
+
+        * NaN or an infinity anywhere in it (a number or inside a list) is no measurement: a record holding
+          one is left out, whatever field it is in;
+        * a field its *peers* have (at least half of them, or the one there is) that it lacks, or where they
+          hold a number, a list or text and it holds something else (None, a number for a list);
+        * a field that every other record holding it holds as a number, a list or text, and it holds as
+          something else;
+        * its peers: the other records with the same text fields (device, method, op, ...), else the records
+          of its device with text in the same fields (then only a field every one of them has counts, and
+          at most two may be missing: a record of another kind lacks many).
+
+        A record of a kind the file holds once, missing a field no other record has, cannot be judged
+        here: only its figure knows it needs that field.
+
         :func:`load_reference` leaves these records out, with a note.
 
         >>> rs = ResultSet("demo")
@@ -375,29 +416,34 @@ class ResultSet:
         """
         bad = []
         for i, r in enumerate(self.records):
-            text = {k: v for k, v in r.items() if isinstance(v, str)}
-            peers = [s for j, s in enumerate(self.records)
-                     if j != i and all(s.get(k) == v for k, v in text.items())]
-            few = 0                       # no limit on how many fields it may lack
-            if len(peers) < 2:            # no two alike: the records of its device with text in the same fields
-                peers = [s for j, s in enumerate(self.records) if j != i and s.get("device") == r.get("device")
-                         and {k for k, v in s.items() if isinstance(v, str)} == set(text)]
-                few = 2                   # a record of another kind lacks many fields, a damaged one a few
-            if len(peers) < 2:
+            nonfinite = next((k for k, v in r.items() if not _finite_or_not_number(v)), None)
+            if nonfinite is not None:
+                bad.append((i, f"has {r[nonfinite]!r} in {nonfinite!r}"))
                 continue
-            most = len(peers) // 2 + 1
-            fields = {k for s in peers for k in s}
-            missing = sorted(k for k in fields - set(r) if sum(k in s for s in peers) >= most)
-            if missing and (not few or len(missing) <= few):
-                bad.append((i, f"lacks {', '.join(map(repr, missing))}"))
-                continue
-            for k, v in r.items():
-                finite = _is_number(v) and math.isfinite(v)
-                if (not finite and sum(_is_number(s.get(k)) and math.isfinite(s[k]) for s in peers) >= most
-                        or not isinstance(v, str) and sum(isinstance(s.get(k), str) for s in peers) >= most):
-                    bad.append((i, f"has {v!r} in {k!r}"))
-                    break
+            why = _unlike_peers(r, self._peers(i, r)) or self._unlike_the_rest(i, r)
+            if why:
+                bad.append((i, why))
         return bad
+
+    def _unlike_the_rest(self, i: int, r: dict) -> str:
+        """A field that every other record holding it (two or more) holds as a number, a list or text, and
+        this one holds as something else (None, a number for text): what a record of any kind lacks."""
+        for k, v in r.items():
+            kinds = {_kind(s[k]) for j, s in enumerate(self.records) if j != i and k in s}
+            count = sum(k in s for j, s in enumerate(self.records) if j != i)
+            if count >= 2 and len(kinds) == 1 and _kind(v) not in kinds and kinds <= {"number", "list", "text"}:
+                return f"has {v!r} in {k!r}"
+        return ""
+
+    def _peers(self, i: int, r: dict) -> tuple[list[dict], int]:
+        """The records to judge record ``i`` by, and how many fields it may lack (0: any number)."""
+        text = {k: v for k, v in r.items() if isinstance(v, str)}
+        peers = [s for j, s in enumerate(self.records) if j != i and all(s.get(k) == v for k, v in text.items())]
+        if peers:
+            return peers, 0
+        keys = set(text)                  # none alike: the records of its device with text in the same fields
+        return [s for j, s in enumerate(self.records) if j != i and s.get("device") == r.get("device")
+                and {k for k, v in s.items() if isinstance(v, str)} == keys], 2
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write JSON atomically (a temporary file, then a rename): never half-written."""
@@ -445,8 +491,8 @@ def load_reference(experiment: str, directory: str | os.PathLike | None = None) 
 
     Files are ``<directory>/<experiment>__<gpu>.json``; a malformed file is
     skipped with a warning rather than breaking a lesson, and so are the records of a file that lack
-    a field or a number their peers have (:meth:`ResultSet.incomplete_records`): they are left out,
-    with a note in the set's ``notes`` saying which and why.
+    a field or a number their peers have, or hold NaN (:meth:`ResultSet.incomplete_records`): they are
+    left out, with a note in the set's ``notes`` saying which and why.
     """
     directory = Path(directory) if directory is not None else REFERENCE_DIR
     out = []

@@ -107,6 +107,17 @@ class Timing:
     lead_s: float | None = None
     per_event: int = 1
 
+    def __post_init__(self) -> None:
+        """A Timing holds at least one finite time: every statistic below is computed from them."""
+        try:
+            samples = np.asarray(self.samples, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise BadInputError(f"samples must be times in seconds, got {self.samples!r:.80}") from None
+        if samples.size == 0 or not np.all(np.isfinite(samples)):
+            raise BadInputError(f"a Timing needs at least one finite time in seconds; got samples {samples!r:.80}. "
+                                "Time at least one call (repeat >= 1).")
+        self.samples = samples
+
     @property
     def median(self) -> float:
         """Median time per call, in seconds."""

@@ -44,15 +44,15 @@ from typing import Any, TypeVar
 
 import ipywidgets as widgets
 
-from .devices import gpu_available
-from .errors import BadInputError, CourseError
+from .devices import gpu_available, gpu_unavailable_reason
+from .errors import BadInputError, CourseError, GPUUnavailableError
 from .plots import figure_takeaway, figure_to_png
 from .timing import benchmark, noisy_note
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
            "measured_rate", "estimate_s", "require_affordable", "cost_error", "STATIC_ENV",
-           "figure_words", "describe_figures"]
+           "figure_words", "describe_figures", "clear_area", "no_gpu_html"]
 
 _T = TypeVar("_T")
 
@@ -70,6 +70,44 @@ def error_message(exc: BaseException) -> str:
         return f"Out of memory ({exc}). Choose a smaller size."
     return (f"{type(exc).__name__}: {exc}\n(This looks like a bug in the course, not in what you "
             "did: please report it with the values of the controls.)")
+
+
+#: How "no GPU here" looks in every app and lesson: one note, the same everywhere, in words that wrap.
+NO_GPU_STYLE = ("border-left:4px solid #0072B2;background:#eef4fa;padding:6px 10px;margin:4px 0;"
+                "white-space:normal;word-break:normal;overflow-wrap:anywhere;font-family:inherit")
+
+
+def no_gpu_html(text: str = "", head: bool = True) -> str:
+    """The note every app shows where a GPU was asked for and none answers: one look, everywhere.
+
+    ``text`` (HTML) says what the app shows instead; with ``head`` the note opens with "No GPU here"
+    and the reason.  An app that raises :class:`~course.errors.GPUUnavailableError` gets the same note
+    from :class:`LiveApp`, with the error's message as its text.
+
+    >>> "No GPU here" in no_gpu_html("The CPU ran instead.")
+    True
+    """
+    why = gpu_unavailable_reason() if head else ""
+    lead = ("<b>No GPU here</b>" + (f" ({html.escape(why)})" if why else "") + ". ") if head else ""
+    return f"<div class='course-no-gpu' role='note' style='{NO_GPU_STYLE}'>{lead}{text}</div>"
+
+
+def clear_area(out: widgets.Output) -> None:
+    """Empty an ``Output`` widget, the views of the widgets it showed included.
+
+    In a kernel this is ``clear_output()``: under ipywidgets 8, assigning ``outputs = ()`` left the view of
+    a closed progress bar in the front end ("Error displaying widget: model not found" after Run All).
+    Without a kernel (pytest, a script) nothing was sent to a front end, and the outputs are emptied.
+    """
+    try:
+        from IPython import get_ipython
+        kernel = getattr(get_ipython(), "kernel", None)
+    except ImportError:
+        kernel = None
+    if kernel is not None:
+        out.clear_output()
+    else:
+        out.outputs = ()
 
 
 class MeasurementCache:
@@ -212,6 +250,7 @@ class LiveApp:
         self.image.layout.display = "none"
         self.html = widgets.HTML()
         self.takeaway = widgets.HTML()   # the figure's one-sentence takeaway, printed under it (its alt text)
+        self.notice = widgets.HTML()     # "no GPU here" (no_gpu_html), when a GPU was asked for and none answers
         self.errors = widgets.Output()
         self.last_error: BaseException | None = None
         self.last_result: Any = None
@@ -224,7 +263,7 @@ class LiveApp:
             parts.append(widgets.HTML(f"<b>{title}</b>"))
         parts.append(widgets.HBox(list(self.controls.values()),
                                   layout=widgets.Layout(flex_flow="row wrap")))
-        parts += [self.status, self.progress_area, self.errors, self.html, self.image, self.takeaway]
+        parts += [self.status, self.progress_area, self.notice, self.errors, self.html, self.image, self.takeaway]
         self.widget = widgets.VBox(parts)
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
@@ -240,7 +279,7 @@ class LiveApp:
     def refresh(self) -> None:
         """Run ``update`` with the current values and show what it returns (or its error)."""
         t0 = time.perf_counter()
-        self.errors.outputs = ()
+        clear_area(self.errors)
         self.status.value = "<small><i>measuring ...</i></small>"
         result, error = None, None
         try:
@@ -261,13 +300,25 @@ class LiveApp:
                     error = exc
                 self.last_render_seconds = time.perf_counter() - t_render
             self.last_error = error
-            if error is not None:
-                self.errors.append_stderr(error_message(error) + "\n")
+            self.notice.value = ""
+            if error is not None:   # what is left on screen belongs to the previous setting: hide it
+                self.html.value, self.takeaway.value = "", ""
+                self.image.layout.display = "none"
+                if isinstance(error, GPUUnavailableError):
+                    self.notice.value = no_gpu_html(html.escape(str(error)), head=False)
+                else:
+                    self.errors.append_stderr(error_message(error) + "\n")
         finally:
-            self.progress_area.outputs = ()
+            clear_area(self.progress_area)     # the progress bars drawn during the update, closed by now
             self.status.value = ""
             self.calls += 1
             self.last_seconds = time.perf_counter() - t0
+
+    def shown_error(self) -> str:
+        """The text of what the app shows for its last error: its error area, or its "no GPU here" note."""
+        text = "".join(o.get("text", "") for o in self.errors.outputs)
+        note = html.unescape(re.sub(r"<[^>]+>", "", self.notice.value))
+        return "\n".join(t for t in (text, note) if t)
 
     def _show(self, result: Any) -> None:
         fig, text = None, None
@@ -306,7 +357,9 @@ class LiveApp:
         (``image/png``, base64), in the order the app shows them.
         """
         bundles: list[dict[str, str]] = []
-        if self.last_error is not None:
+        if self.notice.value:
+            bundles.append({"text/html": self.notice.value, "text/plain": self.shown_error()})
+        elif self.last_error is not None:
             bundles.append({"text/plain": error_message(self.last_error)})
         if self.html.value:
             text = html.unescape(re.sub(r"<[^>]+>", " ", self.html.value))

@@ -92,10 +92,16 @@ def test_training_app_on_a_gpu_without_one_explains():
     if gpu_available():
         pytest.skip("a GPU answers here")
     app = training_app(hidden=16, epochs=1)
+    app.controls["lr"].value = 0.1
     app.controls["device"].value = "gpu"
     assert "No GPU" in str(app.last_error) and "Colab" in str(app.last_error)
+    # one "no GPU" note (not an error box), no promise of results this app does not draw, and no figure
+    # of the previous setting left under the new one
+    assert "course-no-gpu" in app.notice.value and not app.errors.outputs
+    assert "reference" not in app.shown_error()
+    assert app.image.layout.display == "none" and not app.takeaway.value
     app.controls["device"].value = "cpu"
-    assert app.last_error is None
+    assert app.last_error is None and not app.notice.value and app.image.layout.display != "none"
 
 
 @pytest.mark.widgets

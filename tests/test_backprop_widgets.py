@@ -24,6 +24,29 @@ def test_checkpoint_app_moves_k_without_timing_the_network_again(monkeypatch):
     assert len(calls) == 2
 
 
+def test_checkpoint_app_says_which_k_it_timed_and_its_strip_says_its_own_takeaway():
+    app = bw.checkpoint_app(depth=15, every=5, width=64, batch=32)
+    assert app.last_error is None
+    assert "k = 5 was not timed" in app.html.value and "Measured step time at k = 4" in app.html.value
+    said = app.takeaway.value
+    # the figure's own sentence, not the fallback reading the strip of blocks as a bar chart ("9 (), 1")
+    assert "The strip shows k = 5" in said and "()" not in said and "Largest value" not in said, said
+    assert "holds the least activation memory" in said
+    app.controls["every"].value = 4
+    assert "was not timed" not in app.html.value and "The strip shows k = 4" in app.takeaway.value
+
+
+def test_checkpointing_memory_measured_by_tracemalloc_follows_the_activations_held():
+    """The traced peak falls where the counted activations fall (it once stayed flat: it counted one new
+    copy of every gradient)."""
+    from course.backprop.bench import checkpoint_sweep
+
+    rs = checkpoint_sweep(depth=15, width=64, batch=64, ks=[1, 4], repeat=3, budget_s=0.2)
+    full, sqrt = sorted(rs.records, key=lambda r: r["every"])
+    assert sqrt["peak_activation_bytes"] < full["peak_activation_bytes"]
+    assert sqrt["traced_peak_bytes"] < 0.85 * full["traced_peak_bytes"]
+
+
 def test_training_app_redraws_a_setting_it_trained_before_without_training_again(monkeypatch):
     calls = []
     real = bw.train

@@ -13,6 +13,7 @@ from course.bppsa.algorithm import (
     backprop_sequential,
     bppsa_operator,
     gradients_from_scan,
+    inplace_scan,
     scan_elements,
     validate_chain,
     work_counts,
@@ -118,8 +119,31 @@ def test_work_counts_scan_has_log_steps_and_more_flops():
     assert c["flops_sequential"] == 2 * 20 * 20 * 30000 * 16
     assert c["flops_scan"] == 2 * 20 ** 3 * c["combines_scan"] * 16
     assert 30000 * 2 <= c["combines_scan"] <= 2 * 30001
-    assert c["work_ratio"] > 20 * 1.9                   # about 2n times the arithmetic
+    assert c["work_ratio"] > 20 * 1.9                   # the teaching scan: about 2n times the arithmetic
+    assert 20 < c["work_ratio_min"] < 21.5               # the least scan: about n + 1 times
+    assert c["combines_up"] + c["combines_down"] == c["combines_scan"]
     assert c["bytes_scan"] == 20 * c["bytes_sequential"]
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 7, 8, 31, 100, 257])
+def test_least_scan_count_is_what_the_scan_multiplies(T):
+    """Every combine whose operand holds only the gradient column (the leftmost up-sweep branch, every
+    down-sweep combine) is a matrix-vector product; work_counts' least count says exactly how many."""
+    n = 3
+    J, g = orthogonal_chain(T, n, None, 1)
+    kinds = {"matrix": 0, "vector": 0}
+
+    def counting_op(a, b):
+        for k in range(a.shape[0]):
+            vector = not a[k][:, 1:].any() or not b[k][:, 1:].any()
+            kinds["vector" if vector else "matrix"] += 1
+        return bppsa_operator(a, b)
+
+    inplace_scan(scan_elements(J, g), counting_op, np.eye(n))
+    c = work_counts(T, n)
+    assert kinds["matrix"] + kinds["vector"] == c["combines_scan"]
+    assert c["flops_scan_min"] == 2 * n ** 3 * kinds["matrix"] + 2 * n ** 2 * kinds["vector"]
+    assert kinds["vector"] >= c["combines_down"]          # the whole down-sweep meets the gradient
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])

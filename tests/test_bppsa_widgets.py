@@ -40,8 +40,9 @@ def test_timing_app_without_gpu_or_reference_says_what_to_do(monkeypatch):
     app = bppsa_widgets.timing_app(T=10, hidden=4, batch=1)
     app.controls["device"].value = "gpu"
     assert isinstance(app.last_error, course.GPUUnavailableError)
-    text = "".join(o.get("text", "") for o in app.errors.outputs)
+    text = app.shown_error()
     assert "No GPU is available" in text and "no reference" in text.lower()
+    assert app.notice.value and not app.errors.outputs     # the one "no GPU" note, not an error box
 
 
 @pytest.mark.widgets

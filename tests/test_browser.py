@@ -264,3 +264,56 @@ def test_the_executed_book_shows_every_lesson_with_its_figures_and_the_reference
         finally:
             browser.close()
     assert not fetched, f"the book fetched from the network: {fetched[:5]}"
+
+
+# ----------------------------------------------------------------- apps with progress bars, after Run All
+
+#: A notebook of two apps whose updates draw progress bars (as the lessons' sweeps do), run top to bottom:
+#: the bars close when their loops end, and the app's progress area must not keep a view of them.
+_PROGRESS_NOTEBOOK = {
+    "cells": [
+        {"cell_type": "code", "id": "first", "metadata": {}, "execution_count": None, "outputs": [], "source": [
+            "import ipywidgets as w\n",
+            "from course.widgets import LiveApp, progress\n",
+            "def update(n):\n",
+            "    return f'<b>sum of {n}: {sum(progress(range(n), desc=\"counting\"))}</b>'\n",
+            "first = LiveApp(update, {'n': w.IntSlider(value=50, min=1, max=100)}, title='first')\n",
+            "first"]},
+        {"cell_type": "code", "id": "second", "metadata": {}, "execution_count": None, "outputs": [], "source": [
+            "second = LiveApp(update, {'n': w.IntSlider(value=60, min=1, max=100)}, title='second')\n",
+            "second"]},
+        {"cell_type": "code", "id": "redraw", "metadata": {}, "execution_count": None, "outputs": [], "source": [
+            "first.controls['n'].value = 70   # a redraw after Run All draws and closes a bar again\n",
+            "print('done')"]},
+    ],
+    "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+    "nbformat": 4, "nbformat_minor": 5,
+}
+
+
+def test_apps_leave_no_closed_progress_bar_behind_after_run_all(jupyterlab):
+    """ipywidgets 8: an Output whose ``outputs`` is assigned ``()`` kept the view of the closed progress bar
+    ("Error displaying widget: model not found"); LiveApp clears its progress area with ``clear_output()``."""
+    from playwright.sync_api import sync_playwright
+
+    base, tmp = jupyterlab
+    (tmp / "work" / "progress_apps.ipynb").write_text(json.dumps(_PROGRESS_NOTEBOOK), encoding="utf-8")
+    with sync_playwright() as p:
+        browser = _launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{base}/lab/tree/progress_apps.ipynb?token={TOKEN}", wait_until="domcontentloaded")
+            page.wait_for_selector(".jp-Notebook", timeout=90_000)
+            _wait_kernel_idle(base)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            page.locator(".jp-OutputArea-output", has_text="done").first.wait_for(timeout=120_000)
+            _wait_kernel_idle(base)
+            time.sleep(2)       # let the front end render what the last messages asked for
+            body = page.inner_text("body")
+            page.screenshot(path=str(tmp / "progress_apps.png"))
+            assert "sum of 70: 2415" in body and "sum of 60: 1770" in body, "the apps did not draw"
+            assert "model not found" not in body, "a closed progress bar's view was left in an app"
+            assert "Error displaying widget" not in body
+        finally:
+            browser.close()

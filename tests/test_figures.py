@@ -249,6 +249,20 @@ def test_a_sweep_takeaway_says_the_plotted_numbers():
     assert "125 ms" in said and "n = 1,024" in said, said
 
 
+def test_a_sweep_takeaway_compares_devices_at_a_size_both_have():
+    """A CPU measured up to width 256 and a GPU recorded up to 4,096 are compared at 256, the GPU's further
+    point said apart: one sentence never sets one device's time at one size beside another's at another."""
+    rs = ResultSet("demo")
+    for n, t in ((64, 1e-3), (256, 1.2e-2)):
+        rs.add(device="cpu", width=n, median_s=t)
+    for n, t in ((64, 3.0e-3), (256, 3.1e-3), (4096, 3.06e-3)):
+        rs.add(device="gpu", width=n, median_s=t)
+    said = figure_takeaway(sweep_figure(rs, x="width", y="median_s", xlabel="hidden width"))
+    first = said.split("Further on")[0]
+    assert "width = 256" in first and "12 ms" in first and "3.1 ms" in first and "4,096" not in first, said
+    assert "3.06 ms per call at hidden width = 4,096" in said.split("Further on")[1], said
+
+
 def test_the_takeaway_is_the_pngs_alt_text():
     from io import BytesIO
 

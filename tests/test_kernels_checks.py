@@ -11,7 +11,8 @@ import course.check as check
 from course.kernels import EXERCISES, TPB, grade, reference
 
 REFERENCES = {"map": reference.relu_map, "guard": reference.relu_guard, "zip": reference.fma_zip,
-              "block_sum": reference.block_sum, "matmul_tiled": reference.matmul_tiled,
+              "scale_rows": reference.scale_rows, "block_sum": reference.block_sum,
+              "matmul_tiled": reference.matmul_tiled,
               "hillis_steele": reference.hillis_steele, "blelloch": reference.blelloch}
 
 
@@ -79,6 +80,82 @@ def test_the_untiled_product_reads_too_much_global_memory():
         c[row, col] = acc
     g = grade("matmul_tiled", naive, on_gpu=False)
     assert g.problems == ["too many global reads: block (0, 0) thread (0, 0) made 8, the budget is 4 per thread."]
+
+
+def test_the_row_scaling_is_graded_on_its_memory_sectors(capsys):
+    """With threadIdx.x on the row the values are right, but each warp touches a sector per row: 272 against 72."""
+    def x_on_row(out, a, s):
+        row, col = cuda.grid(2)
+        out[row, col] = a[row, col] * s[row]
+    assert check.check_kernel_scale_rows(x_on_row) is False
+    out = capsys.readouterr().out
+    assert "global sectors" in out and "272" in out and "at most 72" in out and "threadIdx.x" in out
+
+    def by_column(out, a, s):
+        col, row = cuda.grid(2)
+        out[row, col] = a[row, col] * s[col]
+    g = grade("scale_rows", by_column, on_gpu=False)
+    assert not g.ok and "belongs to the row" in g.problems[0]
+
+
+TILE = 2      # the notebook's module constant; the coalescing count rebinds it to 16
+
+
+def _tiled(x_on_column):
+    """The tiled product with threadIdx.x on the column (coalesced) or on the row (the old reference)."""
+    def kernel(c, a, b, n):
+        sa = cuda.shared.array((TILE, TILE), float32)
+        sb = cuda.shared.array((TILE, TILE), float32)
+        if x_on_column:
+            col, row = cuda.grid(2)
+            tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+        else:
+            row, col = cuda.grid(2)
+            tr, tc = cuda.threadIdx.x, cuda.threadIdx.y
+        acc = 0.0
+        for k0 in range(0, n, TILE):
+            sa[tr, tc] = a[row, k0 + tc]
+            sb[tr, tc] = b[k0 + tr, col]
+            cuda.syncthreads()
+            for k in range(TILE):
+                acc += sa[tr, k] * sb[k, tc]
+            cuda.syncthreads()
+        c[row, col] = acc
+    return kernel
+
+
+def test_the_tiled_product_is_graded_on_coalescing_and_bank_conflicts():
+    """threadIdx.x on the row of row-major arrays gives the right values and the right per-thread reads, but
+    at a 16 x 16 tile 4x the global sectors and 1,008 bank conflicts: the check counts both."""
+    from course.kernels.warps import scale_counts
+
+    good, bad = scale_counts("matmul_tiled", _tiled(True)), scale_counts("matmul_tiled", _tiled(False))
+    assert good[0]["global_sectors"] == 96 and good[0]["bank_conflicts"] == 0 and good[1] == []
+    assert bad[0]["global_sectors"] == 384 and bad[0]["bank_conflicts"] == 1008
+    g = grade("matmul_tiled", _tiled(False), on_gpu=False)
+    assert not g.ok and len(g.problems) == 2, g.problems
+    assert "global sectors" in g.problems[0] and "threadIdx.x" in g.problems[0]
+    assert "bank conflicts" in g.problems[1]
+    assert grade("matmul_tiled", _tiled(True), on_gpu=False).ok
+
+
+def test_the_tiled_product_must_use_the_tile_constant():
+    def hard_coded(c, a, b, n):           # right at TILE = 2, wrong once the tile is 16
+        sa = cuda.shared.array((2, 2), float32)
+        sb = cuda.shared.array((2, 2), float32)
+        col, row = cuda.grid(2)
+        tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+        acc = 0.0
+        for k0 in range(0, n, 2):
+            sa[tr, tc] = a[row, k0 + tc]
+            sb[tr, tc] = b[k0 + tr, col]
+            cuda.syncthreads()
+            for k in range(2):
+                acc += sa[tr, k] * sb[k, tc]
+            cuda.syncthreads()
+        c[row, col] = acc
+    g = grade("matmul_tiled", hard_coded, on_gpu=False)
+    assert not g.ok and ("TILE" in g.problems[0]), g.problems
 
 
 def test_a_scan_without_the_barrier_between_read_and_write_is_a_race():

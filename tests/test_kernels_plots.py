@@ -8,10 +8,16 @@ from numba import cuda
 
 from course.errors import BadInputError
 from course.kernels import EXERCISES, draw_trace, show, simulate
+from course.kernels.plots import MAX_DRAWN_THREADS
 from course.plots import PALETTE
 
 
-@pytest.mark.parametrize("name", sorted(EXERCISES))
+def _drawn_thread_by_thread(name):
+    t = EXERCISES[name].threads
+    return int(np.prod(t if isinstance(t, tuple) else (t,))) <= MAX_DRAWN_THREADS
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXERCISES if _drawn_thread_by_thread(n)))
 def test_each_reference_is_drawn_with_a_panel_per_phase(name):
     ex = EXERCISES[name]
     _, tr = simulate(ex.reference, ex.blocks, ex.threads, **ex.inputs(1))
@@ -20,6 +26,17 @@ def test_each_reference_is_drawn_with_a_panel_per_phase(name):
     rows = len(tr.final_phase)
     assert len(fig.axes[0].get_yticklabels()) == rows
     assert "simulator" in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_a_launch_of_many_threads_is_drawn_warp_by_warp():
+    """256 threads would be 256 rows: the figure colours each element by the warp that read it instead, and says
+    how many sectors a warp touched (4 coalesced, 16 with threadIdx.x on the row)."""
+    def x_on_row(out, a, s):
+        row, col = cuda.grid(2)
+        out[row, col] = a[row, col] * s[row]
+    good, bad = show("scale_rows"), show("scale_rows", x_on_row)
+    assert len(good.axes) == 1 and "at most 4 sectors" in good.takeaway
+    assert "at most 16 sectors" in bad.takeaway
 
 
 def test_a_stub_draws_nothing_and_says_why(capsys):

@@ -1,4 +1,4 @@
-"""The longer exercises of lessons 01-07: the solutions notebook's answer passes its check, the lesson
+"""The longer exercises of lessons 01-08: the solutions notebook's answer passes its check, the lesson
 notebook's stub does not, and a typical wrong answer fails with the message meant for it.
 
 Each answer is read from the notebook cell that holds it, so the test also checks the notebooks.
@@ -28,6 +28,7 @@ EXERCISES = {
     "check_bppsa_backward": ("05_bppsa", ["6", "19", "x05-bppsa-backward"], "my_bppsa_backward"),
     "check_ring_allreduce": ("06_many_workers", ["10", "x06-ring-allreduce"], "my_ring_allreduce"),
     "check_selective_backward": ("07_linear_recurrences", ["c29", "x07-selective-backward"], "my_selective_backward"),
+    "check_flash_backward": ("08_attention_as_a_scan", ["x08-flash-backward"], "my_flash_backward"),
 }
 
 
@@ -130,6 +131,16 @@ def _ring_reduce_scatter_only(vectors, exchange):
     return buf
 
 
+def _flash_backward_without_d(q, k, v, out, lse, dout, causal, block):
+    """The backward pass with the softmax's row term D left out (dS = P ⊙ dP)."""
+    s = q @ k.T / np.sqrt(q.shape[1])
+    if causal:
+        s = np.where(np.tri(len(q), dtype=bool), s, -np.inf)
+    p = np.exp(s - lse[:, None])
+    ds = p * (dout @ v.T)
+    return ds @ k / np.sqrt(q.shape[1]), ds.T @ q / np.sqrt(q.shape[1]), p.T @ dout
+
+
 WRONG = {
     "check_mlp_backward": (lambda: _mlp_backward_without_activations, "derivative is missing"),
     "check_lane_dot": (lambda: _lane_dot_float64, "float64"),
@@ -141,6 +152,7 @@ WRONG = {
     "check_selective_backward": (lambda: answer("check_selective_backward",
                                                 replace={"my_state_gradients": lambda a, grad_h: grad_h}),
                                  "reverse recurrence is missing"),
+    "check_flash_backward": (lambda: _flash_backward_without_d, "subtracts D_i"),
 }
 
 

@@ -75,7 +75,7 @@ def test_timing_app_on_gpu_without_gpu_explains(monkeypatch):
     app.controls["device"].value = "gpu"
     assert isinstance(app.last_error, GPUUnavailableError)
     assert "no reference GPU results" in str(app.last_error)
-    assert app.errors.outputs and "Choose CPU" in app.errors.outputs[-1]["text"]
+    assert "Choose CPU" in app.shown_error() and "course-no-gpu" in app.notice.value
 
 
 def test_timing_app_on_gpu_without_gpu_shows_labelled_references(monkeypatch):

@@ -164,3 +164,13 @@ def test_gpu_batch_and_precision_sweeps_run():
     assert {r["device"] for r in rs.records} == {"cpu", "gpu"}
     rs = T.precision_sweep([256], dtypes=("float32", "float16"), devices=["gpu"], repeat=2)
     assert {r["dtype"] for r in rs.records} == {"float32", "float16"}
+
+
+def test_tf32_is_named_and_timed_only_where_a_gpu_has_tensor_cores():
+    """TF32, the float32 a Hopper GPU runs when a framework allows it, is a row of its own on a GPU; on a CPU the
+    sweep says why it is absent instead of leaving it out silently."""
+    from course.throughput.batch import TF32, precision_sweep
+
+    rs = precision_sweep([16], dtypes=("float32", TF32), devices=["cpu"], repeat=2)
+    assert {r["dtype"] for r in rs.records} == {"float32"}
+    assert any("TF32 was not timed" in n and "tensor-core" in n for n in rs.notes)

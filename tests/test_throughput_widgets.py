@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import course
+from course import throughput as T
 from course.devices import gpu_available
 from course.throughput import widgets as TW
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.widgets
 
 
 def _err(app) -> str:
-    return "".join(o.get("text", "") for o in app.errors.outputs)
+    return app.shown_error()
 
 
 def test_sweep_app_redraws_for_a_new_op_and_marks_no_crossover_without_gpu(monkeypatch):
@@ -90,6 +91,17 @@ def test_batch_app_reports_the_batch_reaching_90_percent():
     assert "90 %" in app.html.value and app.last_error is None
     app.controls["highlight"].value = 64
     assert app.last_error is None
+
+
+def test_a_batch_sweep_still_rising_at_its_largest_batch_is_not_called_a_plateau():
+    """The H100 reference rises 1.7x per doubling up to batch 8,192, at a few % of its roof: "90 % of the best at
+    8,192" is the edge of the sweep, and the reading says so, with the share of the roof."""
+    rising = [{"batch": b, "samples_per_s": 1000.0 * b, "gflops": 0.002 * b} for b in (1024, 2048, 4096, 8192)]
+    said = T.batch_reading(rising, peak_flops=5.5e13)
+    assert "still rising" in said and "edge of the sweep" in said and "% of the float32 roof" in said
+    flat = [{"batch": b, "samples_per_s": s} for b, s in ((64, 500.0), (128, 950.0), (256, 1000.0), (512, 1020.0))]
+    said = T.batch_reading(flat)
+    assert "levelled off" in said and "batch 128 already reaches 90 %" in said
 
 
 def test_fusion_async_precision_apps_run_and_react():

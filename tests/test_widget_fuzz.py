@@ -175,6 +175,12 @@ def _rnn_cost(T, hidden, batch, device="cpu", torch=False, budget_s=10.0, **_):
     return max(2 * one, budget_s + one)
 
 
+def _attention_cost(method, n, d=64, *_a, block=64, **_k):
+    from course.attention.widgets import attention_cost_s
+
+    return attention_cost_s(method, n, d, block)
+
+
 def _none(*_a, **_k):
     return None
 
@@ -191,6 +197,7 @@ FAKES = {
                                 "checkpoint_sweep": _checkpoint_cost},
     "course.bppsa.widgets": {"timing_update": _rnn_cost},
     "course.recurrences.widgets": {"time_recurrence": _none},
+    "course.attention.widgets": {"time_attention": _attention_cost},
     "course.hardware.widgets": {"time_matmul": _none, "matmul_sweep": _none},
 }
 #: Fakes that answer with the real function at its smallest size instead of raising (the app makes
@@ -245,7 +252,7 @@ def _check_refresh(app, name: str, setting: str) -> None:
         return
     assert isinstance(err, CourseError), (
         f"{name} {setting}: {type(err).__name__}: {err} (not a course error)")
-    shown = "".join(o.get("text", "") for o in app.errors.outputs)
+    shown = app.shown_error()
     assert error_message(err) in shown, f"{name} {setting}: the error is not shown in the app"
 
 
@@ -298,7 +305,8 @@ def test_every_setting_refreshes_within_the_cost_bound(name, builder, requests):
 
 def test_the_fuzz_finds_every_lesson():
     found = {n.split(".")[0] for n, _ in APPS}
-    assert {"backprop", "vectorize", "throughput", "scan", "bppsa", "recurrences", "parallel", "hardware"} <= found
+    assert {"backprop", "vectorize", "throughput", "scan", "bppsa", "recurrences", "parallel", "hardware",
+            "attention"} <= found
 
 
 def test_matmul_plan_keeps_every_size_under_the_limit():

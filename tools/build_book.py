@@ -1,6 +1,6 @@
 """Build the executed book: every lesson notebook run on this machine and written as a static page.
 
-    python tools/build_book.py                       # all eight lessons into book/_build/ (make book)
+    python tools/build_book.py                       # every lesson into book/_build/ (make book)
     python tools/build_book.py --lessons 00 03       # a smaller book (the browser test's)
     python tools/build_book.py --out /tmp/book
 
@@ -224,8 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lessons", nargs="+", metavar="NN", help="only these lessons (e.g. 00 03)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one cell may take")
     args = parser.parse_args(argv)
-    pages = build(args.out, args.lessons, args.timeout)
-    print(f"wrote {len(pages)} pages; open {args.out / 'index.html'}")
+    from course.errors import BadInputError, validate_output_folder
+
+    try:
+        out = validate_output_folder(args.out, "--out")
+    except BadInputError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    pages = build(out, args.lessons, args.timeout)
+    print(f"wrote {len(pages)} pages; open {out / 'index.html'}")
     return 0
 
 

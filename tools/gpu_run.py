@@ -15,8 +15,9 @@ own deadline, and stops starting steps once the whole budget (:data:`BUDGET_S`) 
 3. ``bench-scan``, ``bench-step``: ``benchmarks/bench_gpu_scan.py`` and ``bench_gpu_step.py`` at quick sizes;
 4. ``latency``: the launch-latency rows (``launch_latency``, ``async_chain``), recorded as references;
 5. ``record``: the report's ``backprop_train_step``, ``scan_kernel_variants``, ``scan_sweep``, ``bppsa_rnn``,
-   ``bppsa_rnn_batch`` and ``recurrence_sweep`` with ``--gpu-only --record-reference`` (quick sizes;
-   each experiment's reference is written as soon as it finishes, so a deadline keeps what finished);
+   ``bppsa_rnn_batch``, ``recurrence_sweep`` and ``attention_sweep`` (last: after the ladder and the scans)
+   with ``--gpu-only --record-reference`` (quick sizes; each experiment's reference is written as soon as it
+   finishes, so a deadline keeps what finished);
 6. ``timelines``: a few steps of each rung of lesson 01's ladder and of PyTorch, kernel by kernel
    (PyTorch's profiler; last, because the profiler slows every later launch in the process);
 7. ``full``: the two benchmarks again at full sizes, if time remains.
@@ -51,13 +52,13 @@ BUDGET_S = 420.0
 #: The GPU tests of the new GPU code, one pytest process each.
 GPU_TEST_MODULES = ("tests/test_capture.py", "tests/test_backprop_fast_step.py", "tests/test_bppsa_fast.py",
                     "tests/test_scan_singlepass.py", "tests/test_timing.py", "tests/test_bppsa_models.py",
-                    "tests/test_throughput_latency.py", "tests/test_backprop_bench.py")
+                    "tests/test_throughput_latency.py", "tests/test_backprop_bench.py", "tests/test_attention_gpu.py")
 #: pytest's exit status when it collected no test (a module without GPU tests): not a failure.
 NO_TESTS = 5
 #: The experiments re-recorded as references, in two steps.
 LATENCY_EXPERIMENTS = ("launch_latency", "async_chain")
 RECORD_EXPERIMENTS = ("backprop_train_step", "scan_kernel_variants", "scan_sweep", "bppsa_rnn", "bppsa_rnn_batch",
-                      "recurrence_sweep")
+                      "recurrence_sweep", "attention_sweep")
 
 
 class Run:

@@ -26,7 +26,8 @@ SOURCES = [("single-pass scan", "course.scan.singlepass", "SINGLE_PASS_SOURCE"),
            ("vector ReLU", "course.vectorize.gpu", "VECTOR_RELU_SOURCE"),
            ("launch latency", "course.throughput.latency", "LAUNCH_SOURCE"),
            ("memory chase", "course.throughput.memory", "CHASE_KERNEL"),
-           ("timing lead spin", "course.lead_spin", "LEAD_SPIN_SOURCE")]
+           ("timing lead spin", "course.lead_spin", "LEAD_SPIN_SOURCE"),
+           ("fused attention forward", "course.attention.fused", "FUSED_FORWARD_SOURCE")]
 
 
 def source_text(module: str, attr: str) -> str:

@@ -3,7 +3,8 @@
 The repository's address is ``[project.urls] Repository`` in ``pyproject.toml``, and nowhere else
 by hand.  From it this script writes
 
-* the Colab and Binder badges in README.md's lessons table and in each notebook's first cell;
+* the Colab and Binder badges in README.md's lessons table and in each notebook's first cell (a notebook
+  with a Colab badge and no Binder badge gets one);
 * each notebook's install cell (its first code cell, run only on Colab: ``"google.colab" in
   sys.modules``), which clones the repository and installs the course, and stops with one clear
   message (the address it tried, and how to upload the folder instead) when the clone fails.
@@ -41,10 +42,25 @@ DEFAULT_NOTE = "on Colab: fetch the course and install it (CuPy is preinstalled)
 _NOTE = re.compile(re.escape(INSTALL_MARK) + r":\s*#\s*(?P<note>.+)$", re.MULTILINE)
 
 
+def read_text(path: Path) -> str:
+    """``path``'s text, or a clear stop naming the file when it is missing or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc}); restore it from git "
+                         "(git checkout -- <file>)") from None
+
+
 def repository_url(pyproject: Path = ROOT / "pyproject.toml") -> str:
     """The repository's address: ``[project.urls] Repository`` in pyproject.toml (a GitHub URL)."""
-    urls = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("urls", {})
-    url = urls.get("Repository")
+    try:
+        project = tomllib.loads(read_text(pyproject)).get("project", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise SystemExit(f"{pyproject}: not valid TOML ({exc}); restore it from git") from None
+    urls = project.get("urls", {}) if isinstance(project, dict) else {}
+    url = urls.get("Repository") if isinstance(urls, dict) else None
+    if not isinstance(url, str):
+        url = None
     if not url or not _GITHUB.match(url):
         raise SystemExit(f"{pyproject.name}: [project.urls] Repository must be https://github.com/OWNER/NAME, "
                          f"got {url!r}")
@@ -83,8 +99,13 @@ if {INSTALL_MARK}:  # {note}
 
 
 def _badges(text: str, url: str, path: str) -> str:
+    """``text`` with its Colab and Binder badges pointing at ``path``; a Colab badge without a Binder one gets
+    one, on the next line (the README promises both for every lesson)."""
+    binder = _BINDER_BADGE.search(text) is not None
     text = _COLAB_BADGE.sub(lambda m: f"[![{m['alt']}](https://colab.research.google.com/assets/colab-badge.svg)]"
-                                      f"({colab_link(url, path)})", text)
+                                      f"({colab_link(url, path)})"
+                                      + ("" if binder else "\n[![Binder](https://mybinder.org/badge_logo.svg)]"
+                                                           f"({binder_link(url, path)})"), text)
     return _BINDER_BADGE.sub(lambda m: f"[![{m['alt']}](https://mybinder.org/badge_logo.svg)]"
                                        f"({binder_link(url, path)})", text)
 
@@ -96,14 +117,19 @@ def _split(source: str) -> list[str]:
 
 def notebook_text(path: Path, url: str) -> str:
     """The notebook's JSON text with its badges and install cell written from ``url``."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    rel = path.relative_to(ROOT).as_posix()
+    try:
+        nb = json.loads(read_text(path))
+        cells = nb["cells"]
+        sources = ["".join(cell["source"]) for cell in cells]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"{path}: not a notebook this script can read ({type(exc).__name__}: {exc}); restore it "
+                         "from git") from None
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
     installs = 0
-    for cell in nb["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "markdown":
+    for cell, source in zip(cells, sources):
+        if cell.get("cell_type") == "markdown":
             new = _badges(source, url, rel)
-        elif cell["cell_type"] == "code" and INSTALL_MARK in source and installs == 0:
+        elif cell.get("cell_type") == "code" and INSTALL_MARK in source and installs == 0:
             note = _NOTE.search(source)
             new, installs = install_cell(url, note["note"].strip() if note else DEFAULT_NOTE), 1
         else:
@@ -117,7 +143,7 @@ def notebook_text(path: Path, url: str) -> str:
 
 def readme_text(url: str, readme: Path = ROOT / "README.md") -> str:
     """README.md with each lessons-table row's badges pointing at its notebook in ``url``."""
-    lines = readme.read_text(encoding="utf-8").split("\n")
+    lines = read_text(readme).split("\n")
     for i, line in enumerate(lines):
         m = re.search(r"\]\((notebooks/[^)]+\.ipynb)\)", line)
         if m and ("colab-badge" in line or "badge_logo" in line):
@@ -137,7 +163,7 @@ def out_of_step(url: str | None = None) -> dict[Path, str]:
     want = {}
     for path in targets():
         text = readme_text(url, path) if path.suffix == ".md" else notebook_text(path, url)
-        if text != path.read_text(encoding="utf-8"):
+        if text != read_text(path):
             want[path] = text
     return want
 

@@ -319,10 +319,15 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
 
 
 def _traced_peak(fn: Callable[[], Any]) -> int:
-    """Peak bytes numpy allocated while ``fn`` ran (tracemalloc sees numpy's buffers)."""
+    """Peak bytes numpy held beyond what it held before ``fn`` ran (tracemalloc sees numpy's buffers).
+
+    ``fn`` runs twice under tracing and the second run is measured: the first replaces the gradients
+    allocated before tracing began, so that in the second each new gradient frees the one it replaces
+    and the peak is the step's own working memory, not one copy of every gradient."""
     was = tracemalloc.is_tracing()
     if not was:
         tracemalloc.start()
+    fn()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
     fn()

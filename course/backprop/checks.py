@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..grading import array_mismatch, call_learner, python_lines_run, verdict
+from ..grading import NOT_DONE, array_mismatch, call_learner, python_lines_run, real_array, run_learner, verdict
 from .gradcheck import central_differences
 from .layers import MLP, Linear, Sigmoid, softmax_cross_entropy, softmax_cross_entropy_backward
 
@@ -29,14 +29,12 @@ _MAX_LINES = 64  # lines of Python one call may run on a large input: a loop ove
 
 
 def _call(name: str, fn: Callable, *args):
-    """(result, None) or (None, message) when the learner's function raised."""
-    try:
-        return fn(*args), None
-    except NotImplementedError:
+    """(result, None) or (None, message) when the learner's function gave no result (see :func:`run_learner`)."""
+    got, problem = run_learner(fn, *args)
+    if problem == NOT_DONE:
         return None, (f"{name}: not done yet (the function still raises NotImplementedError). "
                       "Fill it in and run this cell again.")
-    except Exception as exc:  # the learner's bug: say what it was, do not crash the notebook
-        return None, f"{name}: your function raised {type(exc).__name__}: {exc}"
+    return got, problem and f"{name}: {problem}"
 
 
 def _scale(got: np.ndarray, want: np.ndarray) -> float | None:
@@ -57,10 +55,9 @@ def _compare(name: str, got, want: np.ndarray, shape_hint: str,
     """None when right, else the message saying what is wrong."""
     if got is None:
         return f"{name}: your function returned None. Did you forget the `return`?"
-    try:
-        got = np.asarray(got, dtype=np.float64)
-    except (TypeError, ValueError):
-        return f"{name}: returned a {type(got).__name__}, not an array of numbers"
+    got, unreadable = real_array(name, got)
+    if unreadable:
+        return unreadable
     if got.shape != want.shape:
         for alt, msg in suspects:
             if _close(got, alt):
@@ -86,7 +83,9 @@ def _compare(name: str, got, want: np.ndarray, shape_hint: str,
 
 def _loops(name: str, fn: Callable, args) -> str | None:
     """A message when ``fn`` runs a Python loop over rows or elements (counted, not timed)."""
-    lines = python_lines_run(fn, *args)
+    lines, problem = run_learner(python_lines_run, fn, *args)
+    if problem:
+        return f"{name}: on the speed test's {np.shape(args[0])} input: {problem}"
     if lines > _MAX_LINES:
         return (f"{name}: the values are right, but on a {np.shape(args[0])} input your function ran {lines:,} "
                 "lines of Python, where one array operation runs a handful. Replace Python loops by "

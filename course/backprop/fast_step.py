@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import OneOf, Whole, arguments
 from ..capture import capture_graph, matmul_into
 from ..devices import cupy_module, to_numpy
 from ..errors import BadInputError
@@ -57,6 +58,7 @@ RUNG_TITLES = {"eager": "(a) eager: the teaching step", "no_readback": "(b) no r
                "fused": "(c) fused kernels, one flat SGD", "graph": "(d) CUDA graph of (c), replayed"}
 
 
+@arguments(rung=OneOf(*RUNGS), n_layers=Whole(hint="the model's Linear layers"))
 def declared_counts(rung: str, n_layers: int) -> dict | None:
     """Kernel launches and reads back per step that a rung is built to make, for ``n_layers`` Linear
     layers (GEMMs counted one launch each); None for the rungs whose count is only measured."""

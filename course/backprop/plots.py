@@ -31,6 +31,7 @@ from ..plots import (
     bar_figure,
     footer_text,
     log2_x,
+    mark_noisy,
     new_figure,
     place_legend,
     series_style,
@@ -199,7 +200,7 @@ def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool
     mem = np.array([r["peak_activation_bytes"] for r in recs]) / 2**20
     ax.plot(ks, mem, "o-", label="activations held (counted)")
     if all(r.get("traced_peak_bytes") for r in recs):
-        what = ("all new numpy memory during the step (tracemalloc;\nthe input batch was allocated before)"
+        what = ("numpy memory the step added, at its peak\n(tracemalloc; the input batch was there before)"
                 if recs[0].get("traced_by") != "CuPy memory pool" else "CuPy memory pool in use (sampled at each hold)")
         ax.plot(ks, np.array([r["traced_peak_bytes"] for r in recs]) / 2**20, "s--", ms=4, color="0.5",
                 label=what)
@@ -211,8 +212,10 @@ def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool
     ax.grid(True, alpha=0.3)
     ax2.plot(ks, [100 * r["extra_compute"] for r in recs], "o-", color=PALETTE["green"],
              label="counted: recomputed FLOPs (% of a plain step)")
-    ax2.plot(ks, [100 * (r["time_ratio"] - 1) for r in recs], "s--", color="0.25",
-             label="measured: extra time over k = 1 (%)")
+    extra = [100 * (r["time_ratio"] - 1) for r in recs]
+    ax2.plot(ks, extra, "s--", color="0.25", label="measured: extra time over k = 1 (%)")
+    spread = [bool(r.get("noisy")) or (r.get("q75_s", 0) - r.get("q25_s", 0)) > 0.25 * r["median_s"] for r in recs]
+    mark_noisy(ax2, ks, extra, [s or spread[0] for s in spread], "0.25")   # a ratio is as noisy as either side
     ax2.axhline(0, color="0.5", lw=0.8)
     ax2.set_xlabel("k")
     ax2.set_ylabel("extra work (%)")
@@ -225,7 +228,23 @@ def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool
     fig.suptitle(f"Gradient checkpointing: {p['depth']} hidden layers of {p['width']}, batch {p['batch']} "
                  f"({L} blocks)", fontsize=10)
     add_footer(fig, rs)
-    return fig
+    return set_takeaway(fig, _checkpoint_takeaway(recs, L, int(highlight) if strip else None, spread))
+
+
+def _checkpoint_takeaway(recs: list[dict], L: int, shown: int | None, noisy: list[bool]) -> str:
+    """The checkpointing figure's sentence: the k that holds the least, what it saves and costs, and the strip's k."""
+    i = min(range(len(recs)), key=lambda j: (recs[j]["peak_activation_bytes"], recs[j]["every"]))
+    best, first = recs[i], recs[0]
+    text = (f"Of the k timed, k = {best['every']} (√L = {np.sqrt(L):.1f}) holds the least activation memory, "
+            f"{best['peak_activation_bytes'] / 2**20:.3g} MiB against {first['peak_activation_bytes'] / 2**20:.3g} MiB "
+            f"with every block input kept (k = {first['every']}), for {100 * best['extra_compute']:.0f} % more "
+            f"matrix-product work (counted) and {100 * (best['time_ratio'] - 1):+.0f} % step time (measured"
+            + (", noisy" if noisy[i] or noisy[0] else "") + ").")
+    if shown is not None:
+        pat = kept_pattern(L, shown)
+        text += (f" The strip shows k = {shown}: {pat.count('checkpoint')} block inputs kept as checkpoints, "
+                 f"{pat.count('last segment')} kept in the last segment, {pat.count('recomputed')} recomputed.")
+    return text
 
 
 def ablation_figure(times: dict, title: str = "") -> Figure:

@@ -36,8 +36,8 @@ from .trace import LayerTrace, StepTrace, describe_step, random_batch
 from .validate import validate_inputs
 
 __all__ = ["trace_step", "time_train_step", "step_time_sweep", "trace_to_results", "trace_from_results",
-           "CPU_RUNGS", "GPU_RUNGS", "PEER_TITLES", "step_counts", "captured_kernels", "torch_steps", "TorchGraphStep",
-           "ladder_sweep", "ladder_table", "LADDER_PER_EVENT", "PEER_COUNT_HOW"]
+           "step_ratio_lines", "CPU_RUNGS", "GPU_RUNGS", "PEER_TITLES", "step_counts", "captured_kernels",
+           "torch_steps", "TorchGraphStep", "ladder_sweep", "ladder_table", "LADDER_PER_EVENT", "PEER_COUNT_HOW"]
 
 
 def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
@@ -106,6 +106,54 @@ def trace_from_results(rs: ResultSet, device: str = "cpu") -> StepTrace | None:
                          **{k: r[k] for k in fields}) for r in recs]
     return StepTrace(layers=layers, step_s=step[0]["step_s"] if step else float("nan"), device=device,
                      model=recs[0]["model"], batch=recs[0]["batch"], noisy=bool(step and step[0].get("noisy")))
+
+
+def _gflops(rs: ResultSet, device: str, n: int) -> tuple[float, int] | None:
+    recs = [r for r in rs.select(device=device, n=n) if r.get("gflops")]
+    return (recs[0]["gflops"], recs[0].get("threads", 0)) if recs else None
+
+
+def step_ratio_lines(cpu: StepTrace, gpu: StepTrace, flops: float, peak_flops: float | None = None,
+                     matmul: ResultSet | None = None, n: int = 512) -> list[str]:
+    """What the ratio of a CPU step to a recorded GPU step measures, in sentences printed from the numbers.
+
+    ``cpu`` and ``gpu`` are traces of the same step; ``flops`` its counted FLOPs; ``peak_flops`` the
+    float32 matrix-product rate recorded on that GPU (the roofline reference), and ``matmul`` the
+    reference's square matrix-product sweep (CPU and GPU), read at ``n`` and at its largest size: the
+    speed-up of the products alone, beside the step's.  A whole step that took far more or less than the
+    sum of its layers timed alone is flagged.
+    """
+    lines = [f"This CPU's step over the GPU's: {cpu.step_s / gpu.step_s:.1f}× ({cpu.step_s * 1e3:.3f} ms on this CPU, "
+             f"{gpu.step_s * 1e3:.3f} ms on the GPU; the same step, float32)."]
+    for who, tr in (("this CPU", cpu), ("the GPU", gpu)):
+        parts = tr.forward_s + tr.backward_s
+        if not 0.8 <= tr.step_s / parts <= 1.25:
+            lines.append(f"  Flag: on {who} the whole step took {tr.step_s / parts:.2f}× the sum of its layers timed "
+                         f"alone ({parts * 1e3:.3f} ms): the whole step also runs the update and its allocations, and "
+                         "a busy moment moves it; the ratio above carries that difference.")
+    rate = flops / gpu.step_s
+    loss = [r for r in gpu.layers if r.kind == "loss"]
+    lines.append("What that ratio measures: the cost of each call on the host, not the GPU's arithmetic. The "
+                 f"GPU step ran at {rate / 1e9:,.0f} GFLOP/s"
+                 + (f", {100 * rate / peak_flops:.2f} % of the {peak_flops / 1e12:,.0f} TFLOP/s float32 "
+                    "matrix-product rate recorded on the same GPU" if peak_flops else "")
+                 + "; its element-wise layers and loss, a sliver of the FLOPs, took "
+                 f"{100 * (1 - gpu.matmul_share):.0f} % of the layer-by-layer time"
+                 + (f", the loss alone {1e3 * (loss[0].forward_s + loss[0].backward_s):.2f} ms (its two reads back "
+                    "to the host, the label check and float(loss), wait for the GPU)" if loss else "") + ".")
+    g, c = (_gflops(matmul, d, n) for d in ("gpu", "cpu")) if matmul is not None else (None, None)
+    if g:
+        here = sum(r.matmul_flops for r in cpu.layers) / max(sum(r.forward_s + r.backward_s for r in cpu.layers
+                                                                  if r.kind == "linear"), 1e-30)
+        top = max(r["n"] for r in matmul.select(device="gpu"))
+        g_top, c_top = _gflops(matmul, "gpu", top), _gflops(matmul, "cpu", top)
+        lines.append(f"The matrix products alone (float32): the reference GPU's {n}×{n} product, about this step's "
+                     f"size, ran at {g[0]:,.0f} GFLOP/s, {g[0] * 1e9 / here:,.0f}× this CPU's Linear layers above "
+                     f"({here / 1e9:,.0f} GFLOP/s)"
+                     + (f" and {g[0] / c[0]:.1f}× the GPU machine's own CPU ({c[1]} threads)" if c else "")
+                     + (f"; at {top:,}×{top:,}, {g_top[0] / c_top[0]:.0f}× that CPU" if g_top and c_top else "")
+                     + ". That is what a step can approach once the per-call costs are gone (the ladder below).")
+    return lines
 
 
 def time_train_step(sizes: Sequence[int], batch: int = 256, dtype: Any = "float32", device: Any = "cpu",

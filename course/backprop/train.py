@@ -77,7 +77,8 @@ def train(model: MLP, data: Dataset, epochs: int = 10, batch_size: int = 32, lr:
     """
     epochs = validate_training(model, data, epochs, MAX_EPOCHS)
     rng = np.random.default_rng(seed)
-    h = History(description=f"{model!r}, batch {batch_size}, lr {lr}, SGD", device=model.device)
+    shown_lr = f"{lr:.3g}" if isinstance(lr, int | float) else repr(lr)   # the slider's 1.778..., read as 1.78
+    h = History(description=f"{model!r}, batch {batch_size}, lr {shown_lr}, SGD", device=model.device)
     began = time.perf_counter()
     n = data.x_train.shape[0]
     for ep in range(1, epochs + 1):

@@ -71,10 +71,7 @@ def validate_lr(lr: Any) -> float:
 
 def _float_dtype(dtype: Any, device: Any) -> np.dtype:
     """``dtype`` as a numpy float dtype the device holds; an integer one would round every weight to 0."""
-    dt = validate_dtype(dtype, device)
-    if dt.kind != "f":
-        raise BadInputError(f"dtype must be a floating-point type (float32 or float64), got {dt.name!r}")
-    return dt
+    return validate_dtype(dtype, device, floating=True)
 
 
 def _require_weights_fit(sizes: Sequence[int], dtype: np.dtype, device: Any) -> None:
@@ -220,7 +217,14 @@ def validate_fast_step(model: Any, rung: Any, batch: Any, lr: Any, mlp: type, ru
         raise BadInputError(f"the fused CUDA kernels are float32; this model is {model.dtype.name} "
                             f"(build it with dtype='float32', or use rung 'no_readback')")
     validate_lr(lr)
-    return whole_number("batch", batch, hint="the rows of every batch this step takes")
+    batch = whole_number("batch", batch, hint="the rows of every batch this step takes")
+    widths = sum(model.sizes[1:])          # each layer's output, its gradient (dtype) and its ReLU mask (bool)
+    per_row = model.sizes[0] * model.dtype.itemsize + 8 + model.sizes[-1] * model.dtype.itemsize \
+        + widths * (2 * model.dtype.itemsize + 1) + model.dtype.itemsize
+    params = sum(a * b + b for a, b in zip(model.sizes[:-1], model.sizes[1:]))
+    require_fits(batch * per_row + 3 * params * model.dtype.itemsize, model.device,
+                 what=f"a {rung!r} step's buffers for batches of {batch:,} rows")
+    return batch
 
 
 def validate_step_batch(fast: Any, x: Any, y: Any, check: bool) -> tuple[Any, Any]:

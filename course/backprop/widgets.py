@@ -28,7 +28,8 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 
-from ..devices import gpu_available, gpu_unavailable_reason
+from ..cpu import machine_load
+from ..devices import gpu_available
 from ..plots import figure_to_png, sweep_figure
 from ..results import load_reference
 from ..widgets import (
@@ -40,6 +41,7 @@ from ..widgets import (
     estimate_s,
     log2_slider,
     measured_rate,
+    no_gpu_html,
     noise_html,
     progress,
     require_affordable,
@@ -63,9 +65,10 @@ __all__ = ["training_app", "step_time_app", "step_sweep_app", "checkpoint_app", 
 TRAIN_BUDGET_S = 0.6 * WIDGET_LIMIT_S
 #: Training steps each measurement runs at the least, in units of one whole step: the trace (one real
 #: step, then at least 3 rounds of every layer's forward and backward plus a whole step), the sweep
-#: (a warm-up and at least 3 rounds), and checkpointing (per k: a warm-up, at least 3 rounds and one
-#: traced run, each with up to one extra forward of recomputation, ~1.5 steps).
-STEP_CALLS = {"trace": 7, "sweep": 4, "checkpoint": 5 * 1.5}
+#: (a warm-up and at least 3 rounds), and checkpointing (per k: a warm-up, at least 3 rounds, one run
+#: under tracemalloc, which about doubles its time, and the app's own counted run, each with up to a
+#: whole extra forward of recomputation: 7 runs of up to 2 steps).
+STEP_CALLS = {"trace": 7, "sweep": 4, "checkpoint": 7 * 2}
 
 _NO_REF = ("No reference GPU results have been recorded for this experiment yet. On a GPU machine, "
            "<code>python -m course report --record-reference</code> records them.")
@@ -115,9 +118,14 @@ def step_rate(sizes: Sequence[int], dtype: str) -> float:
 
 
 def _require_quick(what: str, sizes, steps: float, batch: int, dtype: str, instead: str) -> None:
-    """Refuse ``steps`` training steps of this network at ``batch`` whose estimated time is over the widget limit."""
-    require_affordable(what, estimate_s(steps * step_flops(sizes, batch), step_rate(sizes, dtype)),
-                       f"counted FLOPs over this network's {dtype} step rate measured at batch {_RATE_BATCH}", instead)
+    """Refuse ``steps`` training steps of this network at ``batch`` whose estimated time is over the widget limit.
+
+    The rate is a quiet machine's (the fastest of a few calls); on a busy one, where more processes want a
+    core than there are cores, every step takes that many times longer, and the estimate says so."""
+    busy = max(1.0, machine_load() or 0.0)
+    require_affordable(what, busy * estimate_s(steps * step_flops(sizes, batch), step_rate(sizes, dtype)),
+                       f"counted FLOPs over this network's {dtype} step rate measured at batch {_RATE_BATCH}"
+                       + (f", times {busy:.1f} for this busy machine's load" if busy > 1 else ""), instead)
 
 
 def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider:
@@ -190,8 +198,7 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
 
 def _gpu_fallback_html(width: int, depth: int, batch: int, dtype: str) -> str:
     """Why the CPU ran instead, and what the reference GPU results say for this network (if recorded)."""
-    out = (f"<p style='color:#a40'><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}), so "
-           "the breakdown below is the CPU's. On Colab choose Runtime > Change runtime type > GPU.</p>")
+    out = no_gpu_html("The breakdown below is the CPU's. On Colab choose Runtime &gt; Change runtime type &gt; GPU.")
     refs = load_reference("backprop_train_step")
     if not refs:
         return out + f"<p><i>{_NO_REF}</i></p>"
@@ -342,6 +349,10 @@ def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int 
         noisy = [r for r in (rec, base) if _iqr_noisy(r)]
         timed = (f"Measured step time at k = {rec['every']}: {rec['median_s'] * 1e3:.3g} ms, "
                  f"{100 * extra_t:+.0f} % against k = {base['every']}")
+        if rec["every"] != every:
+            timed = (f"k = {every} was not timed (the sweep times k = "
+                     f"{', '.join(str(r['every']) for r in sorted(rs.records, key=lambda r: r['every']))}), so the "
+                     f"nearest timed value is shown. " + timed)
         if noisy:
             timed += (" (noisy: the runs of " + " and ".join(f"k = {r['every']}" for r in noisy)
                       + " spread more than 25 % around their median, so this difference may be noise; "

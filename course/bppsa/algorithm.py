@@ -13,10 +13,14 @@ operator ``A ◇ B = B · A`` (the later factor multiplies on the left), which i
 associative, so the Blelloch scan of lesson 04 computes all of them in about
 2·log2(T) levels, each level one batched matrix product.
 
-The price is work: a combine in the tree multiplies two n×n matrices (2n³ flops)
-where the sequential step multiplied a matrix by a vector (2n²).  The scan does
-about 2n times more arithmetic and wins only where the hardware would otherwise
-idle: a GPU with a long, thin chain.
+The price is work.  An up-sweep combine multiplies two n×n matrices (2n³ flops)
+where the sequential step multiplied a matrix by a vector (2n²).  Every prefix the
+down-sweep hands on already contains the gradient, so a down-sweep combine needs only
+a matrix-vector product: the least a scan can do is about T matrix products and T
+matrix-vector products, (n+1) times the loop's arithmetic.  The teaching scan here
+keeps every element an n×n matrix and multiplies full matrices in both sweeps, about
+2n times the loop's arithmetic (:func:`work_counts` gives both).  Either way the
+scan wins only where the hardware would otherwise idle: a GPU with a long, thin chain.
 
 This module holds the two algorithms with one contract, and their costs:
 
@@ -117,6 +121,8 @@ def backprop_sequential(jacobians: Any, grad: Any) -> Any:
     """
     J, g, xp, T, B, n = validate_chain(jacobians, grad)
     dtype = xp.result_type(J.dtype, g.dtype)
+    require_fits((T + 1) * (B or 1) * n * np.dtype(dtype).itemsize, array_device(J),
+                 what=f"the gradients of a chain of {T:,} steps" + (f", batch {B:,}" if B else ""))
     G = xp.empty((T + 1,) + g.shape, dtype=dtype)
     G[T] = g
     for t in range(T - 1, -1, -1):      # each step needs the one before: T dependent steps
@@ -151,8 +157,10 @@ def scan_elements(jacobians: Any, grad: Any) -> Any:
     embedded as the **first column** of an otherwise zero n×n matrix ``E``.  A
     product ``M · E`` keeps that shape: its first column is ``M · grad`` and the
     rest stays zero, so the running products carry the gradients in column 0.
-    (Only the leftmost branch of the tree touches ``E``; every other combine is a
-    full Jacobian-Jacobian product.)
+    (In the up-sweep only the leftmost branch touches ``E``: the other combines are
+    Jacobian-Jacobian products.  In the down-sweep every prefix handed on contains
+    ``E``, so each combine there needs only a matrix-vector product; this teaching
+    scan still multiplies the full n×n matrices.)
 
     Returns an array ``(T+1, n, n)`` or ``(T+1, B, n, n)``.
     """
@@ -318,7 +326,8 @@ def _level_views(buf: Any, n: int, s: int) -> list[tuple[Any, Any]]:
 # ------------------------------------------------------------------ costs
 
 def _blelloch_combines(m: int) -> tuple[int, int]:
-    """(combines, levels) of the Blelloch scan of m elements, as course.scan counts them."""
+    """(combines, levels) of the Blelloch scan of m elements, as course.scan counts them; half of each is
+    the up-sweep's, half the down-sweep's."""
     from ..scan.algorithms import operation_counts
 
     c = operation_counts("blelloch", m)
@@ -334,31 +343,51 @@ def work_counts(T: int, n: int, batch: int = 1, itemsize: int = 4) -> dict:
     """Dependent steps, flops and memory of sequential back-propagation vs BPPSA.
 
     Sequential: T dependent matrix-vector products, ``2n²`` flops each per chain.
-    Scan: the Blelloch tree over T+1 elements: about ``2·log2(T+1)`` levels and
-    about ``2(T+1)`` combines, each an n×n by n×n product, ``2n³`` flops per chain.
-    Memory: the sequential pass keeps T+1 gradient vectors; the scan keeps T+1
-    n×n matrices (the Jacobians), about n times more.
+    Scan: the Blelloch tree over T+1 elements, about ``2·log2(T+1)`` levels and about
+    ``T`` combines in each sweep.  Two costs of the scan, named apart:
 
-    Returns a dict with ``steps_sequential``, ``steps_scan``, ``flops_sequential``,
-    ``flops_scan``, ``work_ratio`` (scan / sequential flops), ``step_ratio``
-    (sequential / scan steps: the most the scan can gain with unlimited lanes),
-    ``bytes_sequential`` and ``bytes_scan``.
+    * ``flops_scan``, the **teaching scan** (:func:`inplace_scan`, :func:`backprop_scan`):
+      every combine an n×n by n×n product, ``2n³`` flops: about ``2n`` times the loop;
+    * ``flops_scan_min``, the **least a scan needs**: an up-sweep combine off the leftmost
+      branch multiplies two Jacobian products (``2n³``), but one on that branch meets the
+      gradient, and every prefix the down-sweep hands on contains the gradient, so those
+      combines are matrix-vector products (``2n²``): about ``n + 1`` times the loop.  The
+      paper's CUDA scan and :mod:`course.bppsa.fast` work this way.
+
+    Memory: the sequential pass keeps T+1 gradient vectors; the scan keeps T+1 n×n
+    matrices (the Jacobians), about n times more.
+
+    Returns a dict with ``steps_sequential``, ``steps_scan``, ``combines_scan`` (both
+    sweeps), ``combines_up``, ``combines_down``, ``flops_sequential``, ``flops_scan``,
+    ``work_ratio`` (teaching scan / sequential flops), ``flops_scan_min``,
+    ``work_ratio_min`` (least scan / sequential flops), ``step_ratio`` (sequential / scan
+    steps: the most the scan can gain with unlimited lanes), ``bytes_sequential`` and
+    ``bytes_scan``.
 
     >>> c = work_counts(30000, 20, 16)
     >>> c["steps_sequential"], c["steps_scan"]
     (30000, 30)
+    >>> round(c["work_ratio"]), round(c["work_ratio_min"])
+    (40, 21)
     """
     combines, levels = _blelloch_combines(T + 1)
+    up, up_levels = combines // 2, levels // 2
     flops_seq = 2.0 * n * n * T * batch
     flops_scan = 2.0 * n ** 3 * combines * batch
+    # least: up-sweep off the leftmost branch matrix x matrix; that branch and the whole down-sweep matrix x vector
+    flops_min = (2.0 * n ** 3 * (up - up_levels) + 2.0 * n * n * (combines - up + up_levels)) * batch
     return {
         "T": T, "n": n, "batch": batch,
         "steps_sequential": T,
         "steps_scan": levels,
         "combines_scan": combines,
+        "combines_up": up,
+        "combines_down": combines - up,
         "flops_sequential": flops_seq,
         "flops_scan": flops_scan,
         "work_ratio": flops_scan / flops_seq,
+        "flops_scan_min": flops_min,
+        "work_ratio_min": flops_min / flops_seq,
         "step_ratio": T / levels if levels else math.inf,
         "bytes_sequential": (T + 1) * batch * n * itemsize,
         "bytes_scan": (T + 1) * batch * n * n * itemsize,

@@ -16,15 +16,23 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import central_differences
-from ..grading import array_mismatch, call_learner, verdict
+from ..grading import array_mismatch, call_learner, real_array, verdict
 from ..scan import blelloch_scan
 
 __all__ = ["check_bppsa_operator", "check_rnn_jacobian_t", "check_backprop_sequential", "check_bppsa_backward"]
 
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
-    """(ok, result); prints the right message for a stub or a crash."""
-    return call_learner(fn, *args)
+    """(ok, the result as an array of real numbers); prints the right message for a stub, a crash, or a
+    result that is not real numbers (complex, strings, ...)."""
+    ok, out = call_learner(fn, *args)
+    if not ok:
+        return False, None
+    _, unreadable = real_array("✗ your result", out)
+    if unreadable:
+        print(unreadable)
+        return False, None
+    return True, np.asarray(out)
 
 
 def _shape_ok(out: Any, want: tuple) -> bool:
@@ -45,7 +53,6 @@ def check_bppsa_operator(fn: Callable) -> bool:
     ok, out = _call(fn, a, b)
     if not ok:
         return False
-    out = np.asarray(out)
     if not _shape_ok(out, (5, 3, 3)):
         return False
     want = b @ a
@@ -54,7 +61,9 @@ def check_bppsa_operator(fn: Callable) -> bool:
         from .algorithm import backprop_sequential, gradients_from_scan, scan_elements
 
         J, g = rng.standard_normal((9, 3, 3)) * 0.6, rng.standard_normal(3)
-        prods = blelloch_scan(scan_elements(J, g), op=fn, identity=np.eye(3), exclusive=False)
+        ok, prods = _call(blelloch_scan, scan_elements(J, g), fn, np.eye(3), False)
+        if not ok:
+            return False
         if np.allclose(gradients_from_scan(prods), backprop_sequential(J, g)):
             print("✓ right: b @ a — the later transposed Jacobian multiplies from the left, and the "
                   "Blelloch scan with your operator reproduces sequential backprop.")
@@ -86,7 +95,6 @@ def check_rnn_jacobian_t(fn: Callable) -> bool:
     ok, out = _call(fn, W, h_next)
     if not ok:
         return False
-    out = np.asarray(out)
     if out.shape == (h, h):
         print(f"✗ shape {(h, h)}: one matrix for the whole batch. Each of the {B} sequences has its own "
               f"tanh', so return a stack of shape {(B, h, h)}.")
@@ -124,7 +132,6 @@ def check_backprop_sequential(fn: Callable) -> bool:
     ok, out = _call(fn, J, g)
     if not ok:
         return False
-    out = np.asarray(out)
     if out.shape == (T, n):
         print(f"✗ shape {(T, n)}: keep G[T] = grad as the last row too, so G has T+1 = {T + 1} rows.")
         return False

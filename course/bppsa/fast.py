@@ -35,13 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Optional, Whole, arguments
+from ..arguments import Given, Optional, Whole, arguments
 from ..capture import capture_graph, matmul_into
 from ..devices import array_device, cupy_module, get_xp, xp_of
 from ..errors import BadInputError, whole_number
+from ..limits import require_fits
 from .algorithm import validate_chain
 
-__all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps", "RNNBackwardPlan"]
+__all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps", "RNNBackwardPlan",
+           "validate_plan_weight"]
 
 
 def default_chunk(T: int) -> int:
@@ -61,7 +63,7 @@ def chunked_steps(T: int, chunk: int | None = None) -> int:
     >>> chunked_steps(30000)
     369
     """
-    L = default_chunk(T) if chunk is None else chunk
+    L = _chunk_length(T, chunk)                      # as the run clips it: a chunk is at most the chain
     C = -(-T // L)
     return 4 * L + 2 * math.ceil(math.log2(C)) + 3 if C > 1 else 4 * L + 3
 
@@ -120,6 +122,23 @@ def _chunk_length(T: int, chunk: int | None) -> int:
     return min(whole_number("chunk", chunk, hint="steps per chunk, e.g. default_chunk(T)"), T)
 
 
+def _chunked_numbers(T: int, B: int, n: int, L: int, per_step: int) -> int:
+    """Numbers the three phases build for a chain of T steps in chunks of L: the inputs laid out per chunk
+    (``per_step`` numbers a step: n² Jacobians, or n for ``d``), three (C, B, n, n) products, the
+    down-sweep's rows and G."""
+    C = -(-T // L)
+    return C * L * B * per_step + 3 * C * B * n * n + 2 * C * L * B * n + 2 * (T + 1) * B * n
+
+
+def _require_finite(G: Any, J: Any, g: Any, xp: Any, L: int) -> None:
+    """Refuse to return NaN or inf made by the chunk products where the inputs were finite."""
+    if not bool(xp.isfinite(G).all()) and bool(xp.isfinite(J).all()) and bool(xp.isfinite(g).all()):
+        raise BadInputError(f"the chunked backward overflowed {G.dtype}: it multiplies Jacobians together (L = {L} "
+                            "in a chunk, then the chunks' products) before they meet the gradient, and those products "
+                            f"exceed the largest {G.dtype} even where the gradients themselves may not. Use "
+                            "backprop_sequential, which multiplies each Jacobian by a vector only, or float64.")
+
+
 def backprop_chunked(jacobians: Any, grad: Any, chunk: int | None = None) -> Any:
     """Same contract as :func:`course.bppsa.backprop_sequential`, by reduce-then-scan over chunks.
 
@@ -136,6 +155,8 @@ def backprop_chunked(jacobians: Any, grad: Any, chunk: int | None = None) -> Any
     J, g, xp, T, B, n = validate_chain(jacobians, grad)
     L = _chunk_length(T, chunk)
     dtype = xp.result_type(J.dtype, g.dtype)
+    require_fits(_chunked_numbers(T, B or 1, n, L, n * n) * np.dtype(dtype).itemsize, array_device(J),
+                 what=f"the chunked backward of {T:,} Jacobians of {n}×{n}" + (f", batch {B:,}" if B else ""))
     J = J.astype(dtype, copy=False)
     if B is None:
         J, g = J[:, None], g[None]
@@ -146,6 +167,7 @@ def backprop_chunked(jacobians: Any, grad: Any, chunk: int | None = None) -> Any
         xp.matmul(M, Jl[k], out=out)
 
     G = _chunked(times_jacobian, g.astype(dtype, copy=False), T, L, xp)
+    _require_finite(G, J, g, xp, L)
     return G[:, 0] if B is None else G
 
 
@@ -186,6 +208,8 @@ def rnn_hidden_gradients(d: Any, W: Any, grad: Any, chunk: int | None = None) ->
     d, W, grad = d.astype(dtype, copy=False), W.astype(dtype, copy=False), grad.astype(dtype, copy=False)
     T, n = int(d.shape[0]), int(d.shape[2])
     L = _chunk_length(T, chunk)
+    require_fits(_chunked_numbers(T, int(d.shape[1]), n, L, n) * np.dtype(dtype).itemsize, dev,
+                 what=f"the chunked backward of {T:,} steps, batch {d.shape[1]:,}, n = {n}")
     C = -(-T // L)
     dl = _layout(d, xp, L, C)                                      # (L, C, B, n)
 
@@ -199,11 +223,25 @@ def rnn_hidden_gradients(d: Any, W: Any, grad: Any, chunk: int | None = None) ->
 
 # ------------------------------------------------------------------ every buffer once, and a CUDA graph
 
-def _require_plan_weight(n: int, W: Any, graph: bool) -> None:
+def validate_plan_weight(W: Any, n: int) -> Any:
+    """``W``, the recurrent weight of an :class:`RNNBackwardPlan`: a numpy or CuPy array of floats, ``(n, n)``."""
+    if not hasattr(W, "shape") or not hasattr(W, "dtype") or isinstance(W, np.generic):
+        raise BadInputError(f"W must be the recurrent weight, an array of shape ({n}, {n}) (numpy or CuPy); got "
+                            f"{type(W).__name__}. Pass np.asarray(W, dtype=np.float64) for a list.")
     if tuple(W.shape) != (n, n):
         raise BadInputError(f"W must have shape ({n}, {n}), got {tuple(W.shape)}.")
+    if W.dtype.kind != "f":
+        raise BadInputError(f"W must hold floating-point numbers (float32 or float64), got {W.dtype}: the plan's "
+                            "buffers take W's dtype, and integer gradients would be rounded.")
+    return W
+
+
+def _require_plan_fits(T: int, B: int, n: int, W: Any, chunk: int | None, graph: bool) -> None:
     if graph and array_device(W) != "gpu":
         raise BadInputError("graph=True records a CUDA graph: it needs W on the GPU (course.to_device(W, 'gpu')).")
+    L = _chunk_length(T, chunk)
+    require_fits(_chunked_numbers(T, B, n, L, 3 * n) * W.dtype.itemsize, array_device(W),
+                 what=f"an RNN backward plan for T = {T:,}, batch {B:,}, n = {n}")
 
 
 class RNNBackwardPlan:
@@ -226,7 +264,8 @@ class RNNBackwardPlan:
     """
 
     @arguments(T=Whole(hint="the chain's length"), B=Whole(hint="the batch"), n=Whole(hint="the state size"),
-               then=_require_plan_weight)
+               W=Given(validate_plan_weight, earlier=["n"]), chunk=Optional(Whole(hint="steps per chunk")),
+               then=_require_plan_fits)
     def __init__(self, T: int, B: int, n: int, W: Any, chunk: int | None = None, graph: bool = False):
         self.T, self.B, self.n = T, B, n
         self.xp = xp = xp_of(W)

@@ -61,11 +61,7 @@ def _validate_draw(count: int, device: str, dtype: np.dtype, what: str) -> None:
 
 def validate_float_dtype(dtype: Any, device: str = "cpu") -> np.dtype:
     """``dtype`` as a ``numpy.dtype`` the device holds, floating point (integer weights would round to zero)."""
-    dt = validate_dtype(dtype, device)
-    if dt.kind != "f":
-        raise BadInputError(f"a network needs a floating-point dtype, got {dt.name}: integer weights would round "
-                            "to zero")
-    return dt
+    return validate_dtype(dtype, device, floating=True)
 
 
 #: What a model's constructor checks first: its device, then a floating-point dtype the device holds.

@@ -31,6 +31,7 @@ from ..plots import (
     place_legend,
     series_style,
     set_takeaway,
+    source_tag,
     tint,
 )
 from ..results import ResultSet
@@ -103,12 +104,13 @@ def tree_figure(T: int = 7) -> Figure:
     rows = [("leaves", tr.initial, None)] + [(f"{lv.phase}-sweep, level {lv.depth}", lv.state, lv)
                                             for lv in tr.levels]
     rows.append(("result (inclusive)", np.array(labels + [""] * (N - len(labels)), dtype=object), None))
-    height = 0.9 + 0.55 * len(rows)
-    fig, (ax,) = new_figure(1, width=max(8.0, 1.1 * N + 2.5), height=height)
-    fs = 9 if N <= 8 else 7 if N <= 16 else 5
+    height = 1.0 + 0.5 * len(rows)
+    # the notebook shows a figure at about 9 inches: wider ones shrink, and their labels with them
+    fig, (ax,) = new_figure(1, width=9.0 if N <= 8 else 0.75 * N + 2.5, height=height)
+    fs = 11 if N <= 8 else 9
     for r, (name, state, lv) in enumerate(rows):
         y = -r
-        ax.text(-0.8, y, name, ha="right", va="center", fontsize=9, color="0.3")
+        ax.text(-0.6, y, name, ha="right", va="center", fontsize=10, color="0.3")
         changed = set()
         if lv is not None:
             changed = set(lv.right.tolist()) | (set(lv.left.tolist()) if lv.phase == "down" else set())
@@ -139,10 +141,10 @@ def tree_figure(T: int = 7) -> Figure:
     ax.set_ylim(-len(rows) + 0.4, 0.8)
     ax.axis("off")
     levels = sum(1 for lv in tr.levels if lv.work)
-    ax.set_title(f"Backprop through T = {T} steps as a Blelloch scan over [G_T = ∇x_T, J_(T-1)ᵀ, …, J_0ᵀ] "
-                 f"with a ◇ b = b·a:\n{levels} levels of combines ({tr.work} products) instead of {T} "
-                 "dependent steps. Blue: up-sweep (products of Jacobians); orange: down-sweep "
-                 "(prefixes handed down); grey: padding.", fontsize=9)
+    ax.set_title(f"Backprop through T = {T} steps as a Blelloch scan over [G_T = ∇x_T, J_(T-1)ᵀ, …, J_0ᵀ], "
+                 f"a ◇ b = b·a:\n{levels} levels of combines ({tr.work} products) instead of {T} dependent steps.\n"
+                 "Blue: up-sweep (products of Jacobians); orange: down-sweep (prefixes handed down); grey: padding.",
+                 fontsize=9)
     set_takeaway(fig, f"Backprop through T = {T} steps as a scan needs {levels} levels of combines ({tr.work} "
                       f"products) instead of {T} dependent steps.")
     return fig
@@ -181,7 +183,7 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
         ref = rs.source == "reference"
         for dev in ("cpu", "gpu"):
             who = (rs.gpu_name or "GPU") if dev == "gpu" else rs.cpu_name
-            tag = f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")
+            tag = f"{dev.upper()}" + source_tag(rs, dev)
             for m, (color, label) in METHOD_STYLE.items():
                 X, b, noisy = _backward(rs, dev, m, x, where)
                 keep = b > 0
@@ -199,7 +201,7 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                             alpha=0.7 if ref else 1.0,
                             label=f"{'scan' if method == 'scan' else 'scan without copies'} vs "
                                   f"{'the course loop' if over == 'sequential' else 'PyTorch nn.RNN'}, "
-                                  f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else ""))
+                                  f"{dev.upper()}: {who}" + source_tag(rs, dev, live=""))
                     drawn = True
     for a in (ax, bx):
         a.set_xscale("log")
@@ -215,7 +217,14 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     if paper and x == "T":  # one measured point of the paper, drawn where it was measured: not a line
         T_paper = PAPER["T_max"]
         bx.plot([T_paper], [paper], marker="*", ms=11, color="0.35", ls="none",
-                label=f"paper (arXiv version): up to {paper:.0f}×, against its own baseline")
+                label=f"paper (arXiv): up to {paper:.0f}× vs {PAPER['baseline']} ({PAPER['gpus']}); "
+                      "like for like: the ▲ curves")
+        for rs in sources:   # a dotted line from the star to the same comparison here, at the same T
+            for dev in ("cpu", "gpu"):
+                px, py = speedups(rs, dev, over="torch", method="scan", x="T", **(where or {}))
+                at = [v for t, v in zip(px, py) if t == T_paper]
+                if at:
+                    bx.plot([T_paper, T_paper], [paper, at[0]], ls=":", lw=1, color="0.35")
     bx.set_ylabel("scan's backward speedup (×)")
     bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
     has_gpu = any(rs.select(device="gpu") for rs in sources)
@@ -244,11 +253,13 @@ def work_figure(T_max: int = 30000, n: int = 20, batch: int = 16, highlight: flo
     ax.set_ylabel("dependent steps (levels)")
     ax.set_title("the critical path: what parallel hardware waits on", fontsize=9.5)
     bx.plot(Ts, [r["flops_sequential"] for r in c], color=METHOD_STYLE["sequential"][0],
-            label="sequential: 2n²·T·B  (matrix × vector)")
+            label="loop: 2n²·T·B")
     bx.plot(Ts, [r["flops_scan"] for r in c], color=METHOD_STYLE["scan"][0],
-            label=f"scan: 2n³·2T·B  (matrix × matrix): {c[-1]['work_ratio']:.0f}× more")
+            label=f"teaching scan: 2n³·2T·B ({c[-1]['work_ratio']:.0f}×)")
+    bx.plot(Ts, [r["flops_scan_min"] for r in c], color=METHOD_STYLE["scan"][0], ls="--",
+            label=f"least scan: (2n³ + 2n²)·T·B ({c[-1]['work_ratio_min']:.0f}×)")
     bx.set_ylabel("floating-point operations")
-    bx.set_title(f"the work: hidden size n = {n}, batch B = {batch}", fontsize=9.5)
+    bx.set_title(f"the work, n = {n}, B = {batch}: least scan matrix × vector down", fontsize=9.5)
     for a in (ax, bx):
         a.set_xscale("log")
         a.set_yscale("log")
@@ -290,14 +301,14 @@ def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = N
     if torch_result is not None:
         items.append(("backward: PyTorch nn.RNN", torch_result["backward_s"], METHOD_STYLE["torch"][0]))
     fig, (ax,) = new_figure(1, width=8.5, height=0.8 + 0.42 * len(items))
-    vals = np.array([max(i[1], 0.0) for i in items])
+    vals = np.array([max(i[1], 0.0) for i in items]) * 1e3          # milliseconds: "0.00200 s" reads badly
     ax.barh(range(len(items)), vals, color=[i[2] for i in items])
     ax.set_yticks(range(len(items)), [i[0] for i in items], fontsize=9)
     ax.invert_yaxis()
     for k, (_, v, _) in enumerate(items):
-        ax.text(max(v, 0), k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=9)
+        ax.text(max(v, 0) * 1e3, k, f" {v * 1e3:.3g} ms" if v > 0 else " lost in noise", va="center", fontsize=9)
     ax.margins(x=0.25)
-    ax.set_xlabel("median time (s)")
+    ax.set_xlabel("median time (ms)")
     ax.set_title(f"tanh RNN, T = {T:,}, on the {device.upper()}: each backward pass timed alone\n"
                  "from one saved forward", fontsize=9.5)
     add_footer(fig, devices=[device])
@@ -335,13 +346,17 @@ def regime_figure(rs: ResultSet) -> Figure:
     n_all = sorted({n for n, _ in grid})
     if n_all:
         T0 = Ts[-1]
-        ratio = [work_counts(T0, n, 1)["flops_scan"] / work_counts(T0, n, 1)["flops_sequential"] for n in n_all]
-        bx.plot(n_all, ratio, marker="s", color="0.3")
+        counts = [work_counts(T0, n, 1) for n in n_all]
+        bx.plot(n_all, [c["work_ratio"] for c in counts], marker="s", color="0.3",
+                label="the scan timed here: about 2n×")
+        bx.plot(n_all, [c["work_ratio_min"] for c in counts], marker="^", color="0.3", ls="--",
+                label="the least a scan needs: about (n+1)×")
+        bx.legend(loc="upper left", fontsize=9)      # the curves rise to the right: that corner stays empty
         bx.set_xscale("log", base=2)
         bx.set_yscale("log")
         bx.set_xlabel("chain width n")
         bx.set_ylabel("scan flops / loop flops")
-        bx.set_title(f"the scan's extra arithmetic (counted, T = {T0:,}): about 2n×", fontsize=9)
+        bx.set_title(f"the scan's extra arithmetic (counted, T = {T0:,})", fontsize=9)
         bx.grid(True, which="both", alpha=0.25)
     add_footer(fig, rs)
     return fig

@@ -2,10 +2,11 @@
 
 The paper times a whole training step (forward + backward) and the forward pass
 alone, and calls the difference the backward time.  That difference fails where the
-forward pass dominates: on an H100 at T = 30,000 the forward pass takes over a second
-and the scan's backward about 20 ms, so the round-to-round noise of the two large
-times swamps the small one, and the course's first GPU recording of the difference
-came out negative.  Here the backward pass is timed on its own instead: the forward
+forward pass dominates: on an H100 at T = 30,000 the course's forward pass (its own
+loop, one CuPy step per time step; cuDNN's takes milliseconds) took over a second and
+the scan's backward about 20 ms, so the round-to-round noise of the two large times
+swamped the small one, and the course's first GPU recording of the difference came
+out negative.  Here the backward pass is timed on its own instead: the forward
 pass runs once, and each method's backward pass reruns from its saved values, in
 alternating rounds with the forward pass (:func:`course.timing.interleaved_rounds`),
 so that a slow drift of a busy machine hits every method alike.
@@ -23,8 +24,9 @@ on one saved graph (``retain_graph=True``).
 Where the scan wins on a CPU (:func:`regime_sweep`): sequential backprop takes T dependent steps, each
 one small matrix-vector product, so for a thin chain (small n) each step is mostly the fixed cost of a
 numpy call, the CPU's analogue of a kernel launch.  The scan takes about 2·log₂(T+1) levels, each one
-batched call over thousands of products, but every combine is an n×n matrix *product*: about 2n times
-the loop's arithmetic.  So the scan wins where the per-step overhead dominates (small n, long T) and
+batched call over thousands of products, but the course's scan makes every combine an n×n matrix
+*product*: about 2n times the loop's arithmetic (the least a scan needs is about n+1 times:
+:func:`course.bppsa.work_counts`).  So the scan wins where the per-step overhead dominates (small n, long T) and
 loses where the arithmetic does (large n); :func:`crossover_n` reads off, for each T, the largest n at
 which the scan still won.
 
@@ -69,9 +71,12 @@ __all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "
 
 #: The paper's RNN workload (Wang, Bai, Pekhimenko).  ``backward_speedup`` is the best backward-pass
 #: speed-up in the abstract of the arXiv version (1907.10134); the MLSys 2020 proceedings' abstract
-#: reports 8.8x for the backward pass (2.75x for the whole training run in both).
+#: reports 8.8x for the backward pass (2.75x for the whole training run in both).  Its baseline is
+#: cuDNN's RNN: the authors' ``rnn_grid_run.sh`` runs every length with ``--rnn-type=cuDNN``, on the
+#: GPUs named in ``gpus``.
 PAPER = {"input_size": 1, "hidden_size": 20, "batch": 16, "n_classes": 10,
-         "T_max": 30000, "backward_speedup": 108.0}
+         "T_max": 30000, "backward_speedup": 108.0, "baseline": "cuDNN's nn.RNN",
+         "gpus": "RTX 2070, RTX 2080 Ti"}
 
 SWEEP_T = (10, 30, 100, 300, 1000, 3000, 10000, 30000)
 QUICK_T = (10, 100, 1000)

@@ -35,6 +35,7 @@ from ..widgets import (
     device_buttons,
     estimate_s,
     measured_rate,
+    no_gpu_html,
     progress,
     require_affordable,
     size_slider,
@@ -104,8 +105,10 @@ def _summary(T: int, h: int, B: int, dev: str, r: dict, torch_r: dict | None) ->
         "(each backward pass timed alone from the same saved forward; median over alternating rounds).",
         f"Dependent steps: {c['steps_sequential']:,} (sequential) vs {c['steps_scan']} levels (scan) "
         f"— at most {c['step_ratio']:.0f}× fewer waits.",
-        f"Work: {c['flops_sequential'] / 1e6:,.1f} MFLOP vs {c['flops_scan'] / 1e6:,.1f} MFLOP — the scan "
-        f"does {c['work_ratio']:.0f}× more arithmetic (n×n·n×n products instead of n×n·vector).",
+        f"Work: {c['flops_sequential'] / 1e6:,.1f} MFLOP (loop) vs {c['flops_scan'] / 1e6:,.1f} MFLOP (the "
+        f"teaching scan timed here, n×n·n×n products in both sweeps: {c['work_ratio']:.0f}× the loop); the "
+        f"least a scan needs, matrix-vector products in the down-sweep, is {c['flops_scan_min'] / 1e6:,.1f} "
+        f"MFLOP ({c['work_ratio_min']:.0f}×).",
         f"Memory: the scan stores {c['bytes_scan'] / 2**20:,.1f} MiB of Jacobians (float32).",
         f"Largest difference between the two methods' W_hh gradients: {r['max_grad_diff']:.2e}.",
     ]
@@ -164,8 +167,8 @@ def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str =
             except GPUUnavailableError as exc:
                 raise GPUUnavailableError(f"{exc} No reference GPU results are recorded for this "
                                           "experiment yet, so there is nothing to show instead.") from None
-        note = ("<b>No GPU here.</b> Showing reference GPU results recorded elsewhere (dashed, labelled "
-                f"with their device and date); your slider's T is marked. {html.escape(refs[0].label)}")
+        note = no_gpu_html("Showing reference GPU results recorded elsewhere (dashed, labelled with their "
+                           f"device and date); your slider's T is marked. {html.escape(refs[0].label)}")
         return speedup_figure(None, refs, highlight=T), note
     if dev == "cpu" and T > LONG_T:
         r = _rnn_timings_rounds(T, hidden, batch, dev, rounds=3, budget_s=budget_s)

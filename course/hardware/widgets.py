@@ -36,7 +36,7 @@ def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size:
     slider times only the chosen size, so it answers in well under a second.
     """
     from ..results import load_reference
-    from ..widgets import LiveApp, control_panel
+    from ..widgets import LiveApp, control_panel, no_gpu_html
 
     sweep_sizes = [s for s in sizes if s <= 1024]
     refs = load_reference("matmul_sweep")
@@ -48,15 +48,11 @@ def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size:
             if gpu_available():
                 devs.append("gpu")
             else:
-                from ..devices import gpu_unavailable_reason
-
                 ref_text = (f"the dashed curves are reference results {refs[0].label}" if refs else
                             "no reference GPU results have been recorded for this experiment yet, "
                             "so only the CPU is shown")
-                notes.append(f"<div style='background:#fff3cd;padding:4px'>No GPU here "
-                             f"({gpu_unavailable_reason()}). On Colab: Runtime &gt; Change runtime type "
-                             f"&gt; GPU. Locally: <code>pip install -e '.[cuda12]'</code>. Meanwhile "
-                             f"{ref_text}.</div>")
+                notes.append(no_gpu_html("On Colab: Runtime &gt; Change runtime type &gt; GPU. Locally: "
+                                         f"<code>pip install -e '.[cuda12]'</code>. Meanwhile {ref_text}."))
         live = ResultSet("matmul_sweep", params={"dtype": dtype})
         lines, points = [], []
         for d in devs:

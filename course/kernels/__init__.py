@@ -1,6 +1,6 @@
-"""Kernel exercises: write small ``numba.cuda`` kernels, run them on the CUDA simulator inside the
-notebook (no environment variable, no restart) or on a GPU, see what each thread read and wrote,
-and have them checked.  Read in this order:
+"""Kernel exercises (lessons 02-04, and lesson 08's attention tile): write small ``numba.cuda`` kernels, run
+them on the CUDA simulator inside the notebook (no environment variable, no restart) or on a GPU, see what
+each thread read and wrote, and have them checked.  Read in this order:
 
 * :mod:`~course.kernels.exercises`: each exercise as data (inputs, launch shape, numpy oracle, budget);
 * :mod:`~course.kernels.reference`: the course's own answer to each;
@@ -21,12 +21,13 @@ and have them checked.  Read in this order:
 from __future__ import annotations
 
 from .counts import Counts, count, counts_table, hardware_counts
-from .exercises import EXERCISES, TILE, TPB, Exercise, exercise
+from .exercises import ATT_D, ATT_TILE, EXERCISES, TILE, TPB, Exercise, exercise
 from .grading import Grade, grade
 from .plots import draw_trace, show
 from .simulator import KernelFailed, gpu_kernels_available, python_function, run_on_gpu, simulate
 from .trace import Access, KernelIndexError, Trace, TracedArray
 
-__all__ = ["EXERCISES", "TILE", "TPB", "Exercise", "exercise", "Grade", "grade", "draw_trace", "show",
+__all__ = ["EXERCISES", "TILE", "TPB", "ATT_TILE", "ATT_D", "Exercise", "exercise", "Grade", "grade", "draw_trace",
+           "show",
            "KernelFailed", "gpu_kernels_available", "python_function", "run_on_gpu", "simulate",
            "Access", "KernelIndexError", "Trace", "TracedArray", "Counts", "count", "counts_table", "hardware_counts"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check_kernel_map", "check_kernel_guard", "check_kernel_zip", "check_kernel_block_sum",
-           "check_kernel_matmul_tiled", "check_kernel_hillis_steele", "check_kernel_blelloch",
+__all__ = ["check_kernel_map", "check_kernel_guard", "check_kernel_zip", "check_kernel_scale_rows",
+           "check_kernel_block_sum", "check_kernel_matmul_tiled", "check_kernel_hillis_steele", "check_kernel_blelloch",
            "check_kernel_transpose_fast", "check_kernel_reduction_fast", "check_kernel_scan_fast"]
 
 
@@ -49,6 +49,11 @@ def check_kernel_guard(kernel: Any) -> bool:
 def check_kernel_zip(kernel: Any) -> bool:
     """Check the fused multiply-add kernel ``kernel(out, w, x, b, n)``: out = w * x + b."""
     return _check("zip", kernel)
+
+
+def check_kernel_scale_rows(kernel: Any) -> bool:
+    """Check the row scaling ``kernel(out, a, s)``: out[r, c] = a[r, c] * s[r], graded on its memory sectors too."""
+    return _check("scale_rows", kernel)
 
 
 def check_kernel_block_sum(kernel: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Seed, arguments
 from .exercises import Exercise, exercise
 from .simulator import KernelFailed, gpu_kernels_available, run_on_gpu, simulate
 from .trace import KernelIndexError, KernelRunawayError, Trace
@@ -56,7 +57,8 @@ def _outputs(ex: Exercise, res: dict, want: dict, args: dict) -> list[str]:
         if np.allclose(got, w, rtol=1e-5, atol=1e-5):
             continue
         for what, fn in ex.mistakes:
-            if np.allclose(got, fn(args), rtol=1e-5, atol=1e-5):
+            wrong = np.asarray(fn(args))
+            if wrong.shape == got.shape and np.allclose(got, wrong, rtol=1e-5, atol=1e-5):  # a mistake of this output
                 problems.append(f"{name} is wrong: {what}.")
                 break
         else:
@@ -84,6 +86,7 @@ def _budget(ex: Exercise, trace: Trace) -> list[str]:
     return problems
 
 
+@arguments(seed=Seed())
 def grade(name: str, kernel: Any, seed: int = 1, on_gpu: bool | None = None) -> Grade:
     """Run ``kernel`` on exercise ``name``'s inputs under the simulator and judge it (see module doc).
 
@@ -113,7 +116,16 @@ def grade(name: str, kernel: Any, seed: int = 1, on_gpu: bool | None = None) -> 
             return Grade(False, [f"{exc.cause}."], exc.trace)
         return Grade(False, [f"your kernel raised {exc}"], exc.trace)
     problems = trace.divergent_barriers() + trace.races()[:3] + _outputs(ex, res, want, args) + _budget(ex, trace)
-    g = Grade(not problems, problems, trace, res)
+    notes = []
+    if not problems and ex.at_scale is not None:       # graded on its memory traffic too, with full warps
+        from .warps import scale_counts
+        counts, at_scale = scale_counts(name, kernel, seed)
+        problems += at_scale
+        if counts and not at_scale:
+            notes.append(f"At {ex.at_scale.label}: " + ", ".join(f"{counts[k]} {k.replace('_', ' ')} (target at "
+                                                                 f"most {v})" for k, v in ex.at_scale.targets.items())
+                         + ": on target, every warp's memory requests as few as the data allow.")
+    g = Grade(not problems, problems, trace, res, notes)
     if g.ok and (on_gpu or (on_gpu is None and gpu_kernels_available())):
         out = run_on_gpu(kernel, ex.blocks, ex.threads, **args)
         same = all(np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in want.items())

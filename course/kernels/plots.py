@@ -26,7 +26,7 @@ from .simulator import KernelFailed, simulate
 from .trace import Trace, who
 from .warps import scan_padding_rows
 
-__all__ = ["show", "draw_trace", "scan_padding_report"]
+__all__ = ["show", "draw_trace", "draw_warps", "scan_padding_report", "MAX_DRAWN_THREADS"]
 
 # the palette's, and a write hatched as well, so the kinds are told apart without their colours
 _COLOURS = {"R": PALETTE["blue"], "W": PALETTE["orange"], "RW": PALETTE["purple"]}
@@ -121,7 +121,58 @@ def show(name: str, kernel: Any = None, seed: int = 1) -> Figure | None:
             return None
         trace, failed = exc.trace, f" (stopped: {exc})"
     who = "the course's kernel" if kernel is None else "your kernel"
+    threads = int(np.prod(ex.threads if isinstance(ex.threads, tuple) else (ex.threads,)))
+    if threads > MAX_DRAWN_THREADS:      # a row per thread would be metres tall: draw which warp read what
+        return draw_warps(trace, ex.threads, f"{ex.title}: {who}{failed}")
     return draw_trace(trace, f"{ex.title}: {who}{failed}")
+
+
+#: Launches with more threads per block than this are drawn warp by warp (:func:`draw_warps`).
+MAX_DRAWN_THREADS = 64
+
+
+def draw_warps(trace: Trace, threads: Any, title: str = "") -> Figure:
+    """For each 2-D array the kernel read: every element coloured by the warp whose lane read it, and the
+    number of 32-byte sectors each warp's reads of that array touched.  A coalesced warp covers a
+    horizontal band of a row-major array (a few sectors), a strided one a vertical band (a sector a lane)."""
+    from matplotlib.colors import ListedColormap
+
+    from .counts import SECTOR_BYTES, WARP
+    shape = tuple(threads) + (1,) * (3 - len(threads)) if isinstance(threads, tuple) else (threads, 1, 1)
+    names = [n for n, (shp, space) in trace.shapes.items() if len(shp) == 2 and space == "global"
+             and any(a.array == n and a.kind == "R" for a in trace.accesses)]
+    fig, axes = new_figure(max(len(names), 1), width=4.5 * max(len(names), 1) + 1, height=5.2)
+    colours = ListedColormap([PALETTE[k] for k in ("blue", "orange", "green", "vermillion", "sky blue", "purple",
+                                                   "yellow", "black")])
+    said = []
+    for ax, name in zip(axes, names):
+        shp, itemsize = trace.shapes[name][0], 4          # the exercises' arrays are float32
+        grid = np.full(shp, np.nan)
+        sectors: dict[int, set] = {}
+        for a in trace.accesses:
+            if a.array != name or a.kind != "R" or not a.in_bounds:
+                continue
+            t = a.thread
+            warp = (t[0] + shape[0] * (t[1] + shape[1] * t[2])) // WARP
+            grid[a.index] = warp
+            flat = int(np.ravel_multi_index(a.index, shp))
+            sectors.setdefault(warp, set()).add(flat * itemsize // SECTOR_BYTES)
+        ax.imshow(grid % len(colours.colors), cmap=colours, vmin=0, vmax=len(colours.colors) - 1)
+        for (r, c), w in np.ndenumerate(grid):
+            if not np.isnan(w):
+                ax.text(c, r, f"{int(w)}", ha="center", va="center", fontsize=9,
+                        color="w" if int(w) % len(colours.colors) in (3, 7) else "k")
+        per = sorted(len(v) for v in sectors.values())
+        ax.set_title(f"{name}: warp of each element read\n{per[-1] if per else 0} sectors per warp at most",
+                     fontsize=9)
+        ax.set_xlabel("column (neighbours in memory)")
+        ax.set_ylabel("row")
+        said.append(f"{name}: each warp's reads touched at most {per[-1] if per else 0} sectors of 32 bytes")
+    fig.suptitle(textwrap.fill(title, 90), fontsize=9)
+    add_footer(fig, extra="Run on numba's CUDA simulator; a warp is 32 threads of consecutive threadIdx.x.",
+               measured=False, devices=["cpu"])
+    set_takeaway(fig, "; ".join(said) + "." if said else "No 2-D array was read.")
+    return fig
 
 
 def scan_padding_report(rows: list[dict] | None = None) -> str:

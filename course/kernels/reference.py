@@ -8,11 +8,16 @@ sizes are module constants because shared arrays need a size fixed at compile ti
 
 from __future__ import annotations
 
+import math
+
 from numba import cuda, float32
 
 #: Threads per block of the block reduction and the two block scans; tile side of the matrix product.
 TPB = 8
 TILE = 2
+#: Lesson 08's attention tile: query rows per block = keys per shared tile = threads per block, and the head size.
+ATT_TILE = 8
+ATT_D = 4
 
 
 def relu_map(out, a):
@@ -88,11 +93,16 @@ def blelloch(out, a):
     out[t] = cache[t]
 
 
+def scale_rows(out, a, s):
+    col, row = cuda.grid(2)              # x, the fastest index of a warp, walks along a row
+    out[row, col] = a[row, col] * s[row]
+
+
 def matmul_tiled(c, a, b, n):
     sa = cuda.shared.array((TILE, TILE), float32)
     sb = cuda.shared.array((TILE, TILE), float32)
-    row, col = cuda.grid(2)
-    tr, tc = cuda.threadIdx.x, cuda.threadIdx.y     # this thread's row and column in the tile
+    col, row = cuda.grid(2)                         # x, the fastest index of a warp, walks along a row
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y     # this thread's column and row in the tile
     acc = 0.0
     for k0 in range(0, n, TILE):
         sa[tr, tc] = a[row, k0 + tc]
@@ -102,3 +112,45 @@ def matmul_tiled(c, a, b, n):
             acc += sa[tr, k] * sb[k, tc]
         cuda.syncthreads()
     c[row, col] = acc
+
+
+def online_softmax_tile(out, lse, q, k, v, n_k, scale):
+    sk = cuda.shared.array((ATT_TILE, ATT_D), float32)
+    sv = cuda.shared.array((ATT_TILE, ATT_D), float32)
+    qr = cuda.local.array(ATT_D, float32)
+    acc = cuda.local.array(ATT_D, float32)
+    s = cuda.local.array(ATT_TILE, float32)
+    t = cuda.threadIdx.x
+    row = cuda.blockIdx.x * ATT_TILE + t            # one thread, one query row
+    for c in range(ATT_D):
+        qr[c] = q[row, c] * scale
+        acc[c] = 0.0
+    m = -math.inf
+    total = 0.0
+    for k0 in range(0, n_k, ATT_TILE):
+        for e in range(t, ATT_TILE * ATT_D, ATT_TILE):   # neighbouring threads load neighbouring floats
+            sk[e // ATT_D, e % ATT_D] = k[k0 + e // ATT_D, e % ATT_D]
+            sv[e // ATT_D, e % ATT_D] = v[k0 + e // ATT_D, e % ATT_D]
+        cuda.syncthreads()
+        tile_max = -math.inf
+        for j in range(ATT_TILE):
+            dot = 0.0
+            for c in range(ATT_D):
+                dot += qr[c] * sk[j, c]
+            s[j] = dot
+            tile_max = max(tile_max, dot)
+        new_m = max(m, tile_max)
+        rescale = math.exp(m - new_m)               # the old sum and output, moved to the new maximum
+        total *= rescale
+        for c in range(ATT_D):
+            acc[c] *= rescale
+        for j in range(ATT_TILE):
+            p = math.exp(s[j] - new_m)
+            total += p
+            for c in range(ATT_D):
+                acc[c] += p * sv[j, c]
+        m = new_m
+        cuda.syncthreads()                          # everyone is done with the tile before the next load
+    for c in range(ATT_D):
+        out[row, c] = acc[c] / total
+    lse[row] = m + math.log(total)

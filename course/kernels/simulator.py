@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import BadInputError, GPUUnavailableError
 from ..kernel_runtime import gpu_kernels_available
+from ..limits import full_nbytes, require_fits
 from .trace import KernelRunawayError, Trace, TracedArray
 
 __all__ = ["simulate", "run_on_gpu", "gpu_kernels_available", "python_function", "KernelFailed"]
@@ -242,6 +243,7 @@ def simulate(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> tuple[dic
     from numba.cuda.simulator.kernel import BlockManager
     from numba.cuda.simulator.kernelapi import FakeCUDAModule, swapped_cuda_module
 
+    require_fits(full_nbytes(*arrays.values()), "cpu", what="the simulator's copies of the kernel's arrays")
     trace = Trace()
     trace.ndim = max(len(t) if isinstance(t, (tuple, list)) else 1 for t in (blocks, threads))
     data = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in arrays.items()}

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Seed, arguments
 from ..errors import BadInputError, GPUUnavailableError
 from . import tuned
 from .counts import Counts, hardware_counts
@@ -147,6 +148,7 @@ def _counted(t: Tuning, kernel: Any, args: dict) -> tuple[dict, Counts, list]:
     return res, hardware_counts(trace, t.threads), trace.divergent_barriers() + trace.races()[:3]
 
 
+@arguments(seed=Seed())
 def grade_tuning(name: str, kernel: Any, seed: int = 1) -> TuningGrade:
     """Run ``kernel`` on exercise ``name`` under the simulator: right values, no race, counts on target."""
     t = tuning(name)
@@ -170,7 +172,7 @@ def grade_tuning(name: str, kernel: Any, seed: int = 1) -> TuningGrade:
             ix = tuple(int(i) for i in np.argwhere(bad)[0])
             problems.append(f"{out}{list(ix)} is {got[ix]:g}, expected {want[ix]:g} ({int(bad.sum())} element(s) "
                             f"wrong): keep the kernel correct first.")
-    _r, slow, _p = _counted(t, t.slow, t.inputs(seed))
+    _r, slow, _p = _counted(t, t.slow, args)                 # the same inputs (the simulator copies them)
     have = c.as_dict()
     for k, limit in t.targets.items():
         if have[k] > limit:

@@ -10,6 +10,8 @@ the H100 reference times: why the padding did not pay).
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 from numba import cuda
 
@@ -18,7 +20,8 @@ from . import tuned
 from .counts import Counts, count, hardware_counts
 from .simulator import simulate
 
-__all__ = ["H100_LIMITS", "coalescing", "divergence", "bank_conflicts", "occupancy", "scan_padding_rows"]
+__all__ = ["H100_LIMITS", "coalescing", "divergence", "bank_conflicts", "occupancy", "scan_padding_rows",
+           "scale_counts"]
 
 #: Per-SM limits of compute capability 9.0 (H100), data-sheet figures: NVIDIA CUDA C++ Programming Guide,
 #: "Technical Specifications per Compute Capability", and its occupancy calculator's allocation units.
@@ -70,6 +73,47 @@ def _exercise_counts(name: str, kernel) -> Counts:
     t = tuning(name)
     _res, trace = simulate(kernel, t.blocks, t.threads, **t.inputs(0))
     return hardware_counts(trace, t.threads)
+
+
+def _rebound(kernel, constants: dict):
+    """A copy of the kernel's function whose module constants (``TILE``, ...) are ``constants``."""
+    from .simulator import python_function
+    fn = python_function(kernel)
+    names = dict(fn.__globals__)
+    names.update(constants)
+    return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def scale_counts(name: str, kernel, seed: int | np.random.Generator = 1) -> tuple[dict, list[str]]:
+    """A kernel exercise's hardware counts at the size its :class:`~course.kernels.exercises.AtScale` names
+    (warps full, the module constants rebound), and the problems found there: wrong values, a count over
+    its target.  ``({}, [])`` for an exercise graded at its own size only.
+
+    >>> from course.kernels import reference
+    >>> scale_counts("matmul_tiled", reference.matmul_tiled)[0]["global_sectors"]
+    96
+    """
+    from .exercises import exercise
+    from .simulator import KernelFailed
+    ex = exercise(name)
+    at = ex.at_scale
+    if at is None:
+        return {}, []
+    where = f"at {at.label}" + (f" ({', '.join(f'{k} = {v}' for k, v in at.constants.items())})" if at.constants
+                                else "")
+    args = at.make(np.random.default_rng(seed))
+    try:
+        res, trace = simulate(_rebound(kernel, at.constants), at.blocks, at.threads, **args)
+    except KernelFailed as exc:
+        return {}, [f"{where} your kernel raised {exc}. Use the module's constants (TILE, ...) rather than their "
+                    "values, so that the kernel works at any size."]
+    problems = [f"{where} {out} is wrong: use the module's constants (TILE, ...) rather than their values, so the "
+                "kernel works at any size." for out, want in ex.oracle(args).items()
+                if not np.allclose(np.asarray(res[out]), want, rtol=1e-5, atol=1e-5)]
+    counts = hardware_counts(trace, at.threads).as_dict()
+    problems += [f"{k.replace('_', ' ')} {where}: {counts[k]}, the target is at most {limit}. Hint: {at.hints[k]}."
+                 for k, limit in at.targets.items() if counts[k] > limit]
+    return counts, problems
 
 
 def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_bytes_per_block: int = 0,

@@ -3,7 +3,7 @@
 Linear recurrences ``h_t = a_t ⊙ h_{t-1} + b_t`` with a *diagonal* transition are what linear
 RNNs, diagonal state spaces (S5) and Mamba's selective scan run.  Composing two of their steps
 costs O(n) instead of lesson 05's n×n matrix product, so the parallel scan's extra work drops
-from about 2n× to a small constant.  The modules, in reading order:
+from between (n+1)× and 2n× to a small constant.  The modules, in reading order:
 
 * :mod:`~course.recurrences.linear`: the recurrence four ways (loop, Blelloch scan with the
   affine operator, closed form, closed form in log space) and its backward pass, a reverse scan;

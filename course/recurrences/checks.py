@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..backprop.gradcheck import central_differences
-from ..grading import array_mismatch, verdict
+from ..grading import array_mismatch, real_array, verdict
 from ..scan.algorithms import blelloch_scan
 from .linear import recurrence_loop, reverse_recurrence
 from .selective import PARAM_NAMES, forward, init_params
@@ -64,10 +64,9 @@ def _report(problem: str | None, ok_text: str) -> bool:
 def _differs(got: Any, want: np.ndarray, what: str) -> str | None:
     if got is None:
         return f"{what}: your function returned None; return the result."
-    try:
-        got = np.asarray(got, dtype=float)
-    except (TypeError, ValueError):
-        return f"{what}: return an array of numbers, got {type(got).__name__} {got!r:.60}."
+    got, unreadable = real_array(what, got)
+    if unreadable:
+        return unreadable
     if got.shape != want.shape:
         return f"{what}: the result has shape {got.shape}, expected {want.shape}."
     if not np.allclose(got, want, atol=1e-9):
@@ -105,6 +104,9 @@ def check_affine_combine(fn: Callable) -> bool:
             return False
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             return _report(f"Return a pair (a, b); got {type(got).__name__}.", "")
+        for part, g in zip("ab", got):
+            if g is not None and real_array("", g)[1]:
+                return _report(real_array(f"the {part} part, stacks of shape {shape}", g)[1], "")
         want = affine_combine(first, second)
         swapped = affine_combine(second, first)
         if all(np.shape(g) == w.shape for g, w in zip(got, want)):
@@ -151,10 +153,8 @@ def check_reverse_recurrence(fn: Callable) -> bool:
         if not done:
             return False
         want = state_gradients(a, d)
-        try:
-            np.asarray(got, dtype=float)
-        except (TypeError, ValueError):
-            return _report(f"a of shape {shape}: return an array of numbers, got {type(got).__name__}.", "")
+        if got is not None and real_array("", got)[1]:
+            return _report(real_array(f"a of shape {shape}", got)[1], "")
         if got is not None and np.shape(got) == want.shape and not np.allclose(got, want) and shape[0] > 1:
             got = np.asarray(got, dtype=float)
             if np.allclose(got, reverse_recurrence(a, d, "loop")):

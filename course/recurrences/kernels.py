@@ -170,21 +170,31 @@ def diagonal_scan(a: Any, b: Any, h0: Any = None, chunk: int = 64, threads: int 
 
 
 @arguments(T=Whole(hint="steps of the recurrence"), n=Whole(hint="the channels"),
-           chunk=Whole(hint="steps per thread"), threads=Whole(hi=1024, hint="threads per block"))
-def chunk_plan(T: int, n: int, chunk: int = 64, threads: int = 128) -> dict:
+           chunk=Whole(hint="steps per thread"), threads=Whole(hi=1024, hint="threads per block"),
+           itemsize=Whole(hint="bytes per number, e.g. 4 for float32"))
+def chunk_plan(T: int, n: int, chunk: int = 64, threads: int = 128, itemsize: int = 4) -> dict:
     """What the kernels launch for a ``(T, n)`` scan: grid, threads, and each thread's steps.
 
-    Returns ``{"chunks", "grid", "threads", "steps_per_thread", "dependent_steps", "reads"}``:
-    ``dependent_steps`` is the longest chain one thread walks (phase 1 + phase 2 + phase 3), to
-    set against the T steps of one thread per channel; ``reads`` counts elements of a and b read.
+    Returns ``{"chunks", "grid", "threads", "launched", "idle_fraction", "steps_per_thread",
+    "dependent_steps", "tree_levels", "reads", "bytes"}``: ``threads`` is the threads that do work
+    (one per channel and chunk), ``launched`` the threads the grid starts (whole blocks of
+    ``threads`` channels), so ``idle_fraction`` is the share that only checks ``c < n`` and stops;
+    ``dependent_steps`` is the longest chain one thread walks (phase 1 + phase 2 + phase 3), to set
+    against the T steps of one thread per channel and the ``tree_levels`` (2·⌈log2 T⌉) of a Blelloch
+    tree; ``reads`` counts elements of a and b read; ``bytes`` is what the three phases move in all
+    (a and b read twice, h written once, the chunk summaries and carries), at ``itemsize`` bytes a number.
 
     >>> p = chunk_plan(T=4096, n=16, chunk=64)
-    >>> p["chunks"], p["threads"], p["dependent_steps"]
-    (64, 1024, 192)
+    >>> p["chunks"], p["threads"], p["dependent_steps"], p["idle_fraction"]
+    (64, 1024, 192, 0.875)
     """
     K = -(-T // chunk)
     grid = (-(-n // threads), K)
     steps = min(chunk, T)
-    return {"chunks": K, "grid": grid, "threads": n * K, "steps_per_thread": steps,
+    launched = grid[0] * threads * (K if K > 1 else 1)
+    numbers = 3 * T * n if K == 1 else 5 * T * n + 6 * K * n
+    return {"chunks": K, "grid": grid, "threads": n * K, "launched": launched,
+            "idle_fraction": 1 - n * K / launched, "steps_per_thread": steps,
             "dependent_steps": steps if K == 1 else 2 * steps + K,
-            "reads": 2 * T * n * (1 if K == 1 else 2)}
+            "tree_levels": 2 * max(1, (T - 1).bit_length()),
+            "reads": 2 * T * n * (1 if K == 1 else 2), "bytes": numbers * itemsize}

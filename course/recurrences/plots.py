@@ -126,7 +126,10 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
     fig, (left, right) = new_figure(2, height=3.3)
     for kind, color in zip(KINDS, (PALETTE["green"], PALETTE["purple"])):
         rows = [work_counts(T, n, kind) for T in Ts]
-        left.plot(Ts, [r["work_ratio"] for r in rows], "o-", ms=3, color=color, label=f"{kind}")
+        left.plot(Ts, [r["work_ratio"] for r in rows], "o-", ms=3, color=color,
+                  label=f"{kind}: full combines both ways")
+        left.plot(Ts, [r["work_ratio_min"] for r in rows], "^:", ms=3, color=color,
+                  label=f"{kind}: the least (down-sweep on states)")
         right.plot(Ts, [r["steps_scan"] for r in rows], "o--", ms=3, color=color, label=f"{kind} scan: levels")
     right.plot(Ts, Ts, "k-", lw=1, label="loop: T steps")
     left.set_title(f"extra work of the scan, n = {n}: flops(scan) / flops(loop)", fontsize=9.5)

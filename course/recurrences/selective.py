@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import OneOf, Whole, arguments
+from ..arguments import Dtype, Given, OneOf, Seed, Whole, arguments
 from ..backprop.gradcheck import central_differences, rel_error
-from ..devices import array_device, get_xp, xp_of
+from ..devices import array_device, get_xp, normalize_device, xp_of
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
@@ -44,7 +44,8 @@ __all__ = ["PARAM_NAMES", "init_params", "forward", "backward", "mse_loss", "los
 PARAM_NAMES = ("W_delta", "c_delta", "log_lam", "W_B", "W_C", "c_y")
 
 
-@arguments(d_in=Whole(hint="inputs per step"), n=Whole(hint="the state size"), d_out=Whole(hint="outputs per step"))
+@arguments(d_in=Whole(hint="inputs per step"), n=Whole(hint="the state size"), d_out=Whole(hint="outputs per step"),
+           seed=Seed(), device=Given(normalize_device), dtype=Dtype(device="device", floating=True))
 def init_params(d_in: int = 2, n: int = 16, d_out: int = 1, seed: int = 0, dtype: Any = "float64",
                 device: Any = "cpu") -> dict:
     """Small random weights; ``λ`` spread over [0.01, 1] (slow to fast decays) as in S4/Mamba.
@@ -72,6 +73,9 @@ def _validate(params: dict, x: Any) -> Any:
     if array_device(x) != array_device(params["W_C"]):
         raise BadInputError("x and the parameters live on different devices: move one with "
                             "course.to_device(x, device).")
+    T, B, n = x.shape[0], x.shape[1], params["W_delta"].shape[1]      # the cache: six (T, B, n) arrays and y,
+    require_fits(10 * T * B * (n + params["W_C"].shape[1]) * np.dtype(params["W_C"].dtype).itemsize,  # + the scan's
+                 array_device(x), what=f"the selective layer over T = {T:,} steps, batch {B:,}, n = {n}")
     return xp_of(x)
 
 

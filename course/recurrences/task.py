@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Whole, arguments
-from ..devices import get_xp, to_numpy
-from ..errors import whole_number
+from ..arguments import Dtype, Given, OneOf, Real, Whole, arguments
+from ..devices import get_xp, normalize_device, to_numpy
+from ..errors import BadInputError
 from ..limits import require_fits
 from .selective import PARAM_NAMES, init_params, loss_and_grads
 
@@ -33,7 +33,9 @@ BASELINE_MSE = 1 / 6
 MAX_TRAIN_STEPS = 20_000  # Adam steps train_adding may take (each is a forward and a backward)
 
 
-@arguments(T=Whole(2, hint="one marker in each half"), batch=Whole(hint="sequences per batch"))
+@arguments(T=Whole(2, hint="one marker in each half"), batch=Whole(hint="sequences per batch"),
+           seed=Whole(0, hint="a whole number such as 0"), device=Given(normalize_device),
+           dtype=Dtype(device="device", floating=True))
 def adding_problem(T: int = 32, batch: int = 64, seed: int = 0, dtype: Any = "float64",
                    device: Any = "cpu") -> tuple[Any, Any]:
     """Inputs ``(T, batch, 2)`` (number, marker) and targets ``(batch, 1)`` of the adding problem."""
@@ -76,6 +78,11 @@ def _adam(params: dict, grads: dict, state: dict, lr: float, beta1=0.9, beta2=0.
         params[k] -= lr * m_hat / ((v_hat ** 0.5) + eps)
 
 
+@arguments(T=Whole(2, hint="one marker in each half"), n=Whole(hint="the state size"),
+           steps=Whole(1, MAX_TRAIN_STEPS, hint="training steps"), batch=Whole(hint="sequences per batch"),
+           lr=Real(above=0, hi=1.0, hint="Adam's step size; 0.001 to 0.05 trains this layer"),
+           seed=Whole(0, hint="a whole number such as 0"), method=OneOf("scan", "loop"),
+           device=Given(normalize_device))
 def train_adding(T: int = 32, n: int = 16, steps: int = 300, batch: int = 64, lr: float = 0.02,
                  seed: int = 0, method: str = "scan", device: Any = "cpu",
                  progress: Callable | None = None) -> TrainingRun:
@@ -83,13 +90,13 @@ def train_adding(T: int = 32, n: int = 16, steps: int = 300, batch: int = 64, lr
 
     Every step draws a new batch (no example is seen twice); the test loss is measured on a
     held-out batch of 512 sequences at the end.  Forward and backward both run by ``method``
-    (``"scan"`` or ``"loop"``).
+    (``"scan"`` or ``"loop"``).  A loss that stops being finite (an ``lr`` so large that the steps
+    overshoot) stops the training with a message saying so, instead of training on NaN.
 
     >>> run = train_adding(T=8, n=4, steps=3, batch=8)
     >>> len(run.losses)
     3
     """
-    steps = whole_number("steps", steps, 1, MAX_TRAIN_STEPS, hint="training steps")
     params = init_params(2, n, 1, seed=seed, device=device)
     run = TrainingRun(T=T, n=n, params=params)
     state: dict = {}
@@ -97,6 +104,12 @@ def train_adding(T: int = 32, n: int = 16, steps: int = 300, batch: int = 64, lr
     for step in (progress(it, total=steps, desc="training") if progress else it):
         x, y = adding_problem(T, batch, seed=seed * 100_003 + step + 1, device=device)
         loss, grads = loss_and_grads(params, x, y, method)
+        if not np.isfinite(loss):
+            raise BadInputError(f"training diverged: the loss became {loss} at step {step + 1} of {steps} (after "
+                                f"{run.losses[-1]:.3g} at the step before), so lr = {lr:g} is too large for this "
+                                "layer: each step overshoots. Try lr = 0.02, or ten times smaller."
+                                if run.losses else
+                                f"the loss is {loss} before any training: check the inputs (T = {T}, n = {n}).")
         run.losses.append(loss)
         _adam(params, grads, state, lr)
     x, y = adding_problem(T, 512, seed=seed * 100_003 + 10**9, device=device)

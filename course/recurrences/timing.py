@@ -35,7 +35,7 @@ from .linear import recurrence_loop, recurrence_scan
 from .work import KINDS, work_counts
 
 __all__ = ["METHODS", "LOOP_MAX_T", "DENSE_SCAN_MAX_FLOPS", "recurrence_input", "recurrence_function",
-           "time_recurrence", "recurrence_sweep", "crossover"]
+           "time_recurrence", "recurrence_sweep", "crossover", "chunked_kernel_rate"]
 
 #: Implementations per (device, kind), in the order the plots list them.
 METHODS = {("cpu", "diagonal"): ("loop", "scan", "torch loop"),
@@ -62,7 +62,7 @@ def recurrence_input(T: int, n: int, kind: str = "diagonal", dtype: Any = "float
     T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
     if kind not in KINDS:
         raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
-    dt = validate_dtype(dtype, dev)
+    dt = validate_dtype(dtype, dev, floating=True)
     per_step = n * n if kind == "dense" else 2 * n
     require_fits(4 * T * per_step * dt.itemsize, dev, what=f"a {kind} recurrence of T = {T:,}, n = {n}")
     rng = np.random.default_rng(seed)
@@ -194,3 +194,27 @@ def crossover(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan
         else:
             break
     return best
+
+
+def chunked_kernel_rate(rs: ResultSet, device: str, n: int, T: int | None = None) -> dict | None:
+    """The chunked kernel's measured time at ``T`` (the largest measured by default) with what it moved.
+
+    Returns ``{"T", "n", "median_s", "bytes", "bytes_per_s", "plan"}`` (``plan`` is
+    :func:`course.recurrences.kernels.chunk_plan` for the chunk of 64 the timings use), or None where the
+    result set holds no ``"numba chunked"`` record for that device and n.
+
+    >>> rs = ResultSet("demo")
+    >>> rs.add(device="gpu", kind="diagonal", n=16, T=1024, method="numba chunked", median_s=1e-4)
+    >>> r = chunked_kernel_rate(rs, "gpu", 16)
+    >>> r["bytes"], round(r["bytes_per_s"] / 1e9, 2)
+    (333824, 3.34)
+    """
+    from .kernels import chunk_plan
+
+    recs = {r["T"]: r for r in rs.select(device=device, kind="diagonal", n=n, method="numba chunked")}
+    if not recs or (T is not None and T not in recs):
+        return None
+    r = recs[max(recs) if T is None else T]
+    plan = chunk_plan(T=r["T"], n=n, chunk=64)
+    return {"T": r["T"], "n": n, "median_s": r["median_s"], "bytes": plan["bytes"],
+            "bytes_per_s": plan["bytes"] / r["median_s"], "plan": plan}

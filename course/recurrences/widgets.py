@@ -22,7 +22,7 @@ from ..errors import BadInputError, GPUUnavailableError
 from ..plots import COLORS, add_footer, new_figure
 from ..results import ResultSet, load_reference
 from ..timing import noisy_note
-from ..widgets import LiveApp, MeasurementCache, device_buttons, escape, log2_slider
+from ..widgets import LiveApp, MeasurementCache, device_buttons, escape, log2_slider, no_gpu_html
 from .plots import closed_form_figure, timing_figure, work_figure
 from .timing import METHODS, time_recurrence
 from .work import KINDS, work_counts
@@ -59,10 +59,12 @@ def work_app(T: int = 2**12, n: int = 16) -> LiveApp:
     def update(T: int, n: int):
         rows = {k: work_counts(T, n, k) for k in KINDS}
         cells = "".join(f"<tr><td>{k}</td><td>{r['steps_loop']:,}</td><td>{r['steps_scan']}</td>"
-                        f"<td>{r['combines']:,}</td><td>{r['work_ratio']:.3g}×</td>"
+                        f"<td>{r['combines']:,}</td><td>{r['work_ratio']:.3g}×</td><td>{r['work_ratio_min']:.3g}×</td>"
                         f"<td>{r['bytes_scan'] / 2**20:.3g} MiB</td></tr>" for k, r in rows.items())
         html = ("<table><tr><th>transition</th><th>loop steps</th><th>scan levels</th><th>combines</th>"
-                "<th>scan flops / loop flops</th><th>scan elements (float32)</th></tr>" + cells + "</table>")
+                "<th>scan flops / loop flops (full combines both ways)</th>"
+                "<th>the least (down-sweep on states)</th><th>scan elements (float32)</th></tr>"
+                + cells + "</table>")
         return work_figure(max(T, 2**16), n, highlight=T), html
 
     return LiveApp(update, controls, title="Work and span: dense against diagonal")
@@ -106,7 +108,7 @@ def timing_app(T: int = 1024, n: int = 16, kind: str = "both", budget_s: float =
                     f"No GPU here ({gpu_unavailable_reason()}), and no reference GPU results recorded "
                     f"yet for the recurrences. Choose CPU, or run this notebook on a GPU "
                     f"(Colab: Runtime > Change runtime type > GPU).")
-            return timing_figure(None, refs, n=n, highlight=T), "No GPU here: " + _reference_note(refs)
+            return timing_figure(None, refs, n=n, highlight=T), no_gpu_html(_reference_note(refs))
         rs = ResultSet("recurrence_timing_app", params={"T": T, "n": n})
         notes = []
         for k in (KINDS if kind == "both" else (kind,)):

@@ -2,10 +2,13 @@
 
 Lesson 05 ran back-propagation through an RNN as a scan whose elements are dense n×n Jacobians.
 Composing two steps ``h -> A h + b`` is a matrix product, ``2n³`` flops, where the loop spends
-``2n²`` on a step: the scan does about **2n times** the loop's arithmetic.  When the transition is
-*diagonal*, ``h -> a ⊙ h + b``, composing two steps is ``(a₂a₁, a₂b₁ + b₂)``: ``3n`` flops, against
-the loop's ``2n`` per step.  The tree still does about twice as many combines as the loop has steps,
-so the extra work is a constant (≈2× the combines, ≈3× the flops), whatever n is.
+``2n²`` on a step.  The down-sweep hands on prefixes that already hold a state, so its combines
+need only matrix-vector products: the least a dense scan needs is about **n + 1 times** the loop's
+arithmetic, and a scan that multiplies full matrices in both sweeps (lesson 05's teaching scan)
+does about **2n times**.  When the transition is *diagonal*, ``h -> a ⊙ h + b``, composing two
+steps is ``(a₂a₁, a₂b₁ + b₂)``: ``3n`` flops, against the loop's ``2n`` per step.  The tree still
+does about twice as many combines as the loop has steps, so the extra work is a constant (≈2× the
+combines, ≈3× the flops; ≈2.5× at the least, ``a ⊙ h + b`` in the down-sweep), whatever n is.
 
 The counts come from the scan's own level loop (:func:`course.scan.operation_counts`), and the dense
 ones are lesson 05's (:func:`course.bppsa.work_counts`), not formulas restated here.
@@ -57,9 +60,11 @@ def work_counts(T: int, n: int, kind: str = "diagonal", itemsize: int = 4) -> di
     Returns
     -------
     dict with ``steps_loop``, ``steps_scan`` (levels: the span), ``combines``, ``flops_loop``,
-    ``flops_scan``, ``work_ratio`` (scan flops / loop flops), ``combine_ratio`` (combines / loop
-    steps), ``step_ratio`` (loop steps / scan levels: the most unlimited lanes could gain),
-    ``bytes_loop`` and ``bytes_scan``.
+    ``flops_scan``, ``work_ratio`` (scan flops / loop flops, every combine a full one),
+    ``flops_scan_min`` and ``work_ratio_min`` (the least: a down-sweep combine meets a prefix that
+    already holds a state, so it is a matrix-vector product, or ``a ⊙ h + b``), ``combine_ratio``
+    (combines / loop steps), ``step_ratio`` (loop steps / scan levels: the most unlimited lanes could
+    gain), ``bytes_loop`` and ``bytes_scan``.
 
     Examples
     --------
@@ -71,15 +76,18 @@ def work_counts(T: int, n: int, kind: str = "diagonal", itemsize: int = 4) -> di
         return {"kind": kind, "T": T, "n": n, "steps_loop": c["steps_sequential"],
                 "steps_scan": c["steps_scan"], "combines": c["combines_scan"],
                 "flops_loop": c["flops_sequential"], "flops_scan": c["flops_scan"],
-                "work_ratio": c["work_ratio"], "combine_ratio": c["combines_scan"] / T,
+                "work_ratio": c["work_ratio"], "flops_scan_min": c["flops_scan_min"],
+                "work_ratio_min": c["work_ratio_min"], "combine_ratio": c["combines_scan"] / T,
                 "step_ratio": c["step_ratio"], "bytes_loop": c["bytes_sequential"],
                 "bytes_scan": c["bytes_scan"]}
     counts = operation_counts("blelloch", T)
     combines, levels = int(counts["work"]), int(counts["steps"])
     flops_loop, flops_scan = 2.0 * n * T, float(combine_flops(n, kind)) * combines
+    flops_min = float(combine_flops(n, kind)) * (combines // 2) + 2.0 * n * (combines - combines // 2)
     return {"kind": kind, "T": T, "n": n, "steps_loop": T, "steps_scan": levels,
             "combines": combines, "flops_loop": flops_loop, "flops_scan": flops_scan,
-            "work_ratio": flops_scan / flops_loop, "combine_ratio": combines / T,
+            "work_ratio": flops_scan / flops_loop, "flops_scan_min": flops_min,
+            "work_ratio_min": flops_min / flops_loop, "combine_ratio": combines / T,
             "step_ratio": T / levels if levels else math.inf,
             "bytes_loop": 2 * T * n * itemsize, "bytes_scan": 2 * T * n * itemsize}
 

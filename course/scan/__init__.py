@@ -36,11 +36,12 @@ from .algorithms import (
     matmul,
     maximum,
     operation_counts,
+    require_associative,
     sequential_scan,
 )
 
 __all__ = [
     "add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves", "identity_for",
     "OPERATORS", "sequential_scan", "hillis_steele_scan", "blelloch_scan", "SCANS", "ScanTrace", "Level",
-    "blelloch_levels", "operation_counts", "associative_on_samples",
+    "blelloch_levels", "operation_counts", "associative_on_samples", "require_associative",
 ]

@@ -23,10 +23,11 @@ Operator contract (used by every function here)
 ``a`` always holds the EARLIER (left) elements and ``b`` the LATER (right) ones,
 so non-commutative operators (matrix products, composition of maps) come out in
 the order of the sequence.  ``op`` must be associative; it need not be commutative.
-:func:`associative_on_samples` tests that on samples.  A non-associative ``op`` (for
-example subtraction, or averaging) gives a result that depends on the bracketing,
-so the tree scans and the sequential scan then disagree: that is documented
-behaviour, not a bug.  Likewise ``identity`` must be a true identity,
+A non-associative ``op`` (subtraction, averaging) gives a result that depends on the
+bracketing, so a tree scan would disagree with the loop: the tree scans try a few triples
+of ``x``'s own elements first (:func:`require_associative`) and refuse such an ``op``,
+while an operator associative up to floating-point rounding passes.
+:func:`associative_on_samples` tests it on samples of your choice.  Likewise ``identity`` must be a true identity,
 ``op(identity, a) == a``: the down-sweep starts from it, so a wrong one shows up in
 every result.  For the ready operators, and for a scalar identity spread over non-scalar
 elements (a scalar ``1`` for a matrix product), the scans test ``op(identity, x[0])`` once
@@ -69,19 +70,23 @@ from .ops import (
     interval_leaves,
     matmul,
     maximum,
+    require_associative,
 )
 
 __all__ = [
     "add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves",
     "identity_for", "prepare_scan", "OPERATORS",
     "sequential_scan", "hillis_steele_scan", "blelloch_scan", "SCANS",
-    "ScanTrace", "Level", "blelloch_levels", "operation_counts", "associative_on_samples",
+    "ScanTrace", "Level", "blelloch_levels", "operation_counts", "associative_on_samples", "require_associative",
 ]
 
 # ------------------------------------------------------------------ input checks
 
-def prepare_scan(x: Any, op: Op | None, identity: Any) -> tuple[Any, Any, Op, Any]:
-    """Check a scan's input and return ``(x, xp, op, identity element)``; every scan here starts with it."""
+def prepare_scan(x: Any, op: Op | None, identity: Any, *, tree: bool = False) -> tuple[Any, Any, Op, Any]:
+    """Check a scan's input and return ``(x, xp, op, identity element)``; every scan here starts with it.
+
+    ``tree=True`` (the tree scans) also refuses an ``op`` that is not associative on ``x``'s elements
+    (see :func:`require_associative`): the loop brackets from the left, a tree differently."""
     xp = xp_of(x)
     x = xp.asarray(x)
     if x.ndim == 0:
@@ -107,6 +112,8 @@ def prepare_scan(x: Any, op: Op | None, identity: Any) -> tuple[Any, Any, Op, An
         ident = xp.broadcast_to(ident.astype(x.dtype), elem_shape)
         if x.shape[0] and x.dtype.kind != "O" and (op in OPERATORS.values() or ident.ndim != xp.asarray(identity).ndim):
             _validate_identity(x, xp, op, ident, identity)
+    if tree:
+        require_associative(op, x)
     return x, xp, op, ident
 
 
@@ -234,7 +241,7 @@ def hillis_steele_scan(x: Any, op: Op | None = None, identity: Any = None, exclu
     >>> hillis_steele_scan([1, 2, 3, 4])
     array([ 1,  3,  6, 10])
     """
-    x, xp, op, ident = prepare_scan(x, op, identity)
+    x, xp, op, ident = prepare_scan(x, op, identity, tree=True)
     n = x.shape[0]
     cur = x.copy()
     tr = ScanTrace("hillis-steele", n, n, _snapshot(x) if trace else None)
@@ -325,7 +332,7 @@ def blelloch_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive:
     array([[5, 1],
            [3, 1]])
     """
-    x, xp, op, ident = prepare_scan(x, op, identity)
+    x, xp, op, ident = prepare_scan(x, op, identity, tree=True)
     n = x.shape[0]
     rec = _InPlacePicture(x, ident, trace)
     if n <= 1:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..grading import call_learner, verdict
+from ..grading import call_learner, real_array, verdict
 from .algorithms import add, blelloch_levels, identity_for, interval, interval_leaves, matmul, sequential_scan
 from .ops import Op
 
@@ -71,7 +71,16 @@ def exclusive_from_inclusive(inclusive: np.ndarray, identity: Any) -> np.ndarray
 # ------------------------------------------------------------------ helpers
 
 def _call(fn: Callable, *args: Any) -> tuple[bool, Any]:
-    return call_learner(fn, *args, context=f"first input of shape {getattr(args[0], 'shape', '?')}")
+    """(True, the result as an array of real numbers) or (False, None) after saying why not."""
+    where = f"first input of shape {getattr(args[0], 'shape', '?')}"
+    done, got = call_learner(fn, *args, context=where)
+    if not done:
+        return False, None
+    _, unreadable = real_array(f"Your result ({where})", got)
+    if unreadable:
+        print(unreadable)
+        return False, None
+    return True, np.asarray(got)
 
 
 def _differs(got: Any, want: np.ndarray, what: str) -> str | None:
@@ -207,8 +216,10 @@ def check_down_sweep_level(fn: Callable) -> bool:
         if problem:
             return _report(problem, "")
     x = rng.integers(-9, 9, 11)
-    problem = _differs(_blelloch_with(x, add, up_sweep_level, fn), sequential_scan(x),
-                       "a full scan of 11 integers")
+    done, got = _call(_blelloch_with, x, add, up_sweep_level, fn)
+    if not done:
+        return False
+    problem = _differs(got, sequential_scan(x), "a full scan of 11 integers")
     return _report(problem, "Correct: left children get the parent's prefix, right children "
                             "prefix op left sibling; a full Blelloch scan built on it matches the "
                             "sequential scan for matrices.")

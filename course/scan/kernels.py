@@ -351,6 +351,7 @@ def _launch(x, n, on_gpu, exclusive, kernels, threads, items, strategy):
 
 # ------------------------------------------------------------------ bank conflicts, on the CPU
 
+@arguments(banks=Whole(hint="shared-memory banks, 32 on NVIDIA GPUs"))
 def conflict_degree(words: Iterable[int], banks: int = BANKS) -> int:
     """How many times one warp's shared-memory access is serialised (1 = conflict-free).
 

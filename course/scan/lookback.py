@@ -21,14 +21,23 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, random_generator, whole_number
+from ..limits import require_fits
 
-__all__ = ["FLAG_NAMES", "EPOCHS", "lookback_model", "lookback_launches"]
+__all__ = ["FLAG_NAMES", "EPOCHS", "RESIDENT", "MAX_TILES", "lookback_model", "lookback_launches"]
 
 #: The tile states: not yet published, aggregate of the tile alone, inclusive prefix.
 FLAG_NAMES = {0: "X", 1: "A", 2: "P"}
 #: The epoch counts launches modulo 2^30: it shares a status word's high 32 bits with a 2-bit flag.
 EPOCHS = 2**30
+#: Tiles running at once, at most: a GPU holds a bounded number of blocks on its SMs (an H100's 132 SMs hold
+#: one or two of the kernel's 256-thread tiles each), and a tile starts only when one has finished.  It also
+#: keeps each look-back short, so a model run takes time in proportion to its tiles.
+RESIDENT = 128
+#: The most tiles one call models: each is a Python generator stepped one statement at a time (about 10 µs a
+#: tile), so a million elements in tiles of 4 would take many seconds; larger arrays are what
+#: :func:`course.scan.singlepass.single_pass_scan` and the blocked scans are for.
+MAX_TILES = 2**16
 
 
 def lookback_model(x: Any, tile: int = 4, window: int = 1, seed: int | None = 0) -> tuple[np.ndarray, dict]:
@@ -42,6 +51,9 @@ def lookback_model(x: Any, tile: int = 4, window: int = 1, seed: int | None = 0)
     tile : elements per tile (the kernel's: 256 threads x 16 items, :mod:`course.scan.singlepass`).
     window : predecessors read at once (the kernel's warp reads 32).
     seed : the random interleaving (``None``: tiles run one after the other, no waiting).
+
+    At most :data:`RESIDENT` tiles run at once, as on a GPU, and one call models at most :data:`MAX_TILES`
+    tiles (a larger array is refused with the tile size to use instead).
 
     Returns
     -------
@@ -83,7 +95,7 @@ def lookback_launches(xs: Any, tile: int = 4, window: int = 1, seed: int | None 
     >>> [o.tolist()[-1] for o in outs], [s["state"] for s in stats]
     ([9, 2], [(0, 0, 1), (0, 0, 2)])
     """
-    xs, tile, window, epochs = _validate_launches(xs, tile, window, epochs)
+    xs, tile, window, epochs = _validate_launches(xs, tile, window, epochs, seed)
     device = {"counter": 0, "finished": 0, "epoch": 0,
               "status": [(0, 0)] * max([-(-x.size // tile) for x in xs] + [1])}   # allocated once
     rng = None if seed is None else np.random.default_rng(seed)
@@ -145,7 +157,7 @@ def _run_launch(x, tile, window, rng, device, epochs, out, stats) -> None:
     running: list[tuple[int, Any]] = []
     started = 0
     while started < tiles or running:
-        if started < tiles and (rng is None or not running or rng.random() < 0.5):
+        if started < tiles and len(running) < RESIDENT and (rng is None or not running or rng.random() < 0.5):
             running.append((started, run()))                             # the hardware starts a block
             started += 1
         pick = 0 if rng is None else int(rng.integers(len(running)))
@@ -155,12 +167,23 @@ def _run_launch(x, tile, window, rng, device, epochs, out, stats) -> None:
             running.pop(pick)
 
 
-def _validate_launches(xs: Any, tile: int, window: int, epochs: int) -> tuple[list[np.ndarray], int, int, int]:
+def _validate_launches(xs: Any, tile: int, window: int, epochs: int,
+                       seed: Any) -> tuple[list[np.ndarray], int, int, int]:
     xs = [np.asarray(x) for x in ([xs] if isinstance(xs, np.ndarray) else xs)]
     bad = next((x.shape for x in xs if x.ndim != 1), None)
     if bad is not None:
         raise BadInputError(f"lookback_model scans 1-D arrays, got shape {bad}; flatten it with x.ravel().")
-    return (xs, whole_number("tile", tile, hint="elements per tile"),
-            whole_number("window", window, hint="predecessor flags read at once (the kernel's warp: 32)"),
+    if seed is not None:
+        random_generator(seed)
+    tile = whole_number("tile", tile, hint="elements per tile")
+    tiles = sum(-(-x.size // tile) for x in xs)
+    if tiles > MAX_TILES:
+        raise BadInputError(f"{tiles:,} tiles is more than the {MAX_TILES:,} this Python model steps through in a "
+                            f"few seconds; use a larger tile (tile={-(-sum(x.size for x in xs) // MAX_TILES):,} or "
+                            "more) or a shorter array. A large scan is single_pass_scan's or blocked_scan's job.")
+    require_fits(sum(x.size * x.dtype.itemsize for x in xs) + 2 * max([min(x.size, tile) * x.dtype.itemsize
+                                                                       for x in xs] + [0]),
+                 "cpu", what=f"the look-back model's outputs for {sum(x.size for x in xs):,} elements")
+    return (xs, tile, whole_number("window", window, hint="predecessor flags read at once (the kernel's warp: 32)"),
             whole_number("epochs", epochs, 2, EPOCHS, hint="launches the epoch counts before it wraps"))
 

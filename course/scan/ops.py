@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Whole, arguments
 from ..devices import xp_of
 from ..errors import BadInputError
+from ..limits import require_fits
 
 __all__ = ["add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves",
-           "identity_for", "OPERATORS", "associative_on_samples", "Op"]
+           "identity_for", "OPERATORS", "associative_on_samples", "require_associative", "Op"]
 
 Op = Callable[[Any, Any], Any]
 
@@ -95,8 +97,10 @@ def interval(a: Any, b: Any) -> Any:
     return xp.where(a_empty, b, xp.where(b_empty, a, out))
 
 
+@arguments(n=Whole(0, hint="the number of leaves"))
 def interval_leaves(n: int, xp: Any = np) -> Any:
     """The leaves ``(i, i + 1)`` of :func:`interval`, shape ``(n, 2)``."""
+    require_fits(8 * 4 * n, "gpu" if xp is not np else "cpu", what=f"{n:,} interval leaves")
     i = xp.arange(n, dtype=np.int64)
     return xp.stack([i, i + 1], axis=-1)
 
@@ -186,3 +190,62 @@ def associative_on_samples(op: Op, samples: Any, *, rtol: float = 1e-6, atol: fl
                   f"sequential scan.")
         return False
     return True
+
+
+def _tolerance(dtype: np.dtype, elem_size: int) -> float:
+    """How far ``op(op(a, b), c)`` and ``op(a, op(b, c))`` may differ, relative to the triple's largest
+    magnitude, for an operator associative up to rounding: 0 for integers (exact), and for floats a few hundred
+    roundings (more for larger elements: a matrix product sums k terms per entry), never over 5 %."""
+    if dtype.kind not in "fc":
+        return 0.0
+    return min(0.05, 256 * float(np.finfo(dtype).eps) * max(1.0, float(elem_size)) ** 0.5)
+
+
+def require_associative(op: Op, x: Any, triples: int = 8) -> None:
+    """Refuse an ``op`` that is not associative on ``x``'s own elements, before a tree scan brackets them.
+
+    A tree scan (Hillis-Steele, Blelloch) combines ``(x0 op x1) op (x2 op x3)`` where the loop combines
+    ``((x0 op x1) op x2) op x3``: the same answer only for an associative ``op``.  This tries ``triples``
+    triples of elements of ``x`` (fixed positions, in one vectorized call of ``op`` per side) and raises a
+    :class:`~course.errors.BadInputError` when the two bracketings differ by more than rounding: subtraction
+    and averaging are refused, an operator associative only up to floating-point rounding (an online
+    softmax's ``(max, sum, out)`` combine, ``logaddexp``, matrix products) passes.  Entries that are
+    inf or NaN on either side are not compared.  The ready operators, object arrays and fewer than 3
+    elements are not tried.
+
+    >>> require_associative(lambda a, b: a - b, np.array([5.0, 3, 1, 4, 2, 7]))
+    Traceback (most recent call last):
+    ...
+    course.errors.BadInputError: op is not associative: ...
+    """
+    xp = xp_of(x)
+    n = x.shape[0]
+    if n < 3 or op in OPERATORS.values() or x.dtype.kind == "O" or x[0].size == 0:
+        return
+    i, j, k = (xp.asarray(v) for v in np.random.default_rng(0).integers(0, n, (3, triples)))
+    a, b, c = x[i], x[j], x[k]
+    ab, bc = op(a, b), op(b, c)
+    if getattr(ab, "shape", None) != a.shape or getattr(bc, "shape", None) != a.shape:
+        return                                  # the scan itself refuses an op that returns another shape
+    left, right = xp.asarray(op(ab, c)), xp.asarray(op(a, bc))
+    if left.shape != a.shape or right.shape != a.shape or left.dtype.kind not in "iufcb":
+        return
+    rows = [v.reshape(triples, -1).astype(np.float64 if v.dtype.kind in "iub" else v.dtype) for v in (a, b, c)]
+    l_rows, r_rows = (v.reshape(triples, -1) for v in (left, right))
+    finite = xp.isfinite(l_rows) & xp.isfinite(r_rows)
+    scale = xp.stack([xp.where(xp.isfinite(v), xp.abs(v), 0).max(axis=1) for v in rows + [l_rows, r_rows]]).max(0)
+    tol = _tolerance(np.dtype(left.dtype), int(np.prod(x.shape[1:], dtype=np.int64))) * scale
+    with np.errstate(invalid="ignore", over="ignore"):
+        off = finite & (l_rows != r_rows if left.dtype.kind in "iub" else xp.abs(l_rows - r_rows) > tol[:, None])
+    bad = off.any(axis=1)
+    if bool(bad.any()):
+        t = int(xp.argmax(bad))
+
+        def show(v: Any) -> Any:
+            return np.asarray(v.get() if hasattr(v, "get") else v)[t].tolist()
+        raise BadInputError(
+            f"op is not associative: with a = x[{int(i[t])}], b = x[{int(j[t])}], c = x[{int(k[t])}], "
+            f"op(op(a, b), c) = {show(left)!r:.80} but op(a, op(b, c)) = {show(right)!r:.80}. A tree scan brackets "
+            "the elements differently from the loop, so it would return another answer (subtraction and "
+            "averaging are like this). Use an associative operator (add, max, a matrix product, the composition "
+            "of maps), or sequential_scan, the loop, for this one.")

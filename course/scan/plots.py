@@ -40,6 +40,7 @@ from ..plots import (
     noisy_flags,
     place_legend,
     set_takeaway,
+    source_tag,
 )
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
@@ -304,7 +305,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                     continue
                 n = np.array([r["n"] for r in recs], float)
                 t = np.array([r["median_s"] for r in recs], float)
-                lab = f"{dev.upper()} {alg}" + (f" ({rs.label})" if ref else "")
+                lab = f"{dev.upper()} {alg}" + source_tag(rs, dev, live="")
                 kw = dict(color=ALGORITHM_COLORS.get(alg, _SPARE_COLORS[k % 2]), marker="o" if dev == "cpu" else "s",
                           ms=3.5 if dev == "cpu" else 4.5, ls="--" if ref else "-",
                           alpha=0.7 if ref else 1.0, lw=1.3)

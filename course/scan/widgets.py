@@ -31,6 +31,7 @@ from ..widgets import (
     estimate_s,
     log2_slider,
     measured_rate,
+    no_gpu_html,
     noise_html,
 )
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, operation_counts, sequential_scan
@@ -148,7 +149,7 @@ def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveA
                     f"No GPU here ({gpu_unavailable_reason()}), and no reference GPU results "
                     f"recorded yet for the scans. Choose CPU, or run this notebook on a GPU "
                     f"(Colab: Runtime > Change runtime type > GPU).")
-            return timing_figure(None, refs, highlight=n), ("No GPU here: " + _reference_note(refs))
+            return timing_figure(None, refs, highlight=n), no_gpu_html(_reference_note(refs))
         rs, skipped = cache.get((n, op, device), lambda: _time_all(n, op, device, budget_s))
         fig = _bars(rs, device, n, op)
         html = ""

@@ -32,7 +32,15 @@ What a widget setting will cost before it runs is in :mod:`course.throughput.cos
 
 from __future__ import annotations
 
-from .batch import DEFAULT_MLP_SIZES, batch_for_fraction, batch_sweep, littles_law, precision_sweep, torch_available
+from .batch import (
+    DEFAULT_MLP_SIZES,
+    batch_for_fraction,
+    batch_reading,
+    batch_sweep,
+    littles_law,
+    precision_sweep,
+    torch_available,
+)
 from .fusion import (
     FUSION_STEPS,
     blocked,
@@ -44,7 +52,7 @@ from .fusion import (
     unfused,
 )
 from .latency import async_chain, latency_summary, smallest_op_latency, transfer_bandwidth
-from .memory import bytes_in_flight, memory_latency, memory_latency_sweep, random_cycle
+from .memory import bytes_in_flight, in_flight_text, memory_latency, memory_latency_sweep, random_cycle
 from .ops import (
     OPS,
     Crossover,
@@ -68,17 +76,19 @@ from .roofline import (
     measure_roofline,
     peaks_of,
     ridge_point,
+    roof_shares,
     roofline_point,
 )
 
 __all__ = [
     "smallest_op_latency", "latency_summary", "async_chain", "transfer_bandwidth",
-    "random_cycle", "memory_latency", "memory_latency_sweep", "bytes_in_flight",
+    "random_cycle", "memory_latency", "memory_latency_sweep", "bytes_in_flight", "in_flight_text",
     "Op", "OPS", "op_names", "get_op", "default_sizes", "time_op", "throughput_sweep",
     "Crossover", "crossover_size", "crossover", "find_crossover",
-    "DEFAULT_MLP_SIZES", "batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "torch_available",
+    "DEFAULT_MLP_SIZES", "batch_sweep", "littles_law", "batch_for_fraction", "batch_reading", "precision_sweep",
+    "torch_available",
     "FUSION_STEPS", "fusion_chain", "unfused", "fused", "blocked", "fusion_counts", "fusion_compare",
     "fused_kernel_source",
     "POINT_NAMES", "compare_predictions", "attainable", "ridge_point", "classify", "measure_peaks",
-    "cached_peaks", "peaks_of", "roofline_point", "measure_roofline",
+    "cached_peaks", "peaks_of", "roofline_point", "measure_roofline", "roof_shares",
 ]

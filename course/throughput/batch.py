@@ -1,4 +1,4 @@
-"""Lesson 03, part 3: batching (Little's law) and mixed precision.
+"""Lesson 03, part 3: batching (Little's law) and reduced precision.
 
 **Batching.**  One training step of an MLP (lesson 01) on a batch of ``B``
 samples costs a fixed overhead (one call per layer, a kernel launch per op on a
@@ -6,16 +6,21 @@ GPU) plus work proportional to ``B``.  Larger batches spread the overhead: the
 *throughput* (samples per second) rises until the device is busy, while the
 *latency* (seconds per batch) grows.  **Little's law** ties the two: the number
 of samples in flight ``L`` equals the throughput ``λ`` times the time each spends
-in the system ``W``.  :func:`batch_sweep` measures ``λ`` from a continuous run of
-steps and ``W`` from single steps, independently, and reports ``L = λ·W`` next to
-the batch size.
+in the system ``W``; for one step at a time that is the batch itself, so it tests
+nothing, and :func:`batch_reading` asks what can be tested instead: whether the
+throughput levelled off within the batches measured, at what share of the roof.
+:func:`batch_sweep` measures ``λ`` from a continuous run of steps and ``W`` from
+single steps, independently.
 
-**Mixed precision.**  :func:`precision_sweep` times matrix products in float32,
-float16 and bfloat16.  Half-precision numbers take half the memory and, on
-hardware with units for them (GPU tensor cores), run several times faster.  A
-CPU without float16 arithmetic has numpy *emulate* it (convert every element to
-float32 and back, with no BLAS), so there it is much slower: measured, not assumed.
-bfloat16 has no numpy type; it is timed through PyTorch when that is installed.
+**Reduced precision.**  :func:`precision_sweep` times matrix products in float32,
+TF32 (float32 data on a GPU's tensor cores, through PyTorch), float16 and bfloat16.
+Half-precision numbers take half the memory and, on hardware with units for them (GPU
+tensor cores), run many times faster on large products (the reference's ratio is
+printed by the lesson, not assumed).  A CPU without float16 arithmetic has numpy
+*emulate* it (convert every element to float32 and back, with no BLAS), so there it
+is much slower: measured, not assumed.  bfloat16 has no numpy type; it is timed
+through PyTorch when that is installed.  Mixed-precision *training* (float32 master
+weights, float32 accumulation, loss scaling) is lesson 01's :mod:`course.backprop.mixed`.
 
 >>> rs = precision_sweep([32], dtypes=("float32", "float16"), repeat=2)
 >>> sorted(r["dtype"] for r in rs.records)
@@ -32,15 +37,18 @@ import numpy as np
 from ..arguments import Devices, Dtype, Real, Whole, Wholes, arguments
 from ..backprop import MLP
 from ..devices import cupy_module, get_xp, synchronize
-from ..errors import BadInputError, UnsupportedDtypeError
+from ..errors import BadInputError, GPUUnavailableError, UnsupportedDtypeError
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
-from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
+from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available, torch_tf32
 from .ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
 
-__all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "precision_sweep", "time_torch_matmul",
-           "torch_available", "DEFAULT_MLP_SIZES"]
+__all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "batch_reading", "precision_sweep",
+           "time_torch_matmul", "torch_available", "DEFAULT_MLP_SIZES", "TF32"]
+
+#: The dtype name of float32 data multiplied in TF32 on tensor cores (PyTorch, TF32 switched on for the call).
+TF32 = "tf32"
 
 DEFAULT_MLP_SIZES = (256, 256, 256, 10)
 
@@ -73,6 +81,36 @@ def batch_for_fraction(batch_sizes: Sequence[float], samples_per_s: Sequence[flo
     order = np.argsort(b)
     b, s = b[order], s[order]
     return int(b[np.nonzero(s >= fraction * s.max())[0][0]])
+
+
+#: Samples/s growing by more than this per doubling of the batch at the largest batch measured: still rising.
+STILL_RISING_PER_DOUBLING = 1.1
+
+
+def batch_reading(records: Sequence[dict], peak_flops: float | None = None) -> str:
+    """One device's batch sweep in words: did samples/s level off within the batches measured, and how busy did
+    the device get (the step's FLOP/s as a share of ``peak_flops``, the float32 matrix-product roof measured on
+    that device, where given)?  "90 % of the best" names a plateau only if there is one.
+
+    >>> recs = [{"batch": b, "samples_per_s": 100.0 * b, "gflops": 0.01 * b} for b in (1, 2, 4, 8)]
+    >>> batch_reading(recs, peak_flops=1e12)[:60]
+    'samples/s were still rising at the largest batch measured (2'
+    """
+    recs = sorted(records, key=lambda r: r["batch"])
+    if len(recs) < 2:
+        return ""
+    a, z = recs[-2], recs[-1]
+    per_doubling = (z["samples_per_s"] / a["samples_per_s"]) ** (1 / np.log2(z["batch"] / a["batch"]))
+    share = z["gflops"] * 1e9 / peak_flops if peak_flops and z.get("gflops") else None
+    busy = f", where the step ran at {100 * share:.2g} % of the float32 roof" if share is not None else ""
+    b90 = batch_for_fraction([r["batch"] for r in recs], [r["samples_per_s"] for r in recs])
+    if per_doubling > STILL_RISING_PER_DOUBLING:
+        return (f"samples/s were still rising at the largest batch measured ({per_doubling:.2f}× per doubling from "
+                f"batch {a['batch']:,} to {z['batch']:,}{busy})"
+                + (": the device never became busy in this range" if share is not None and share < 0.5 else "")
+                + f", so the smallest batch for 90 % of the best ({b90:,}) is an edge of the sweep, not a plateau.")
+    return (f"samples/s levelled off ({per_doubling:.2f}× per doubling at the largest batches{busy}): batch "
+            f"{b90:,} already reaches 90 % of the best measured.")
 
 
 
@@ -128,7 +166,7 @@ def batch_sweep(batch_sizes: Sequence[int] = (1, 4, 16, 64, 256), sizes: Sequenc
     return rs
 
 
-# ----------------------------------------------------------------- mixed precision
+# ----------------------------------------------------------------- reduced precision
 
 def require_torch_matmul(n: int, dtype: Any, device: str) -> None:
     """Refuse three n×n matrices that do not fit, or a product PyTorch cannot time here: not installed, no
@@ -172,10 +210,10 @@ def _require_precisions_fit(sizes: list[int], dtypes: Sequence[str], devices: li
         raise BadInputError("dtypes is empty: give at least one of float32, float16, bfloat16")
     for dtn in dtypes:
         for d in devices:
-            if dtn != "bfloat16":
+            if dtn not in ("bfloat16", TF32):
                 validate_dtype(dtn, d)
-            require_fits(3 * max(sizes) ** 2 * (2 if dtn == "bfloat16" else np.dtype(dtn).itemsize), d,
-                         what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
+            itemsize = 2 if dtn == "bfloat16" else 4 if dtn == TF32 else np.dtype(dtn).itemsize
+            require_fits(3 * max(sizes) ** 2 * itemsize, d, what=f"three {max(sizes):,}x{max(sizes):,} {dtn} matrices")
 
 
 @arguments(sizes=Wholes(hint="each is a matrix side, e.g. [256]"), devices=Devices(), then=_require_precisions_fit)
@@ -185,9 +223,12 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
     """Matrix-product GFLOP/s and memory per dtype: a ``ResultSet`` ``"mixed_precision"``.
 
     float32 and float16 use numpy (CPU) / CuPy (GPU: cuBLAS, whose float16 path uses
-    tensor cores where the GPU has them); bfloat16 uses PyTorch, and is skipped with a
-    note when PyTorch is not installed.  Each record has ``dtype``, ``library``, ``n``,
-    ``gflops``, ``median_s`` and ``matrix_bytes`` (one n×n matrix).
+    tensor cores where the GPU has them; its float32 path strict float32, TF32 off); bfloat16
+    uses PyTorch, and is skipped with a note when PyTorch is not installed.  ``"tf32"`` is
+    float32 data multiplied on the tensor cores in TF32 (PyTorch with TF32 switched on for
+    the call): the float32 a Hopper or Ampere GPU runs when a framework allows it, GPU only.
+    Each record has ``dtype``, ``library``, ``n``, ``gflops``, ``median_s`` and
+    ``matrix_bytes`` (one n×n matrix).
     """
     dtypes = list(dtypes)
     rs = ResultSet("mixed_precision", params={"sizes": sizes, "dtypes": dtypes, "devices": devices,
@@ -196,12 +237,27 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
         rs.notes.append("bfloat16 was not timed: numpy and CuPy have no bfloat16 type and PyTorch is not "
                         "installed (pip install torch to add it).")
         dtypes = [d for d in dtypes if d != "bfloat16"]
+    if TF32 in dtypes and (not torch_available() or devices == ["cpu"]):
+        rs.notes.append("TF32 was not timed: it is a tensor-core format of NVIDIA GPUs (Ampere and later), timed "
+                        "through PyTorch on a GPU" + ("" if torch_available() else ", and PyTorch is not installed")
+                        + ".")
+        dtypes = [d for d in dtypes if d != TF32]
     jobs = [(d, dtn, n) for d in devices for dtn in dtypes for n in sizes]
     for d, dtn, n in sweep_within_budget(jobs, rs, total_budget_s, progress, "precisions"):
-        if dtn == "bfloat16":
+        if dtn == TF32 and (d == "cpu" or not torch_cuda_available()):
+            note = ("TF32 was not timed on the GPU: it is timed through PyTorch, whose CUDA build is not installed "
+                    "here" if d == "gpu" else "")
+            if note and note not in rs.notes:
+                rs.notes.append(note)
+            continue
+        if dtn in ("bfloat16", TF32):
             try:
-                rec, lib, itemsize = time_torch_matmul(n, dtn, d, repeat, budget_s), "torch", 2
-            except UnsupportedDtypeError as exc:  # e.g. a CPU-only PyTorch on a GPU machine
+                if dtn == TF32:
+                    with torch_tf32(True):
+                        rec, lib, itemsize = time_torch_matmul(n, "float32", d, repeat, budget_s), "torch, TF32 on", 4
+                else:
+                    rec, lib, itemsize = time_torch_matmul(n, dtn, d, repeat, budget_s), "torch", 2
+            except (UnsupportedDtypeError, GPUUnavailableError) as exc:  # e.g. a CPU-only PyTorch on a GPU machine
                 if str(exc) not in rs.notes:
                     rs.notes.append(str(exc))
                 continue
@@ -215,6 +271,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
         rs.add(**(rec | {"dtype": dtn, "library": lib, "matrix_bytes": n * n * itemsize}))
     if "gpu" in devices and cupy_module() is not None:
         rs.notes.append("GPU float16 products go through cuBLAS, which uses tensor cores where the GPU has "
-                        "them; float32 uses the ordinary FP32 units (CuPy enables TF32 only with CUPY_TF32=1).")
+                        "them; float32 uses the ordinary FP32 units (CuPy enables TF32 only with CUPY_TF32=1; "
+                        "the tf32 rows, where present, are PyTorch's float32 products with TF32 on).")
     return rs
 

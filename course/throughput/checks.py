@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..grading import call_learner, verdict
+from ..grading import call_learner, real_number, verdict
 from .batch import batch_for_fraction
 from .roofline import classify
 
@@ -81,7 +81,7 @@ def check_roofline_bound(fn: Callable, seed: int = 3) -> bool:
         ok, got = _call(fn, f, b, pf, pb)
         if not ok:
             return False
-        if got not in ("memory-bound", "compute-bound"):
+        if not isinstance(got, str) or got not in ("memory-bound", "compute-bound"):
             print(f"Return the string 'memory-bound' or 'compute-bound'; got {got!r} for flops={f:.3g}, "
                   f"bytes={b:.3g}, peak {pf:.3g} FLOP/s, {pb:.3g} B/s")
             return False
@@ -208,21 +208,21 @@ def _linear_roofline_problem(got: Any, want: dict, args: tuple) -> str | None:
     for key in LINEAR_ROOFLINE_KEYS:
         value, right = got[key], want[key]
         if key == "bound":
-            if value != right:
+            if not isinstance(value, str) or value != right:
                 return (f"{where}: 'bound' should be {right!r}, you said {value!r}. Compare the intensity with "
                         "the ridge point peak_flops / peak_bandwidth.")
             continue
         if key == "compute_bound_from_batch":
-            if value != right:
+            number = None if value is None else real_number("", value)[0]
+            if (value is None) != (right is None) or right is not None and number != right:
                 return (f"{where}: the smallest batch that makes this layer compute-bound is {right}, you said "
                         f"{value!r}. The intensity grows with the batch (W is read once, whatever the batch); "
                         "find the first batch whose intensity reaches the ridge point"
                         + (", or None when none up to 2**24 does." if right is None else "."))
             continue
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            return f"{where}: {key!r} should be a number, got {value!r}."
+        value, unreadable = real_number(f"{where}: {key!r}", value)
+        if unreadable:
+            return unreadable
         if not np.isclose(value, right, rtol=1e-9):
             for alt, msg in hints.get(key, []):
                 if np.isclose(value, alt, rtol=1e-9):

@@ -1,5 +1,5 @@
 """Lesson 03's experiments: latency, throughput sweeps and crossover, the asynchronous queue,
-batching, fusion, host↔device transfers, mixed precision and the roofline.
+batching, fusion, host↔device transfers, reduced precision and the roofline.
 
 On a GPU machine ``python -m course report --record-reference`` records all of them as
 reference results (launch overhead, crossover sizes, roofline peaks).
@@ -72,12 +72,11 @@ def memory_latency(devices, quick, progress):
     for d in devices:
         big = max(rs.select(device=d), key=lambda r: r["nbytes"])
         bw = copy_bandwidth(d, nbytes=2 ** 26 if d == "cpu" else 2 ** 28)["bytes_per_s"]
-        fl = T.bytes_in_flight(bw, big["seconds_per_hop"])
+        fl = T.bytes_in_flight(bw, big["seconds_per_hop"], d)
         rs.add(device=d, kind="littles_law", bandwidth_bytes_per_s=bw, latency_s=big["seconds_per_hop"],
-               bytes_in_flight=fl["bytes"], lines_in_flight=fl["lines"])
+               bytes_in_flight=fl["bytes"], lines_in_flight=fl["lines"], line_bytes=fl["line_bytes"])
         rs.notes.append(f"{d.upper()}: {bw / 1e9:.1f} GB/s × {big['ns_per_hop']:.0f} ns = "
-                        f"{fl['bytes'] / 1024:,.1f} KiB ({fl['lines']:,.0f} cache lines) must be in flight to "
-                        "stream at full bandwidth.")
+                        f"{T.in_flight_text(fl)} must be in flight to stream at full bandwidth.")
     return rs
 
 
@@ -139,11 +138,13 @@ def _(rs, references):
     return P.transfer_figure(rs, references)
 
 
-@experiment("mixed_precision", title="Mixed precision: matrix products in float32, float16, bfloat16",
+@experiment("mixed_precision", title="Reduced precision: matrix products in float32, TF32, float16, bfloat16",
             lesson="03")
 def mixed_precision(devices, quick, progress):
-    """Matrix-product GFLOP/s and memory per dtype; tensor cores on the GPU, emulated float16 on the CPU."""
+    """Matrix-product GFLOP/s and memory per dtype; tensor cores on the GPU (float16, bfloat16, and float32 data
+    in TF32 through PyTorch), emulated float16 on the CPU."""
     return T.precision_sweep([64, 128, 256] if quick else [256, 1024, 4096], devices=devices,
+                             dtypes=("float32", "tf32", "float16", "bfloat16"),
                              total_budget_s=10.0 if quick else 300.0, progress=progress)
 
 

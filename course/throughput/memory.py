@@ -32,11 +32,14 @@ from ..results import ResultSet
 from ..standin import register_kernel
 from ..timing import benchmark
 
-__all__ = ["LINE_BYTES", "random_cycle", "chase", "memory_latency", "memory_latency_sweep", "bytes_in_flight",
-           "CHASE_KERNEL"]
+__all__ = ["LINE_BYTES", "GPU_LINE_BYTES", "GPU_SECTOR_BYTES", "random_cycle", "chase", "memory_latency",
+           "memory_latency_sweep", "bytes_in_flight", "in_flight_text", "CHASE_KERNEL"]
 
-#: One node per 64-byte cache line, so that no two hops share a line.
+#: One node per 64-byte cache line (a CPU's), so that no two hops share a line.
 LINE_BYTES = 64
+#: An NVIDIA GPU's L2 cache line and the sector it moves to and from memory (CUDA C++ Best Practices
+#: Guide, "Coalesced Access to Global Memory"): data-sheet figures, not measured here.
+GPU_LINE_BYTES, GPU_SECTOR_BYTES = 128, 32
 _STRIDE = LINE_BYTES // 8  # int64 slots per line
 MAX_HOPS = 2 ** 26  # one chase of this many dependent loads takes seconds from DRAM (~100 ns each)
 
@@ -146,11 +149,27 @@ def memory_latency_sweep(sizes: Sequence[int] = tuple(2 ** k for k in range(12, 
 
 
 @arguments(bandwidth_bytes_per_s=Real(above=0), latency_s=Real(above=0))
-def bytes_in_flight(bandwidth_bytes_per_s: float, latency_s: float) -> dict:
-    """Little's law for memory: bytes (and 64-byte lines) that must be in flight to stream at full speed.
+def bytes_in_flight(bandwidth_bytes_per_s: float, latency_s: float, device: str = "cpu") -> dict:
+    """Little's law for memory: the bytes that must be in flight to stream at full speed, and as many of
+    the device's cache lines (64 bytes on a CPU; 128-byte lines of four 32-byte sectors on an NVIDIA GPU,
+    where ``sectors`` is given too).
 
     >>> bytes_in_flight(20e9, 100e-9)["lines"]
     31.25
+    >>> bytes_in_flight(2e12, 400e-9, "gpu")["sectors"]
+    25000.0
     """
     b = bandwidth_bytes_per_s * latency_s
-    return {"bytes": b, "lines": b / LINE_BYTES}
+    if device == "gpu":
+        return {"bytes": b, "lines": b / GPU_LINE_BYTES, "line_bytes": GPU_LINE_BYTES, "sectors": b / GPU_SECTOR_BYTES}
+    return {"bytes": b, "lines": b / LINE_BYTES, "line_bytes": LINE_BYTES}
+
+
+def in_flight_text(fl: dict) -> str:
+    """``bytes_in_flight``'s answer in words: KiB, then lines (and sectors) of the device's own size.
+
+    >>> in_flight_text(bytes_in_flight(2e12, 400e-9, "gpu"))
+    '781.2 KiB = 6,250 lines of 128 bytes (25,000 sectors of 32)'
+    """
+    text = f"{fl['bytes'] / 1024:,.1f} KiB = {fl['lines']:,.0f} lines of {fl['line_bytes']} bytes"
+    return text + (f" ({fl['sectors']:,.0f} sectors of {GPU_SECTOR_BYTES})" if "sectors" in fl else "")

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from ..plots import (
     COLORS,
     PALETTE,
     add_footer,
     figure_legend,
+    figure_takeaway,
     label_points,
     mark_noisy,
     new_figure,
@@ -27,6 +29,7 @@ from ..plots import (
     place_legend,
     power_text,
     set_takeaway,
+    source_tag,
     sweep_figure,
 )
 from ..results import ResultSet
@@ -64,11 +67,11 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
     fig = sweep_figure(live, refs, x="n", y=y, xlabel=f"n ({o.size_meaning})", ylabel=ylabel, title=title,
                        highlight=highlight, where=where, higher_is_better=better)
     ax = fig.axes[0]
-    if cx.n is not None:
+    if cx.n is not None:          # the line on both panels, its value in the right panel's title: no label on curves
         for a in fig.axes[:2]:
             a.axvline(cx.n, color="k", lw=1.3, ls="-.", alpha=0.8)
-        ax.annotate(f"crossover ≈ {cx.n:,.0f}", (cx.n, 0.04), xycoords=("data", "axes fraction"),
-                    fontsize=9, rotation=90, ha="right", va="bottom")
+        if len(fig.axes) > 1:
+            fig.axes[1].set_title(f"above 1: the GPU is faster; dash-dot: crossover ≈ {cx.n:,.0f}", fontsize=9)
     if y == "gb_per_s":
         for dev, bw in (bandwidth or {}).items():
             # dotted: measured here, yet neither a live curve (solid) nor a recorded one (dashed)
@@ -78,10 +81,11 @@ def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: 
         if a.lines:
             _pow2_axis(a)
     msg = cx.message if cx.status != "no_data" else (_no_gpu_note(live, refs) or cx.message)
-    ax.set_title("")
-    heading = textwrap.fill(title, 100) + "\n" + textwrap.fill(msg, 110)
-    if not _legend_above(fig, fig.axes[:2], heading):
-        fig.suptitle(heading, fontsize=9)
+    ax.set_title(textwrap.fill(title, 60), fontsize=9)
+    if _legend_above(fig, fig.axes[:2], ""):      # the plots keep their height under the legend
+        rows = sum(len(t.get_text().splitlines()) for t in fig.legends[0].get_texts())
+        fig.set_figheight(fig.get_figheight() + 0.11 * rows)
+    set_takeaway(fig, msg + " " + figure_takeaway(fig))     # the crossover first, then the curves read off
     return fig
 
 
@@ -130,7 +134,7 @@ def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet
                 who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev
                 ax.plot([r["nbytes"] for r in recs], [r["ns_per_hop"] for r in recs], marker="o", ms=3.5,
                         ls="--" if ref else "-", color=COLORS[dev],
-                        label=f"{dev.upper()}: {who}" + (f" ({rs.label})" if ref else " (live)"))
+                        label=f"{dev.upper()}: {who}" + source_tag(rs, dev))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("working set (bytes): small ones fit in the caches, large ones only in main memory")
@@ -214,8 +218,9 @@ def async_figure(sets: Sequence[ResultSet]) -> Figure:
 
 
 def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
-                 highlight: int | None = None) -> Figure:
-    """Throughput (samples/s) and latency per batch against batch size; Little's law on the right."""
+                 highlight: int | None = None, roofs: dict | None = None) -> Figure:
+    """Throughput (samples/s) and latency per batch against batch size; on the right how busy the device got:
+    the step's GFLOP/s against ``roofs`` (label -> FLOP/s, each device's float32 matrix-product roof, dotted)."""
     fig, axes = new_figure(3, width=12, height=3.6)
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
@@ -225,23 +230,22 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 continue
             b = np.array([r["batch"] for r in recs], float)
             style = {"ls": "--" if ref else "-", "marker": "o", "ms": 3.5, "color": COLORS[dev],
-                     "label": f"{dev.upper()}" + (f" ({rs.label})" if ref else " (live)")}
+                     "label": f"{dev.upper()}" + source_tag(rs, dev)}
             ys = ([r["samples_per_s"] for r in recs], [r["median_s"] * 1e3 for r in recs],
-                  [r["in_flight"] for r in recs])
+                  [r["gflops"] for r in recs])
             for ax, y in zip(axes, ys):
                 ax.plot(b, y, **style)
                 if not ref:
                     mark_noisy(ax, b, y, noisy_flags(recs), COLORS[dev])
-    allb = sorted({r["batch"] for rs in ([live] if live is not None else []) + list(references)
-                   for r in rs.records})
-    if allb:
-        axes[2].plot(allb, allb, color="0.5", lw=1, ls=":", label="L = batch (one batch in flight)")
+    for (label, flops), color in zip((roofs or {}).items(), ("0.35", "0.6")):
+        axes[2].axhline(flops / 1e9, color=color, lw=1, ls=":", label=label)
     titles = ("throughput: samples per second", "latency: ms per batch (one step)",
-              "Little's law: L = throughput × latency")
-    ylabels = ("samples/s", "ms per step", "samples in flight L")
+              "how busy: the step's rate against the roof")
+    ylabels = ("samples/s", "ms per step", "GFLOP/s of the step")
     for ax, t, yl in zip(axes, titles, ylabels):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())   # a narrow range labels its minor ticks on top of each other
         ax.set_xlabel("batch size")
         ax.set_ylabel(yl)
         ax.set_title(t, fontsize=9.5)
@@ -302,11 +306,11 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
 def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
     """Matrix-product GFLOP/s against size, one line per dtype and device."""
     fig, axes = new_figure(2, width=11)
-    styles = {"float32": "o", "float16": "s", "bfloat16": "^"}
+    styles = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^"}
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         for dev in ("cpu", "gpu"):
-            for dtn in ("float32", "float16", "bfloat16"):
+            for dtn in styles:
                 recs = sorted(rs.select(device=dev, dtype=dtn), key=lambda r: r["n"])
                 if not recs:
                     continue
@@ -400,7 +404,7 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
             if points and (pk["flops"].get(dtype) or pk["flops"]):
                 best = max(points, key=lambda r: r["flops_per_s"])
                 roof = min(pk["flops"].get(dtype) or max(pk["flops"].values()), best["intensity"] * bw)
-                said.append(f"on the {dev.upper()} {who}" + (f" ({rs.label})" if ref else "") + f", {best['name']} "
+                said.append(f"on the {dev.upper()} {who}" + source_tag(rs, dev, live="") + f", {best['name']} "
                             f"reaches {_flops_text(best['flops_per_s'])}, {100 * best['flops_per_s'] / roof:.0f} % "
                             f"of the roof at its intensity")
     if highlight:
@@ -409,7 +413,6 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
                    edgecolor="k", zorder=4, label=f"your choice: {highlight['name']} ({dev.upper()})")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    label_points(ax, names)   # each name on a side where it overlaps no other
     ax.set_xlabel("arithmetic intensity (FLOP per byte of compulsory memory traffic)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.2)
@@ -418,7 +421,8 @@ def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()
                  + ": slanted = memory-bound, flat = compute-bound\n"
                  + "; ".join(lines), fontsize=9)
     figure_legend(fig, [ax])   # above the axes: inside, it covered the float16 and bfloat16 roofs
+    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
+    label_points(ax, names)   # last, on the axes' final size: each name where it overlaps no other name or point
     if said:
         set_takeaway(fig, "Fastest point " + "; ".join(said) + ".")
-    add_footer(fig, live, references, extra=_no_gpu_note(live, references))
     return fig

@@ -45,7 +45,7 @@ from .ops import OPS, get_op, time_op
 
 __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measure_peaks", "roofline_point",
            "measure_roofline", "peaks_of", "cached_peaks", "compare_predictions", "POINT_NAMES", "theoretical_peak",
-           "cpu_clock_hz"]
+           "cpu_clock_hz", "roof_shares", "WRITE_ALLOCATE_ALLOWANCE"]
 
 #: Operations :func:`roofline_point` can place: the lesson's ops, the scan (lesson 04), an MLP step (lesson 01).
 POINT_NAMES = (*OPS, "scan", "mlp step")
@@ -336,6 +336,43 @@ def _raise_peaks_to_matmul_points(rs: ResultSet) -> None:
                             f"n={best['n']} measured as a point ran faster than during the peak sweep (timings "
                             "vary with the load of the machine).")
             peak.update(flops_per_s=rate, n=best["n"], source=peak["source"] + f"; raised by the point n={best['n']}")
+
+
+#: How far above a copy-measured memory roof write-allocate alone can put an operation that reads more than it
+#: writes: a copy moves 3 transfers for the 2 it is credited with (1.5), an add 4 for 3 (1.33): 1.5 / 1.33.
+WRITE_ALLOCATE_ALLOWANCE = 1.5 / (4 / 3)
+
+
+def roof_shares(rs: ResultSet, device: str, dtype: str = "float32") -> list[dict]:
+    """Each measured point's rate as a share of the roof at its intensity (the lower of the two roofs).
+
+    One dict per point: ``name``, ``n``, ``intensity``, ``share`` (1 = on the roof), ``bound``
+    ("memory" or "compute": which roof is the lower there) and ``cached``: True where a point sits
+    further above the memory roof than :data:`WRITE_ALLOCATE_ALLOWANCE` explains, so that caches must have
+    served it (or the roof was measured low).  Empty where the set has no peaks for that device and dtype.
+
+    >>> rs = ResultSet("demo")
+    >>> rs.add(device="cpu", kind="peak_bandwidth", bytes_per_s=1e10)
+    >>> rs.add(device="cpu", kind="peak_flops", dtype="float32", flops_per_s=1e11)
+    >>> rs.add(device="cpu", kind="point", name="add", n=8, dtype="float32", intensity=1 / 12, flops_per_s=2e9)
+    >>> r = roof_shares(rs, "cpu")[0]
+    >>> round(r["share"], 2), r["bound"], r["cached"]
+    (2.4, 'memory', True)
+    """
+    pk = peaks_of(rs, device)
+    pf, bw = pk["flops"].get(dtype), pk["bandwidth"]
+    if not pf or not bw:
+        return []
+    out = []
+    for r in rs.select(device=device, kind="point"):
+        if r.get("dtype", dtype) != dtype or not r.get("flops_per_s"):
+            continue
+        roof = attainable(r["intensity"], pf, bw)
+        share = r["flops_per_s"] / roof
+        bound = "memory" if r["intensity"] * bw < pf else "compute"
+        out.append({"name": r["name"], "n": r.get("n"), "intensity": r["intensity"], "share": share, "bound": bound,
+                    "cached": bound == "memory" and share > WRITE_ALLOCATE_ALLOWANCE})
+    return out
 
 
 def compare_predictions(predict: Callable | None, rs: ResultSet, device: str = "cpu", dtype: str = "float32") -> str:

@@ -19,7 +19,7 @@ import html
 
 import ipywidgets as w
 
-from ..devices import gpu_available, gpu_unavailable_reason, require_gpu
+from ..devices import gpu_available, require_gpu
 from ..errors import BadInputError
 from ..results import ResultSet, load_reference
 from ..widgets import (
@@ -31,11 +31,12 @@ from ..widgets import (
     estimate_s,
     log2_slider,
     measured_rate,
+    no_gpu_html,
     noise_html,
     progress,
     require_affordable,
 )
-from .batch import batch_for_fraction, batch_sweep, precision_sweep
+from .batch import batch_reading, batch_sweep, precision_sweep
 from .costs import (
     ASYNC_RATE_WORK,
     FUSION_RATE_N,
@@ -99,8 +100,7 @@ def _plan(device: str, experiment: str) -> tuple[list[str], list, str]:
     if device == "gpu" and not gpu_available():
         if not refs:
             require_gpu()
-        return [], refs, (f"<p><b>No GPU here</b> ({html.escape(gpu_unavailable_reason())}): showing the "
-                          "reference results recorded on a real GPU instead.</p>")
+        return [], refs, no_gpu_html("Showing the reference results recorded on a real GPU instead.")
     if device == "both":
         return (["cpu", "gpu"] if gpu_available() else ["cpu"]), refs, ""
     return [device], refs, ""
@@ -217,7 +217,7 @@ def memory_app() -> LiveApp:
 
     def update(largest: int, device: str):
         from ..hardware.machine import copy_bandwidth
-        from .memory import bytes_in_flight, memory_latency_sweep
+        from .memory import bytes_in_flight, in_flight_text, memory_latency_sweep
         from .plots import memory_latency_figure
 
         devs, refs, note = _plan(device, "memory_latency")
@@ -229,10 +229,10 @@ def memory_app() -> LiveApp:
         for d in devs:
             far = max(live.select(device=d), key=lambda r: r["nbytes"])
             bw = cache.get(("copy", d), lambda d=d: copy_bandwidth(d, nbytes=2 ** 25))["bytes_per_s"]
-            fl = bytes_in_flight(bw, far["seconds_per_hop"])
+            fl = bytes_in_flight(bw, far["seconds_per_hop"], d)
             text += (f"<p>{d.upper()}: at {far['nbytes'] / 2**20:g} MiB a dependent load takes "
                      f"{far['ns_per_hop']:.1f} ns; streaming at {bw / 1e9:.1f} GB/s needs "
-                     f"{fl['bytes'] / 1024:,.1f} KiB ({fl['lines']:,.0f} cache lines) in flight."
+                     f"{in_flight_text(fl)} in flight."
                      + (" (This working set may still fit in a cache: choose 64 MiB or more to time main memory.)"
                         if far["nbytes"] < 2 ** 26 else "") + "</p>")
         return memory_latency_figure(live, refs), text + _notes(live)
@@ -254,24 +254,33 @@ def batch_app() -> LiveApp:
             bs, devices=devs, repeat=3, stream_steps=2, budget_s=0.15, total_budget_s=1.0, progress=progress))
             if devs else None)
         text = note
+        roofs = _reference_roofs(refs)
         for rs in ([live] if live is not None else []) + refs:
             for d in rs.devices():
                 recs = sorted(rs.select(device=d), key=lambda r: r["batch"])
-                b90 = batch_for_fraction([r["batch"] for r in recs], [r["samples_per_s"] for r in recs])
                 who = "live" if rs.source != "reference" else rs.label
-                text += (f"<p>{d.upper()} ({who}): 90 % of the best throughput measured is reached at batch "
-                         f"{b90:,}. {_trend(recs)}</p>")
+                peak = roofs.get(rs.gpu_name) if d == "gpu" and rs.source == "reference" else None
+                text += f"<p>{d.upper()} ({who}): {_trend(recs)} {batch_reading(recs, peak)}</p>"
                 mark = [r for r in recs if r["batch"] == highlight]
                 if mark:
                     text += (f"<p>Marked batch {highlight:,}: {mark[0]['samples_per_s']:,.0f} samples/s, "
                              f"{mark[0]['median_s'] * 1e3:.3g} ms per step.</p>")
-        return batch_figure(live, refs, highlight=highlight), text + _notes(live)
+        return (batch_figure(live, refs, highlight=highlight,
+                             roofs={f"GPU float32 roof ({name}, recorded)": f for name, f in roofs.items()}),
+                text + _notes(live))
 
     controls = {"largest": log2_slider(4, 12, 2 ** 6, "largest batch"),
                 "highlight": log2_slider(0, 12, 2 ** 4, "mark batch"), "device": device_buttons(include_both=True)}
     controls["device"].value = "both"
     return _with_cache(LiveApp(update, controls, title="Batching: throughput vs latency", view_only=("highlight",)),
                        cache)
+
+
+def _reference_roofs(refs: list) -> dict:
+    """The float32 matrix-product roof recorded on each reference GPU that ``refs`` come from (name -> FLOP/s)."""
+    names = {rs.gpu_name for rs in refs}
+    return {r.gpu_name: peaks_of(r, "gpu")["flops"].get("float32") for r in load_reference("roofline")
+            if r.gpu_name in names and peaks_of(r, "gpu")["flops"].get("float32")}
 
 
 def _trend(recs: list[dict]) -> str:
@@ -335,7 +344,7 @@ def precision_app() -> LiveApp:
                                        indent=False),
                 "device": device_buttons(include_both=True)}
     controls["device"].value = "both"
-    return _with_cache(LiveApp(update, controls, title="Mixed precision"), cache)
+    return _with_cache(LiveApp(update, controls, title="Reduced precision: one matrix product per dtype"), cache)
 
 
 def _precision_lines(rs) -> str:
@@ -345,7 +354,7 @@ def _precision_lines(rs) -> str:
     lines = []
     for d in rs.devices():
         for r32 in sorted(rs.select(device=d, dtype="float32"), key=lambda r: r["n"]):
-            for low in ("float16", "bfloat16"):
+            for low in ("tf32", "float16", "bfloat16"):
                 r = rs.select(device=d, dtype=low, n=r32["n"])
                 if not r or not r[0].get("gflops") or not r32.get("gflops"):
                     continue

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..grading import call_learner, python_lines_run, verdict
+from ..grading import call_learner, python_lines_run, real_array, real_number, run_learner, verdict
 from ..timing import benchmark
 from .exercises import leaky_relu, leaky_relu_loop, softmax_rows, softmax_rows_loop
 
@@ -41,18 +41,17 @@ def _numeric(got: Any) -> np.ndarray | None:
         arr = np.asarray(got)
     except Exception:  # e.g. a GPU array or an object numpy cannot read
         return None
-    return arr if arr.dtype.kind in "biuf" else None
+    return arr if arr.dtype.kind in "iuf" else None
 
 
 def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float) -> str | None:
     """A sentence saying how ``got`` differs from ``want``, or None when they agree."""
     if got is None:
         return f"{what}: your function returned None; return the result array"
-    arr = _numeric(got)
-    if arr is None:
-        return (f"{what}: your function returned {type(got).__name__} {str(got)[:40]!r}, not an array of "
-                "numbers; return the result array")
-    got = arr
+    _, unreadable = real_array(what, got)
+    if unreadable:
+        return unreadable
+    got = np.asarray(got)
     if got.shape != want.shape:
         return f"{what}: shape {got.shape}, expected {want.shape} (same shape as the input)"
     if got.dtype != want.dtype:
@@ -69,15 +68,21 @@ def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float)
 def _vectorized(fn: Callable, loop: Callable, args: tuple, label: str, per: str, items: int) -> bool:
     """Counted, not timed: at most 64 Python lines, or one per 64 elements (rows) of the input on a
     large one.  Then the speed-up over the loop, measured here and printed, never judged."""
-    lines = python_lines_run(fn, *args)
     shape = np.shape(args[0])
+    lines, problem = run_learner(python_lines_run, fn, *args)
+    if problem:
+        print(f"On the speed test's {shape} input: {problem}")
+        return False
     if lines > max(64, items // 64):
         print(f"Correct, but not vectorized: on a {shape} input your function ran {lines:,} lines of "
               f"Python, about one per {max(1, items // max(lines, 1))} {per}; a vectorized one runs a "
               f"handful whatever the size. Replace Python loops by whole-array operations ({label}).")
         return False
     t_loop = benchmark(loop, *args, warmup=0, repeat=2, name="loop")
-    t_yours = benchmark(fn, *args, warmup=1, repeat=7, budget_s=2.0, name="yours")
+    t_yours, problem = run_learner(benchmark, fn, *args, warmup=1, repeat=7, budget_s=2.0, name="yours")
+    if problem:
+        print(f"Timing your function on a {shape} input: {problem}")
+        return False
     ratio = t_loop.median / t_yours.median
     noisy = " (noisy: this machine is busy, so the ratio is rough)" if t_loop.noisy or t_yours.noisy else ""
     print(f"Correct and vectorized: {lines} lines of Python for {items:,} {per}. Measured here, it ran "
@@ -189,10 +194,9 @@ def _lane_dot_problem(fn: Callable, a: np.ndarray, b: np.ndarray, lanes: int) ->
     ok, got = call_learner(fn, a.copy(), b.copy(), lanes, context=where)
     if not ok:
         return ""
-    try:
-        value = float(got)
-    except (TypeError, ValueError):
-        return f"({where}) return one number, the dot product; got {type(got).__name__} {got!r:.60}."
+    value, unreadable = real_number(f"({where}) the dot product", got)
+    if unreadable:
+        return unreadable
     exact = float(np.dot(a.astype(np.float64), b.astype(np.float64)))
     scale = float(np.abs(a.astype(np.float64) * b).sum()) + 1e-30
     if not abs(value - exact) <= 1e-4 * scale:
@@ -240,7 +244,9 @@ def check_lane_dot(fn: Callable, speed: bool = True) -> bool:
             return verdict(name, problem, "")
     if speed:
         a = rng.standard_normal(4096).astype(np.float32)
-        lines = python_lines_run(fn, a, a, 8)
+        lines, problem = run_learner(python_lines_run, fn, a, a, 8)
+        if problem:
+            return verdict(name, f"on the speed test's 4,096 elements: {problem}", "")
         if lines > 4 * 4096 // 8 + 100:
             return verdict(name, f"right, but on 4,096 elements with 8 lanes it ran {lines:,} lines of Python: "
                            "about one per element. Handle a whole strip of `lanes` elements per statement "

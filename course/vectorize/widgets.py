@@ -30,6 +30,7 @@ from ..widgets import (
     estimate_s,
     log2_slider,
     measured_rate,
+    no_gpu_html,
     noise_html,
     require_affordable,
     size_slider,
@@ -86,8 +87,7 @@ def _gpu_note(device: str, experiment: str) -> tuple[list[str], str]:
         msg = str(exc)
     ref = ("Reference GPU results are drawn hatched: " + "; ".join(r.label for r in refs) if refs else
            "No reference GPU results recorded yet for this experiment, so no GPU numbers are shown.")
-    return ["cpu"], (f"<div style='border-left:4px solid #d95f02;padding-left:6px'>{html.escape(msg)}<br>"
-                     f"{ref} Below: the CPU rungs, measured live.</div>")
+    return ["cpu"], no_gpu_html(f"{html.escape(msg)}<br>{ref} Below: the CPU rungs, measured live.", head=False)
 
 
 _LADDER_REF_N = (2 ** 18, 2 ** 20)
