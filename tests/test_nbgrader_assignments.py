@@ -20,7 +20,7 @@ SMALLEST = "01_backprop_step_by_step"   # the quickest lesson notebook to run (s
 
 def test_lessons_are_named_by_number_or_name_and_a_wrong_name_is_refused():
     every = nga.lessons()
-    assert len(every) == 7 and every[0] == SMALLEST
+    assert len(every) == 8 and every[0] == SMALLEST and every[-1] == "08_attention_as_a_scan"
     assert nga.lessons(["05"]) == nga.lessons(["05_bppsa"]) == ["05_bppsa"]
     with pytest.raises(SystemExit, match="no lesson '99'"):
         nga.lessons(["99"])

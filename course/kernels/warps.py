@@ -11,6 +11,7 @@ the H100 reference times: why the padding did not pay).
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -84,7 +85,7 @@ def _rebound(kernel, constants: dict):
     return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def scale_counts(name: str, kernel, seed: int | np.random.Generator = 1) -> tuple[dict, list[str]]:
+def scale_counts(name: str, kernel: Any, seed: int | np.random.Generator = 1) -> tuple[dict, list[str]]:
     """A kernel exercise's hardware counts at the size its :class:`~course.kernels.exercises.AtScale` names
     (warps full, the module constants rebound), and the problems found there: wrong values, a count over
     its target.  ``({}, [])`` for an exercise graded at its own size only.
