@@ -79,13 +79,14 @@ def test_the_dry_run_runs_every_step_on_the_stand_in_and_leaves_two_files(tmp_pa
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_run.tar.gz", "summary.md"]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "DRY RUN" in summary and "no number here is a GPU measurement" in summary
-    for step in ("probe", "gpu-tests test_capture", "bench-scan", "bench-step", "latency", "record", "timelines"):
+    for step in ("probe", "gpu-tests", "bench-scan", "bench-step", "latency", "record backprop_train_step",
+                 "record bppsa_rnn", "record scan_sweep", "timelines"):
         assert f"| {step} |" in summary, step
     assert "| failed" not in summary
     with tarfile.open(tmp_path / "out" / "gpu_run.tar.gz") as tar:
         names = tar.getnames()
     assert "probe.json" in names and "summary.json" in names
-    assert any(n.startswith("logs/") and n.endswith("-record.txt") for n in names)
+    assert any(n.startswith("logs/") and n.endswith("-record backprop_train_step.txt") for n in names)
     recorded = {n.split("/")[-1].split("__")[0] for n in names if n.startswith("reference/")}
     assert {"backprop_train_step", "launch_latency", "bppsa_rnn", "scan_sweep"} <= recorded
     assert _references() == before                          # the shipped references are untouched
@@ -95,5 +96,5 @@ def test_a_run_out_of_budget_starts_no_more_steps_and_still_leaves_its_two_files
     res = _dry_run(tmp_path / "out", "--budget", "1", timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     summary = (tmp_path / "out" / "summary.md").read_text()
-    assert summary.count("not started") >= 5 and "| record | skipped |" in summary
+    assert summary.count("not started") >= 5 and "| record bppsa_rnn | skipped |" in summary
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_run.tar.gz", "summary.md"]

@@ -1,6 +1,6 @@
-"""The course's whole GPU run, for a short lease on a GPU machine: one command, seven minutes, two files.
+"""The course's whole GPU run, for a short lease on a GPU machine: one command, nine minutes, two files.
 
-    tools/gpu_run.sh OUTDIR             # on the GPU machine
+    tools/gpu_run.sh OUTDIR             # on the GPU machine (a 600 s command)
     tools/gpu_run.sh --dry-run OUTDIR   # here, on a CPU: the stand-in GPU, tiny sizes (a test runs it)
 
 A GPU is lent rarely (15 minutes of machine time, start-up included, each command at most 10 minutes,
@@ -11,16 +11,17 @@ own deadline, and stops starting steps once the whole budget (:data:`BUDGET_S`) 
    (``nvidia-smi``), the course's own cuBLAS handle (one product against CuPy's) and the CUDA
    driver's graph-node calls; a package the course needs and the machine lacks is installed from
    ``.whl/`` (``tools/gpu_wheels.sh`` fetches them here) when that folder came along;
-2. ``gpu-tests``: ``pytest -m gpu``, one process per module of the new GPU code, each with a timeout;
-3. ``bench-scan``, ``bench-step``: ``benchmarks/bench_gpu_scan.py`` and ``bench_gpu_step.py`` at quick sizes;
-4. ``latency``: the launch-latency rows (``launch_latency``, ``async_chain``), recorded as references;
-5. ``record``: the report's ``backprop_train_step``, ``scan_kernel_variants``, ``scan_sweep``, ``bppsa_rnn``,
-   ``bppsa_rnn_batch``, ``recurrence_sweep`` and ``attention_sweep`` (last: after the ladder and the scans)
-   with ``--gpu-only --record-reference`` (quick sizes; each experiment's reference is written as soon as it
-   finishes, so a deadline keeps what finished);
-6. ``timelines``: a few steps of each rung of lesson 01's ladder and of PyTorch, kernel by kernel
-   (PyTorch's profiler; last, because the profiler slows every later launch in the process);
-7. ``full``: the two benchmarks again at full sizes, if time remains.
+2. ``record <experiment>``: the report's experiments at the lessons' own (full) sizes with ``--gpu-only
+   --record-reference``, one process each, in the order the lessons need them: lesson 01's ladder
+   (``backprop_train_step``), BPPSA (``bppsa_rnn``), the scans (``scan_kernel_variants``), the diagonal
+   recurrence (``recurrence_sweep``), then the launch latency, ``scan_sweep``, ``attention_sweep`` and
+   ``bppsa_rnn_batch``; each reference is written as soon as its experiment finishes, so a deadline costs
+   only the experiment it stops;
+3. ``timelines`` (after the ladder): a few steps of each rung of lesson 01's ladder and of PyTorch, kernel
+   by kernel (PyTorch's profiler, in its own process: the profiler slows every later launch in a process);
+4. ``bench-step`` (full sizes: every rung, PyTorch, the float32 GEMM rate of the same run and the targets)
+   and ``bench-scan`` (quick sizes: the single-pass scan against the copy and CUB, BPPSA against cuDNN);
+5. ``gpu-tests``: ``pytest -m gpu`` over the modules of the new GPU code, in one process, last.
 
 After every step everything so far is packed into two files in OUTDIR: ``gpu_run.tar.gz`` (each step's
 log, the JSON results, the new files of ``course/reference/``, the probe) and ``summary.md`` (one row
@@ -35,6 +36,7 @@ failure: the summary says it), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -48,17 +50,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Seconds for the whole run, every step included (the lease's command limit is 10 minutes).
-BUDGET_S = 420.0
+BUDGET_S = 540.0
 #: The GPU tests of the new GPU code, one pytest process each.
 GPU_TEST_MODULES = ("tests/test_capture.py", "tests/test_backprop_fast_step.py", "tests/test_bppsa_fast.py",
                     "tests/test_scan_singlepass.py", "tests/test_timing.py", "tests/test_bppsa_models.py",
                     "tests/test_throughput_latency.py", "tests/test_backprop_bench.py", "tests/test_attention_gpu.py")
 #: pytest's exit status when it collected no test (a module without GPU tests): not a failure.
 NO_TESTS = 5
-#: The experiments re-recorded as references, in two steps.
+#: Where the probe installs the wheels of ``.whl/`` (tools/gpu_probe.py).
+WHEEL_SITE = "/tmp/course-site"
+#: The launch-latency rows, recorded together as one step.
 LATENCY_EXPERIMENTS = ("launch_latency", "async_chain")
-RECORD_EXPERIMENTS = ("backprop_train_step", "scan_kernel_variants", "scan_sweep", "bppsa_rnn", "bppsa_rnn_batch",
-                      "recurrence_sweep", "attention_sweep")
 
 
 class Run:
@@ -78,6 +80,13 @@ class Run:
         if dry_run:
             self.env["COURSE_STANDIN_GPU"] = "1"
             self.env.pop("COURSE_DISABLE_GPU", None)
+
+    def _env(self) -> dict:
+        """The steps' environment, with the probe's wheels (installed into :data:`WHEEL_SITE`) on the path."""
+        env = dict(self.env)
+        if Path(WHEEL_SITE).is_dir():
+            env["PYTHONPATH"] = os.pathsep.join([WHEEL_SITE, env["PYTHONPATH"]])
+        return env
 
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self.began)
@@ -103,7 +112,7 @@ class Run:
         with open(log, "w", encoding="utf-8") as f:
             f.write(f"$ {' '.join(cmd)}\n(deadline {limit:.0f} s)\n")
             f.flush()
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env or self.env,
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env or self._env(),
                                     start_new_session=True)
             try:
                 rc = proc.wait(timeout=limit)
@@ -192,34 +201,46 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     run = Run(Path(args.out).absolute(), args.dry_run, args.budget)
     py, dry = sys.executable, args.dry_run
-    size = ["--smoke"] if dry else ["--quick"]
     results = run.work / "results"
 
     run.step("probe", [py, "tools/gpu_probe.py", "--out", str(run.work / "probe.json")]
-             + (["--dry-run"] if dry else []), 60)
-    pytest = [py, "-m", "pytest", "-o", "addopts=", "-p", "no:nbval", "-p", "no:cacheprovider", "-q", "-m", "gpu"]
-    for module in GPU_TEST_MODULES:
-        if not (ROOT / module).is_file():
-            run.step(f"gpu-tests {Path(module).stem}", None, 0, f"{module} is not in this checkout")
-        elif dry:      # the stand-in is no GPU for the tests: they are collected, which imports them
-            run.step(f"gpu-tests {Path(module).stem}", pytest + ["--collect-only", module], 60)
-        else:
-            run.step(f"gpu-tests {Path(module).stem}", pytest + [module], 60)
-    run.step("bench-scan", [py, "benchmarks/bench_gpu_scan.py", *size, "--out", str(results / "bench_gpu_scan.json")],
-             90)
-    run.step("bench-step", [py, "benchmarks/bench_gpu_step.py", *size, "--out", str(results / "bench_gpu_step.json")],
-             90)
+             + (["--dry-run"] if dry else []), 40)
+    # The references at the lessons' own (full) sizes, one experiment per process in the order the lessons
+    # need them (each is written as soon as it finishes; a deadline costs only the experiment it stops).
+    size = ["--smoke"] if dry else []
     report = [py, "-m", "course", "report", *size, "--gpu-only", "--record-reference",
               "--reference-dir", str(run.reference_dir)]
-    run.step("latency", report + ["--out", str(results / "report-latency"), "--only", *LATENCY_EXPERIMENTS], 60)
-    run.step("record", report + ["--out", str(results / "report-record"), "--only", *RECORD_EXPERIMENTS], 180)
+
+    def record(names: tuple[str, ...], deadline_s: float, step: str | None = None) -> None:
+        run.step(step or f"record {names[0]}",
+                 report + ["--out", str(results / f"report-{names[0]}"), "--only", *names], deadline_s)
+
+    def bench(name: str, deadline_s: float, quick: bool = False) -> None:
+        flag = ["--smoke"] if dry else ["--quick"] if quick else []
+        run.step(name, [py, f"benchmarks/{name.replace('-', '_gpu_')}.py", *flag, "--out",
+                        str(results / f"{name}.json")], deadline_s)
+
+    record(("backprop_train_step",), 120)
     run.step("timelines", [py, "tools/gpu_timelines.py", *(["--dry-run"] if dry else []), "--reference-dir",
                            str(run.reference_dir), "--out", str(results / "step_timelines.json")], 60)
-    if not dry:
-        run.step("full bench-step", [py, "benchmarks/bench_gpu_step.py", "--out",
-                                     str(results / "bench_gpu_step_full.json")], 120)
-        run.step("full bench-scan", [py, "benchmarks/bench_gpu_scan.py", "--out",
-                                     str(results / "bench_gpu_scan_full.json")], 120)
+    record(("bppsa_rnn",), 150)
+    record(("scan_kernel_variants",), 60)
+    record(("recurrence_sweep",), 90)
+    bench("bench-step", 100)
+    record(LATENCY_EXPERIMENTS, 60, step="latency")
+    record(("scan_sweep",), 60)
+    bench("bench-scan", 90, quick=True)
+    record(("attention_sweep",), 60)
+    record(("bppsa_rnn_batch",), 60)
+    # The GPU tests of the new GPU code last, in one process (each test under pytest-timeout's limit where
+    # that plugin is installed); the dry run only collects them, which imports every module.
+    here = [m for m in GPU_TEST_MODULES if (ROOT / m).is_file()]
+    pytest = [py, "-m", "pytest", "-o", "addopts=", "-p", "no:nbval", "-p", "no:cacheprovider", "-q", "-m", "gpu"]
+    if dry:
+        pytest.append("--collect-only")
+    elif importlib.util.find_spec("pytest_timeout") is not None:
+        pytest += ["--timeout", "60"]
+    run.step("gpu-tests", pytest + here, 150)
     run.pack()
     print(run.summary())
     print(f"wrote {run.out / 'gpu_run.tar.gz'} and {run.out / 'summary.md'}")
