@@ -131,6 +131,7 @@ def test_the_cuda_graph_replays_the_same_gradients(T):
         d, g = cp.asarray(rng.uniform(0, 1, (T, 16, 20))), cp.asarray(rng.standard_normal((16, 20)))
         got = cp.asnumpy(plan(d, g))
         _close(got, cp.asnumpy(rnn_hidden_gradients(d, W, g)))
+    assert plan.fused                        # n = 20: the chunk kernels (course.bppsa.chunk_kernels)
 
 
 @pytest.mark.gpu

@@ -27,7 +27,8 @@ SOURCES = [("single-pass scan", "course.scan.singlepass", "SINGLE_PASS_SOURCE"),
            ("launch latency", "course.throughput.latency", "LAUNCH_SOURCE"),
            ("memory chase", "course.throughput.memory", "CHASE_KERNEL"),
            ("timing lead spin", "course.lead_spin", "LEAD_SPIN_SOURCE"),
-           ("fused attention forward", "course.attention.fused", "FUSED_FORWARD_SOURCE")]
+           ("fused attention forward", "course.attention.fused", "FUSED_FORWARD_SOURCE"),
+           ("BPPSA chunk phases", "course.bppsa.chunk_kernels", "CHUNK_SOURCE")]
 
 
 def source_text(module: str, attr: str) -> str:

@@ -41,6 +41,7 @@ from ..devices import array_device, cupy_module, get_xp, xp_of
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 from .algorithm import validate_chain
+from .chunk_kernels import MAX_STATE, chunk_products, chunk_walk, fused_available
 
 __all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps", "RNNBackwardPlan",
            "validate_plan_weight"]
@@ -266,14 +267,24 @@ class RNNBackwardPlan:
     @arguments(T=Whole(hint="the chain's length"), B=Whole(hint="the batch"), n=Whole(hint="the state size"),
                W=Given(validate_plan_weight, earlier=["n"]), chunk=Optional(Whole(hint="steps per chunk")),
                then=_require_plan_fits)
-    def __init__(self, T: int, B: int, n: int, W: Any, chunk: int | None = None, graph: bool = False):
+    def __init__(self, T: int, B: int, n: int, W: Any, chunk: int | None = None, graph: bool = False,
+                 fused: bool | None = None):
+        on_gpu = array_device(W) == "gpu"
+        if fused is None:
+            fused = on_gpu and fused_available(n, W.dtype)
+        elif fused and not (on_gpu and fused_available(n, W.dtype)):
+            raise BadInputError(f"fused=True runs the chunk kernels (course.bppsa.chunk_kernels): they need W on the "
+                                f"GPU, float32 or float64, and a state of at most {MAX_STATE}; got W on "
+                                f"{array_device(W)}, {W.dtype}, n = {n}. Leave fused=None to choose by itself.")
+        #: the two chunk phases run as one kernel each (True) or as library calls, two per step (False)
+        self.fused = bool(fused)
         self.T, self.B, self.n = T, B, n
         self.xp = xp = xp_of(W)
         self.L = L = _chunk_length(self.T, chunk)
         self.C = C = -(-self.T // L)
         self.pad = C * L - self.T
         B, n, dt = self.B, self.n, W.dtype
-        self.W = W
+        self.W = self.xp.ascontiguousarray(W) if self.fused else W
         self.d_in = xp.zeros((C * L, B, n), dtype=dt)         # the padding steps stay zero
         self.grad_in = xp.zeros((B, n), dtype=dt)
         self.eye = xp.eye(n, dtype=dt)
@@ -290,6 +301,9 @@ class RNNBackwardPlan:
             self._capture()
 
     def _run(self) -> None:
+        if self.fused:
+            self._run_fused()
+            return
         xp, L, C, n = self.xp, self.L, self.C, self.n
         xp.copyto(self.dl, xp.swapaxes(self.d_in.reshape(C, L, self.B, n), 0, 1))
         M, spare = self.M, self.spare
@@ -298,12 +312,7 @@ class RNNBackwardPlan:
             xp.multiply(M, self.dl[k][:, :, None, :], out=self.scaled)
             matmul_into(self.scaled.reshape(-1, n), self.W, spare.reshape(-1, n))
             M, spare = spare, M
-        s = 1
-        while s < C:                                        # 2. suffix products by doubling
-            matmul_into(M[s:], M[:C - s], spare[:C - s])
-            xp.copyto(spare[C - s:], M[C - s:])
-            M, spare = spare, M
-            s *= 2
+        M = self._suffix_products(M, spare)                 # 2. suffix products by doubling
         xp.copyto(self.grads, self.grad_in[None, :, None, :])
         matmul_into(self.grads, M, self.starts)
         xp.copyto(self.cur[:C - 1], self.starts[1:])
@@ -315,6 +324,23 @@ class RNNBackwardPlan:
             cur = self.G[k]
         xp.copyto(self.out[:C * L].reshape(C, L, self.B, n), xp.swapaxes(self.G[:, :, :, 0], 0, 1))
         xp.copyto(self.out[C * L], self.grad_in)
+
+    def _suffix_products(self, M: Any, spare: Any) -> Any:
+        """The chunk totals M ``(C, B, n, n)`` scanned by doubling; returns the buffer that holds the result."""
+        s, C = 1, self.C
+        while s < C:
+            matmul_into(M[s:], M[:C - s], spare[:C - s])
+            self.xp.copyto(spare[C - s:], M[C - s:])
+            M, spare = spare, M
+            s *= 2
+        return M
+
+    def _run_fused(self) -> None:
+        """The same three phases with each chunk phase one kernel (:mod:`course.bppsa.chunk_kernels`)."""
+        chunk_products(self.d_in, self.W, self.M, self.L)                        # 1. every chunk's product
+        S = self._suffix_products(self.M, self.spare)                            # 2. scanned by doubling
+        chunk_walk(self.d_in, self.W, S, self.grad_in, self.out, self.L)          # 3. each chunk's L steps back
+        self.xp.copyto(self.out[self.C * self.L], self.grad_in)
 
     def _capture(self) -> None:
         """Run once on a side stream (kernels compiled, cuBLAS's workspace made), then capture a run."""
