@@ -230,6 +230,10 @@ def _kind(v: Any) -> str:
         "null" if v is None else type(v).__name__
 
 
+#: How a timing was taken, not what it measured: a peer library's timing (PyTorch's events) leaves them None.
+NOT_READ_FIELDS = frozenset({"threads", "load"})
+
+
 def _unlike_peers(r: dict, judged: tuple[list[dict], int]) -> str:
     """What record ``r`` lacks or holds unlike its peers (see :meth:`ResultSet.incomplete_records`), or ""."""
     peers, few = judged
@@ -242,6 +246,8 @@ def _unlike_peers(r: dict, judged: tuple[list[dict], int]) -> str:
     if missing and (not few or len(missing) <= few):
         return f"lacks {', '.join(map(repr, missing))}"
     for k, v in r.items():
+        if v is None and k in NOT_READ_FIELDS:
+            continue
         kinds = [_kind(s[k]) for s in peers if k in s]
         for kind in ("number", "list", "text"):
             if _kind(v) != kind and kinds.count(kind) >= most and kinds.count(_kind(v)) < most:
@@ -396,6 +402,8 @@ class ResultSet:
           hold a number, a list or text and it holds something else (None, a number for a list);
         * a field that every other record holding it holds as a number, a list or text, and it holds as
           something else;
+        * None in a field of :data:`NOT_READ_FIELDS` (how a timing was taken: a peer library's timing leaves
+          the thread count and the load unread) is not damage;
         * its peers: the other records with the same text fields (device, method, op, ...), else the records
           of its device with text in the same fields (then only a field every one of them has counts, and
           at most two may be missing: a record of another kind lacks many).
@@ -429,6 +437,8 @@ class ResultSet:
         """A field that every other record holding it (two or more) holds as a number, a list or text, and
         this one holds as something else (None, a number for text): what a record of any kind lacks."""
         for k, v in r.items():
+            if v is None and k in NOT_READ_FIELDS:
+                continue
             kinds = {_kind(s[k]) for j, s in enumerate(self.records) if j != i and k in s}
             count = sum(k in s for j, s in enumerate(self.records) if j != i)
             if count >= 2 and len(kinds) == 1 and _kind(v) not in kinds and kinds <= {"number", "list", "text"}:
