@@ -111,7 +111,9 @@ def _torch_call(method: str, q, k, v, causal: bool, dev: str) -> Callable[[], An
 
     tdev = torch_device(dev)                  # a clear error where PyTorch has no CUDA device
     half = method == "torch flash (float16)"
-    tq, tk, tv = (torch.as_tensor(to_numpy(a), device=tdev).to(torch.float16 if half else torch.float32)
+    # (1, heads, n, d): PyTorch's FlashAttention and memory-efficient backends take 4-D inputs only (batch, heads,
+    # length, head size); given (heads, n, d) they refuse, and its own choice falls back to the math backend
+    tq, tk, tv = (torch.as_tensor(to_numpy(a), device=tdev).to(torch.float16 if half else torch.float32)[None]
                   for a in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     if method == "torch sdpa":
