@@ -214,6 +214,8 @@ def noisy_note(timings: Iterable[Any]) -> str:
 
     >>> noisy_note([{"median_s": 1.0, "noisy": False}])
     ''
+    >>> noisy_note([{"median_s": 1.0, "q25_s": 0.99, "q75_s": 1.01, "load": 0.5, "noisy": True}])[:91]
+    '1 of 1 measurements are noisy: 1 was flagged by the timer while other work shared the cores'
     """
     items = [t if isinstance(t, dict) else t.as_record() for t in timings]
     one_thread = next((t["threads_why"] for t in items if t.get("threads_why")), "")
@@ -229,6 +231,9 @@ def noisy_note(timings: Iterable[Any]) -> str:
     if spread:
         causes.append(f"{len(spread)} {'has' if len(spread) == 1 else 'have'} runs that disagree "
                       f"(spread over {100 * NOISY_SPREAD:.0f} % of the median)")
+    rest = len(noisy) - len(busy) - len(spread)
+    if rest > 0:                  # flagged by the timer itself, from what a record no longer holds (its load, unrounded)
+        causes.append(f"{rest} {'was' if rest == 1 else 'were'} flagged by the timer while other work shared the cores")
     threads = max((t.get("threads") or 1 for t in noisy), default=1)
     return (f"{len(noisy)} of {len(items)} measurements are noisy: {'; '.join(causes)}. Small differences "
             f"between them mean nothing. {_advice(bool(busy), threads)}" + (f" {one_thread}" if one_thread else ""))
