@@ -232,7 +232,7 @@ def noisy_note(timings: Iterable[Any]) -> str:
         causes.append(f"{len(spread)} {'has' if len(spread) == 1 else 'have'} runs that disagree "
                       f"(spread over {100 * NOISY_SPREAD:.0f} % of the median)")
     rest = len(noisy) - len(busy) - len(spread)
-    if rest > 0:                  # flagged by the timer itself, from what a record no longer holds (its load, unrounded)
+    if rest > 0:                  # flagged by the timer from what the record no longer holds (its load, unrounded)
         causes.append(f"{rest} {'was' if rest == 1 else 'were'} flagged by the timer while other work shared the cores")
     threads = max((t.get("threads") or 1 for t in noisy), default=1)
     return (f"{len(noisy)} of {len(items)} measurements are noisy: {'; '.join(causes)}. Small differences "

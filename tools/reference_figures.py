@@ -123,8 +123,8 @@ def figures() -> str:
         f"* ReLU against the device-to-device copy (target ≥ 85 %): {_relu_vs_copy()}",
         "* the single-pass scan, 2^26 float32, (bytes read + written) / time (target ≥ 80 % of the device copy): "
         f"{_block_scan()}",
-        "* BPPSA backward, hidden 20, batch 16, float32, against cuDNN's `nn.RNN` backward, TF32 off (targets: ≥ 10× at "
-        f"T = 30,000; ≥ 1× from T = 1,000): {_bppsa()}",
+        "* BPPSA backward, hidden 20, batch 16, float32, against cuDNN's `nn.RNN` backward, TF32 off (targets: "
+        f"≥ 10× at T = 30,000; ≥ 1× from T = 1,000): {_bppsa()}",
         END])
 
 

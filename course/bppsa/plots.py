@@ -36,7 +36,7 @@ from ..plots import (
 )
 from ..results import ResultSet
 from .algorithm import work_counts
-from .timing import PAPER, crossover_n, speedup_grid, speedups
+from .timing import PAPER, crossover_n, speedup_grid, speedups, tf32_setting
 
 if TYPE_CHECKING:
     from ..scan.algorithms import ScanTrace
@@ -163,6 +163,14 @@ def _backward(rs: ResultSet, device: str, method: str, x: str = "T",
             noisy_flags(recs))
 
 
+def _peer_name(rs: ResultSet, device: str, method: str) -> str:
+    """PyTorch's nn.RNN with its engine and, on a GPU, the TF32 setting of both sides, read from the records."""
+    if device != "gpu":
+        return "PyTorch nn.RNN"
+    ours, theirs = tf32_setting(rs, device, method), tf32_setting(rs, device, "torch")
+    return "cuDNN nn.RNN, " + (f"both {ours}" if ours == theirs else f"scan {ours}, cuDNN {theirs}")
+
+
 def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                    highlight: float | None = None, paper: float | None = 108.0, x: str = "T",
                    where: dict | None = None) -> Figure:
@@ -196,11 +204,13 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                 px, py = speedups(rs, dev, over=over, method=method, x=x, **(where or {}))
                 if len(px):   # marker: which baseline; colour: which scan (the device's, or the copy-free one's)
                     mark = ("o" if dev == "cpu" else "s") if over == "sequential" else "^"
-                    bx.plot(px, py, marker=mark, ms=4, ls="--" if ref else "-",
+                    headline = method == "fast" and over == "torch"    # the paper's comparison: drawn thicker
+                    bx.plot(px, py, marker=mark, ms=5 if headline else 4, ls="--" if ref else "-",
+                            lw=2.4 if headline else 1.5,
                             color=COLORS[dev] if method == "scan" else METHOD_STYLE["fast"][0],
-                            alpha=0.7 if ref else 1.0,
+                            alpha=0.9 if headline else 0.7 if ref else 1.0,
                             label=f"{'scan' if method == 'scan' else 'scan without copies'} vs "
-                                  f"{'the course loop' if over == 'sequential' else 'PyTorch nn.RNN'}, "
+                                  f"{'the course loop' if over == 'sequential' else _peer_name(rs, dev, method)}, "
                                   f"{dev.upper()}: {who}" + source_tag(rs, dev, live=""))
                     drawn = True
     for a in (ax, bx):
@@ -216,16 +226,22 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     bx.axhline(1.0, color="0.4", lw=1)
     if paper and x == "T":  # one measured point of the paper, drawn where it was measured: not a line
         T_paper = PAPER["T_max"]
+        peers = {m for rs in sources for dev in ("cpu", "gpu") for m in ("fast", "scan")
+                 if len(speedups(rs, dev, over="torch", method=m, x="T", **(where or {}))[0])}
+        like = ("the thick ▲ curve" if "fast" in peers else "the ▲ curves" if peers else
+                "none drawn here (PyTorch's nn.RNN not timed)")
         bx.plot([T_paper], [paper], marker="*", ms=11, color="0.35", ls="none",
-                label=f"paper (arXiv): up to {paper:.0f}× vs {PAPER['baseline']} ({PAPER['gpus']}); "
-                      "like for like: the ▲ curves")
+                label=f"paper (arXiv): up to {paper:.0f}× vs {PAPER['baseline']}, on its GPUs ({PAPER['gpus']}); "
+                      f"like for like: {like}")
         for rs in sources:   # a dotted line from the star to the same comparison here, at the same T
             for dev in ("cpu", "gpu"):
-                px, py = speedups(rs, dev, over="torch", method="scan", x="T", **(where or {}))
-                at = [v for t, v in zip(px, py) if t == T_paper]
-                if at:
-                    bx.plot([T_paper, T_paper], [paper, at[0]], ls=":", lw=1, color="0.35")
-    bx.set_ylabel("scan's backward speedup (×)")
+                for method in ("fast", "scan"):      # the copy-free scan where it was timed, else the teaching one
+                    px, py = speedups(rs, dev, over="torch", method=method, x="T", **(where or {}))
+                    at = [v for t, v in zip(px, py) if t == T_paper]
+                    if at:
+                        bx.plot([T_paper, T_paper], [paper, at[0]], ls=":", lw=1, color="0.35")
+                        break
+    bx.set_ylabel("backward speed-up (×)")
     bx.set_title("above 1: the scan is faster" + (" (like the paper's figure)" if x == "T" else ""), fontsize=9)
     has_gpu = any(rs.select(device="gpu") for rs in sources)
     if not has_gpu:

@@ -65,7 +65,7 @@ from .algorithm import backprop_scan, backprop_sequential, work_counts
 from .fast import chunked_steps
 from .models import METHODS, TanhRNN
 
-__all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "speedups",
+__all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "speedups", "tf32_setting",
            "PAPER", "SWEEP_T", "QUICK_T", "random_chain", "regime_sweep", "speedup_grid", "crossover_n",
            "REGIME_NS", "REGIME_TS"]
 
@@ -310,6 +310,26 @@ def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str =
             out.append((r[x], base[0]["backward_s"] / r["backward_s"]))
     out.sort()
     return np.array([o[0] for o in out], dtype=float), np.array([o[1] for o in out], dtype=float)
+
+
+def tf32_setting(rs: ResultSet, device: str, method: str) -> str:
+    """How ``method``'s records on ``device`` ran their float32 products, in words, from each record's ``tf32``.
+
+    ``"TF32 off"`` (strict float32), ``"TF32 on"``, ``"TF32 on in some records, off in others"``, or
+    ``"TF32 not recorded"`` where the records predate the field.
+
+    >>> rs = ResultSet("demo"); rs.add(device="gpu", method="torch", T=10, tf32=False)
+    >>> tf32_setting(rs, "gpu", "torch"), tf32_setting(rs, "gpu", "fast")
+    ('TF32 off', 'TF32 not recorded')
+    """
+    seen = {r.get("tf32") for r in rs.select(device=device, method=method)}
+    if seen == {False}:
+        return "TF32 off"
+    if seen == {True}:
+        return "TF32 on"
+    if seen == {True, False}:
+        return "TF32 on in some records, off in others"
+    return "TF32 not recorded"
 
 
 # ------------------------------------------------------------------ where the scan wins on a CPU

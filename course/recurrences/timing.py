@@ -34,14 +34,17 @@ from ..torch_peer import benchmark_torch, torch_device
 from .linear import recurrence_loop, recurrence_scan
 from .work import KINDS, work_counts
 
-__all__ = ["METHODS", "LOOP_MAX_T", "DENSE_SCAN_MAX_FLOPS", "recurrence_input", "recurrence_function",
-           "time_recurrence", "recurrence_sweep", "crossover", "chunked_kernel_rate"]
+__all__ = ["METHODS", "SEQUENTIAL", "LOOP_MAX_T", "DENSE_SCAN_MAX_FLOPS", "recurrence_input", "recurrence_function",
+           "time_recurrence", "recurrence_sweep", "crossover", "speedups", "fastest_loop", "chunked_kernel_rate"]
 
 #: Implementations per (device, kind), in the order the plots list them.
 METHODS = {("cpu", "diagonal"): ("loop", "scan", "torch loop"),
            ("cpu", "dense"): ("loop", "scan"),
            ("gpu", "diagonal"): ("loop", "scan", "numba per-channel", "numba chunked", "torch loop"),
            ("gpu", "dense"): ("loop", "scan")}
+#: The sequential implementations, each walking the T steps in order: the numba kernel with one thread per
+#: channel (one launch), PyTorch's loop and the Python loop (a few launches per step on a GPU).
+SEQUENTIAL = ("numba per-channel", "torch loop", "loop")
 #: Every loop over time (Python's, and PyTorch's) is timed only up to this T: each step is a few
 #: library calls, so past it one call takes seconds while the scans take milliseconds.
 LOOP_MAX_T = 2**14
@@ -194,6 +197,42 @@ def crossover(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan
         else:
             break
     return best
+
+
+def speedups(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan",
+             over: str = "loop") -> tuple[list[int], list[float]]:
+    """(the T measured for both, time of ``over`` / time of ``method`` at each): above 1, ``method`` is faster.
+
+    >>> rs = ResultSet("demo")
+    >>> for T, loop, scan in [(8, 1, 2), (64, 6, 3)]:
+    ...     rs.add(device="gpu", kind="diagonal", n=4, T=T, method="numba per-channel", median_s=loop)
+    ...     rs.add(device="gpu", kind="diagonal", n=4, T=T, method="scan", median_s=scan)
+    >>> speedups(rs, "gpu", "diagonal", 4, over="numba per-channel")
+    ([8, 64], [0.5, 2.0])
+    """
+    a = {r["T"]: r["median_s"] for r in rs.select(device=device, kind=kind, n=n, method=method)}
+    b = {r["T"]: r["median_s"] for r in rs.select(device=device, kind=kind, n=n, method=over)}
+    Ts = sorted(T for T in set(a) & set(b) if a[T] > 0)
+    return Ts, [b[T] / a[T] for T in Ts]
+
+
+def fastest_loop(rs: ResultSet, device: str, kind: str, n: int) -> str | None:
+    """The sequential implementation (:data:`SEQUENTIAL`) that was the fastest at every T where two or more of
+    them were measured; the only one measured, if just one was; None where the fastest changes with T.
+
+    >>> rs = ResultSet("demo")
+    >>> for m, s in [("loop", 2.0), ("numba per-channel", 0.1)]:
+    ...     rs.add(device="gpu", kind="diagonal", n=4, T=64, method=m, median_s=s)
+    >>> fastest_loop(rs, "gpu", "diagonal", 4)
+    'numba per-channel'
+    """
+    times = {m: {r["T"]: r["median_s"] for r in rs.select(device=device, kind=kind, n=n, method=m)} for m in SEQUENTIAL}
+    times = {m: t for m, t in times.items() if t}
+    if len(times) == 1:
+        return next(iter(times))
+    shared = {T for t in times.values() for T in t if sum(T in u for u in times.values()) > 1}
+    winners = {min((t[T], m) for m, t in times.items() if T in t)[1] for T in shared}
+    return winners.pop() if len(winners) == 1 else None
 
 
 def chunked_kernel_rate(rs: ResultSet, device: str, n: int, T: int | None = None) -> dict | None:
