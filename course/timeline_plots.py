@@ -13,6 +13,7 @@ the figure's title says where the events come from: measured live here, recorded
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from collections.abc import Sequence
@@ -23,9 +24,9 @@ from matplotlib.transforms import offset_copy
 from .legends import MIN_FONT_PT
 from .plots import PALETTE, add_footer, footer_text, set_takeaway, tint, value_text
 from .results import ResultSet
-from .timeline import Timeline, busy_share, timelines_from_results
+from .timeline import Event, Timeline, busy_share, timelines_from_results
 
-__all__ = ["timeline_figure", "STYLE", "IDLE_COLOR"]
+__all__ = ["timeline_figure", "call_counts", "from_call", "STYLE", "IDLE_COLOR"]
 
 #: (colour, legend entry) of each kind of event, on the host row and on a device row.
 STYLE = {
@@ -63,6 +64,34 @@ def _where(tls: list[Timeline], rs: ResultSet | None) -> str:
     return f"{verb} {names}" + (f", {date}" if date else "")
 
 
+def call_counts(tl: Timeline) -> dict[str, float]:
+    """Per call of the step, on average: ``kernels`` (every kernel recorded: a recording is synchronised
+    before and after its calls, so each kernel belongs to one of them), and the ``launches`` and ``waits``
+    (synchronisations) the host made *inside* the calls, so that the recording's own synchronise after its
+    last call is not counted as the step's; ``kernel_s``, the kernels' summed time."""
+    n = max(tl.steps, 1)
+    calls = [(e.start_s, e.end_s) for e in tl.select("host", "step")]
+
+    def inside(e: Event) -> bool:
+        return not calls or any(a <= e.start_s < b for a, b in calls)
+
+    kernels = [e for e in tl.events if e.row != "host" and e.kind == "kernel"]
+    return {"kernels": len(kernels) / n, "kernel_s": sum(e.duration_s for e in kernels) / n,
+            "launches": sum(map(inside, tl.select("host", "launch"))) / n,
+            "waits": sum(map(inside, tl.select("host", "sync"))) / n}
+
+
+def from_call(tl: Timeline, first: int) -> Timeline:
+    """``tl`` from the start of its call number ``first`` on (times shifted to start there, ``steps`` reduced):
+    the events that begin before it are left out.  ``tl`` itself when it has fewer calls, or ``first`` <= 1."""
+    starts = sorted(e.start_s for e in tl.select("host", "step"))
+    if first <= 1 or len(starts) < first:
+        return tl
+    t0 = starts[first - 1]
+    events = [dataclasses.replace(e, start_s=e.start_s - t0) for e in tl.events if e.start_s >= t0]
+    return dataclasses.replace(tl, events=events, steps=max(tl.steps - (first - 1), 1))
+
+
 def _row_name(row: str, tl: Timeline) -> str:
     if row == "host":
         return "host\n(CPU thread)" if tl.device == "gpu" else "host\n(Python)"
@@ -73,23 +102,27 @@ def _count(n: float, what: str) -> str:
     return f"{n:.0f} {what}" + ("" if round(n) == 1 else "s")
 
 
-def _title(tl: Timeline) -> str:
+def _title(tl: Timeline, whole: Timeline | None = None) -> str:
+    """The panel's title: what it drew (``tl``), with the counts per step read off ``whole`` (the recording
+    ``tl`` was cut from, if it was)."""
     n, span = max(tl.steps, 1), tl.span_s
-    head = f"{tl.title} ({_count(n, 'step')} in {value_text(span, 's')})"
+    cut = whole is not None and whole.steps > tl.steps
+    head = (f"{tl.title} ({'last ' if cut else ''}{_count(n, 'step')} in {value_text(span, 's')}"
+            + (f" of {whole.steps} recorded)" if cut else ")"))
     if not any(e.row != "host" for e in tl.events):
         return head + ": no device events recorded"
     share = round(100 * busy_share(tl))
     if tl.device == "gpu":
-        kernels = sum(e.kind == "kernel" for e in tl.events if e.row != "host")
-        launches = len(tl.select("host", "launch"))
-        return (f"{head}: GPU busy {share} % of the time\nper step: {_count(kernels / n, 'kernel')}, "
-                f"{_count(launches / n, 'launch call')}, {_count(len(tl.select('host', 'sync')) / n, 'wait')}")
+        c = call_counts(whole if whole is not None else tl)
+        return (f"{head}: GPU busy {share} % of the time\nper step: {_count(c['kernels'], 'kernel')} "
+                f"({value_text(c['kernel_s'], 's')} of kernel time), {_count(c['launches'], 'launch call')}, "
+                f"{_count(c['waits'], 'wait')} inside the step")
     return (f"{head}: CPU busy in array operations {share} % of the time\nper step: "
             f"{_count(len(tl.select('cpu', 'op')) / n, 'array operation')}, "
             f"{_count(len(tl.select('host', 'read')) / n, 'value')} read back")
 
 
-def _panel(ax, tl: Timeline, scale: float, unit: str, labelled: set) -> None:
+def _panel(ax, tl: Timeline, scale: float, unit: str, labelled: set, whole: Timeline | None = None) -> None:
     rows = tl.rows() or ["host"]
     ys = {row: len(rows) - 1 - i for i, row in enumerate(rows)}
 
@@ -126,7 +159,7 @@ def _panel(ax, tl: Timeline, scale: float, unit: str, labelled: set) -> None:
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlim(0, end if end > 0 else 1)
     ax.set_xlabel(f"time since the first event ({unit})", fontsize=9)
-    ax.set_title(_title(tl), fontsize=9.5, loc="left")
+    ax.set_title(_title(tl, whole), fontsize=9.5, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
 
 
@@ -145,13 +178,17 @@ def _legend_below(fig: Figure, axes: list) -> None:
 
 
 def timeline_figure(source: ResultSet | Timeline | Sequence[Timeline], same_scale: bool = False,
-                    title: str = "") -> Figure:
+                    title: str = "", first_call: int = 1, note: str = "") -> Figure:
     """One panel per timeline of ``source`` (a result set of timelines, one timeline, or several): the
     host's row above the device's, a bar per event, the device's idle time in grey, its busy share in
     the panel's title.  ``same_scale`` gives every panel the longest one's time axis (otherwise each panel
-    fills the width, and its title gives its length).
+    fills the width, and its title gives its length).  ``first_call`` > 1 draws each timeline from that
+    call of its step on (:func:`from_call`: a first call that carries a profiler's start-up is left out),
+    while the counts per step in each title are still read off every call recorded.  ``note`` is added
+    to the footer.
     """
-    tls, rs = _timelines(source)
+    whole, rs = _timelines(source)
+    tls = [from_call(t, first_call) for t in whole]
     if not tls:
         fig = Figure(figsize=(9, 1.6), layout="constrained")
         fig.text(0.5, 0.5, "No timeline to draw: none was measured here and none was recorded on a GPU.",
@@ -165,10 +202,10 @@ def timeline_figure(source: ResultSet | Timeline | Sequence[Timeline], same_scal
     fig = Figure(figsize=(10, 0.9 + legend_in + sum(1.05 + 0.42 * len(t.rows()) for t in tls)), layout="constrained")
     axes = fig.subplots(len(tls), 1, squeeze=False)[:, 0]
     labelled: set = set()
-    for ax, tl in zip(axes, tls):
+    for ax, tl, w in zip(axes, tls, whole):
         span = longest if same_scale else tl.span_s
         scale, unit = (1e6, "µs") if span < 2e-3 else (1e3, "ms")
-        _panel(ax, tl, scale, unit, labelled)
+        _panel(ax, tl, scale, unit, labelled, w)
         if same_scale:
             ax.set_xlim(0, longest * scale)
     what = ("What the host (a CPU thread) and the GPU do in each training step" if tls[0].device == "gpu" else
@@ -177,11 +214,14 @@ def timeline_figure(source: ResultSet | Timeline | Sequence[Timeline], same_scal
     _legend_below(fig, list(axes))
     how = "; ".join(dict.fromkeys(t.how for t in tls if t.how))
     notes = [f"{t.label}: {n}" for t in tls for n in t.notes]
-    extra = "\n".join(textwrap.shorten(x, 400) for x in [how] + notes if x)
+    extra = "\n".join(textwrap.shorten(x, 400) for x in [how] + notes + [note] if x)
     if any(t.recorded == "synthetic" for t in tls):
         footer_text(fig, "SYNTHETIC: made up for tests; nothing here was measured.")
     elif rs is not None:
         add_footer(fig, rs, extra=extra)
+    elif any(t.recorded == "reference" for t in tls):      # recorded elsewhere: never "measured live" here
+        where = _where(tls, None)
+        footer_text(fig, "\n".join(x for x in [f"{where[0].upper()}{where[1:]}: not measured in this run", extra] if x))
     else:
         add_footer(fig, devices=sorted({t.device for t in tls}), extra=extra)
     gpu = tls[0].device == "gpu"

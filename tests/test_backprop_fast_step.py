@@ -230,7 +230,8 @@ def test_each_cuda_kernel_matches_its_numpy_version():
     REFERENCE["sgd_flat"](p, gr, 0.3)
     k["sgd_flat"](gp, cp.asarray(gr), 0.3)
     # the GPU contracts p - lr*g into one fused multiply-add (one rounding where NumPy rounds twice): seen on an
-    # H100, 2026-11-27, 1.6e-6 relative on an element near zero; |p| and |lr*g| are about 1, so 1e-6 is a few float32 ulps
+    # H100, 2026-11-27, 1.6e-6 relative on an element near zero; |p| and |lr*g| are about 1, so 1e-6 is a few
+    # float32 ulps
     np.testing.assert_allclose(gp.get(), p, rtol=1e-6, atol=1e-6)
 
 
@@ -252,8 +253,68 @@ def test_the_cpu_ladder_records_rungs_a_and_b_with_their_counts_and_no_dtype_fie
     old = ResultSet("backprop_train_step", records=[{"device": "gpu", "width": 8, "median_s": 1e-3}])
     old.source = "reference"
     fig = ladder_figure(rs, [old])
-    assert len(fig.axes[0].lines) == 2
+    series = [line.get_label() for line in fig.axes[0].lines if line.get_label().startswith(("CPU", "GPU"))]
+    assert len(series) == 2 and all("(live)" in s for s in series)      # hollow noisy markers are not series
     assert any("No ladder" in t.get_text() for t in fig.texts)
+
+
+def _made_up_ladders():
+    """A live CPU ladder at width 512 and a recorded GPU one at 64, 512 and 4,096 with PyTorch beside it, plus
+    one record of the plain step's curve (no rung) that shares the reference file (made-up times)."""
+    from course.results import ResultSet
+
+    cpu = ResultSet("backprop_train_step")
+    for rung, t in (("eager", 12e-3), ("no_readback", 10e-3)):
+        cpu.add(device="cpu", width=512, rung=rung, title=f"({'ab'[rung != 'eager']}) {rung}", median_s=t, threads=2,
+                launches=51, reads=5 if rung == "eager" else 0, flops=8e8, tf32=False)
+    gpu = ResultSet("backprop_train_step", params={"batch": 256})
+    gpu.source = "reference"
+    gpu.add(device="gpu", width=512, median_s=2e-3, dtype="float32")              # the plain curve: no rung
+    times = {"eager": 2e-3, "no_readback": 1e-3, "fused": 5e-4, "graph": 1e-4, "torch eager": 1.25e-3,
+             "torch graph": 2e-4, "torch graph tf32": 5e-5}
+    for w, flops, grow in ((64, 1e8, 1.0), (512, 8e8, 1.0), (4096, 3e10, 4.0)):
+        for k, (rung, t) in enumerate(times.items()):
+            gpu.add(device="gpu", width=w, rung=rung, title=f"({'abcd'[k]}) {rung}" if k < 4 else rung,
+                    median_s=t * (grow if rung == "graph" else 1.0), flops=flops, tf32=rung.endswith("tf32"),
+                    launches={"eager": 51, "graph": 1}.get(rung), reads={"eager": 5, "graph": 0}.get(rung))
+    return cpu, gpu
+
+
+def test_the_ladder_lines_give_the_speed_up_from_the_fastest_rung_beside_the_teaching_steps():
+    from course.backprop.timing import ladder_lines, ladder_table, ladder_widths_table
+
+    cpu, gpu = _made_up_ladders()
+    text = "\n".join(ladder_lines(cpu, gpu, 512, gemm_gflops=100_000.0, gemm_label="of a made-up product"))
+    assert "fastest step at width 512, (b) no_readback: 10.000 ms" in text and "2 BLAS thread(s)" in text
+    assert "(d) graph: 100.0× (0.100 ms, float32, TF32 off" in text          # 10 ms / 0.1 ms, the graph rung
+    assert "2.000 ms, 5.0× this CPU" in text and "20.0×" in text              # the teaching step, the same baseline
+    assert "51 launches and 5 reads back per step in (a), 1 launch and 0 reads back" in text
+    assert "0.50× PyTorch's graph step's time" in text and "0.40× PyTorch eager's" in text   # (c) 0.5 / 1.25
+    assert "TF32 ON" in text and "0.050 ms" in text                           # printed apart, not compared
+    assert "4.0× the time for 300× the FLOPs" in text and "1.00×" in text     # graph grows, (a) does not
+    assert "75.0 TFLOP/s: 75 % of the float32 matrix-product rate of a made-up product" in text   # 3e10 / 0.4 ms
+    assert "No CPU step" in ladder_lines(None, gpu)[0]
+    assert "No share" in "\n".join(ladder_lines(cpu, gpu, 512, None, "none recorded on this GPU"))
+    assert len(ladder_table(gpu, 512, "gpu").splitlines()) == 2 + len(gpu.select(width=512)) - 1   # no rung: out
+    widths = ladder_widths_table(gpu)
+    assert [line.split()[0] for line in widths.splitlines()[2:]] == ["64", "512", "4,096"] and "0.400" in widths
+
+
+def test_the_ladder_figure_draws_each_rung_once_with_the_gemm_bound_and_says_the_fastest_steps():
+    from _figure_checks import figure_problems
+
+    from course.backprop.plots import ladder_figure
+    from course.plots import figure_takeaway
+
+    cpu, gpu = _made_up_ladders()
+    fig = ladder_figure(cpu, [gpu], gemm_gflops=100_000.0, gemm_label="made up")
+    labels = [line.get_label() for line in fig.axes[0].lines]
+    assert sum(lab.startswith("GPU") for lab in labels) == 7 and sum(lab.startswith("CPU") for lab in labels) == 2
+    assert any("GEMM rate" in lab for lab in labels)
+    said = figure_takeaway(fig)
+    assert "100 µs at width 64 (rung d), 400 µs at width 4,096 (rung d)" in said, said
+    assert "fastest step 10 ms at width 512 (rung b);" in said, said          # one width: said once
+    assert figure_problems(fig) == []
 
 
 def test_the_graph_rung_declares_one_launch_and_the_fused_step_kernels():

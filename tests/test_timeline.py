@@ -281,3 +281,54 @@ def test_busy_share_counts_overlapping_kernels_once():
                         Event("gpu", "b", 2.0, 3.0, "kernel"), Event("gpu", "c", 8.0, 1.0, "memcpy")], device="gpu")
     assert busy_share(tl) == pytest.approx(0.5)
     assert busy_share(Timeline("empty", [])) == 0.0
+
+
+# ----------------------------------------------------------------------------- drawn from a later call
+
+def _profiled(label: str, kernels: int, title: str) -> Timeline:
+    """A made-up recorded timeline: 3 calls of ``kernels`` launches each, the first carrying a 2 ms profiler
+    start-up, a wait inside each call, and the recording's own synchronise after the last call."""
+    tl = synthetic_timeline(kernels=kernels, steps=3, label=label)
+    first = min(e.start_s for e in tl.select("host", "step"))
+    shifted = [Event(e.row, e.name, e.start_s + (2e-3 if e.kind != "step" or e.start_s > first else 0.0),
+                     e.duration_s + (2e-3 if e.kind == "step" and e.start_s == first else 0.0), e.kind)
+               for e in tl.events]
+    shifted += [Event("host", "Activity Buffer Request", 0.0, 2e-3, "op"),
+                Event("host", "cudaDeviceSynchronize", max(e.end_s for e in shifted), 5e-6, "sync")]
+    return Timeline(label, shifted, device="gpu", title=title, steps=3, how="made up for a test",
+                    device_name="Test GPU", recorded="reference", date="2026-01-01")
+
+
+def test_a_timeline_drawn_from_its_second_call_keeps_the_counts_of_every_call():
+    from course.timeline_plots import call_counts, from_call
+
+    tl = _profiled("eager", 5, "(a) eager, 8-4-3, batch 4")
+    c = call_counts(tl)
+    assert (c["kernels"], c["launches"], c["waits"]) == (5, 5, 1)       # the recording's last synchronise: not counted
+    cut = from_call(tl, 2)
+    assert cut.steps == 2 and min(e.start_s for e in cut.events) == 0.0
+    assert not any(e.name == "Activity Buffer Request" for e in cut.events)
+    assert from_call(tl, 9) is tl and from_call(tl, 1) is tl
+    fig = timeline_figure([tl], first_call=2, note="call 1 left out")
+    title = fig.axes[0].get_title("left")
+    assert "last 2 steps" in title and "of 3 recorded" in title and "5 kernels" in title and "1 wait inside" in title
+    assert _printed_share(fig.axes[0]) == round(100 * busy_share(cut))
+    footer = fig.texts[-1].get_text()
+    assert "Recorded on Test GPU, 2026-01-01: not measured in this run" in footer and "call 1 left out" in footer
+    assert "Measured live" not in footer and figure_problems(fig) == []
+
+
+def test_the_ladder_timelines_caption_says_what_each_rung_removed():
+    from course.backprop.plots import ladder_timeline_figure
+    from course.plots import figure_takeaway
+
+    tls = [_profiled("eager", 6, "(a) eager: the teaching step, 8-4-3, batch 4"),
+           _profiled("fused", 3, "(c) fused kernels, 8-4-3, batch 4"),
+           _profiled("torch eager", 4, "PyTorch eager, TF32 off, 8-4-3, batch 4")]
+    fig = ladder_timeline_figure(tls)
+    said = figure_takeaway(fig)
+    assert said.startswith("(a) eager: the teaching step: 6 kernels"), said
+    assert "(c) fuses the small operations: kernels 6 → 3, launch calls 6 → 3" in said, said
+    assert "PyTorch eager, TF32 off: 4 kernels" in said and "8-4-3" not in said, said
+    assert "Activity Buffer Request of up to 2 ms" in fig.texts[-1].get_text()
+    assert figure_problems(fig) == []

@@ -3,8 +3,9 @@ makes the step fast and the fast step's ladder.  The modules they draw (data, tr
 bench, timing) draw nothing.
 
 Beside them, :func:`cpu_step_timeline`: the timeline of the ladder's rungs run on this CPU, each array
-operation timed, which :func:`course.timeline_plots.timeline_figure` draws (the GPU's timelines are recorded by
-``tools/gpu_timelines.py``, last in a GPU run).
+operation timed, which :func:`course.timeline_plots.timeline_figure` draws; and :func:`ladder_timeline_figure`,
+the GPU's timelines of the rungs (recorded by ``tools/gpu_timelines.py``, last in a GPU run) under a caption
+that says what each rung removed.
 
 >>> from course.backprop.data import load_digits
 >>> digits_figure(load_digits(), 3).axes[0].get_title()
@@ -13,12 +14,15 @@ operation timed, which :func:`course.timeline_plots.timeline_figure` draws (the 
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.transforms import offset_copy
 
 from ..counting import CountingNumpy
 from ..cpu import cpu_info
@@ -27,6 +31,7 @@ from ..errors import BadInputError, whole_number
 from ..plots import (
     COLORS,
     PALETTE,
+    SERIES_COLORS,
     add_footer,
     bar_figure,
     footer_text,
@@ -37,9 +42,11 @@ from ..plots import (
     series_style,
     set_takeaway,
     tint,
+    value_text,
 )
 from ..results import ResultSet
-from ..timeline import counted_timeline, timelines_to_results
+from ..timeline import Timeline, busy_share, counted_timeline, timelines_to_results
+from ..timeline_plots import call_counts, from_call, timeline_figure
 from .checkpointing import kept_pattern
 from .data import Dataset
 from .fast_step import RUNG_TITLES, RUNGS, FastStep
@@ -51,7 +58,7 @@ from .trace import StepTrace, random_batch
 from .train import History
 
 __all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure",
-           "cpu_step_timeline", "mixed_precision_figure", "footprint_figure"]
+           "cpu_step_timeline", "ladder_timeline_figure", "mixed_precision_figure", "footprint_figure"]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
@@ -257,14 +264,24 @@ def ablation_figure(times: dict, title: str = "") -> Figure:
                       unit="ms")
 
 
-def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
+#: The ladder's series in a fixed order: one colour and marker each, on every device and in every figure.
+_LADDER_ORDER = (*RUNGS, "torch eager", "torch graph", "torch eager tf32", "torch graph tf32")
+
+
+def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), gemm_gflops: float | None = None,
+                  gemm_label: str = "") -> Figure:
     """Step time against width, one line per rung and peer: ``live`` solid, each reference dashed.
 
-    Draws only records with a ``rung``; a reference without any says so in the footer instead.
+    A rung keeps its colour and marker on every device (CPU and GPU are told apart by the legend, and
+    live from recorded by solid and dashed lines).  With ``gemm_gflops`` (a float32 matrix-product rate,
+    ``gemm_label`` saying where it was measured) a grey dotted line marks the time the step's FLOPs would
+    take at that rate.  Draws only records with a ``rung``; a reference without any says so in the footer.
     """
-    fig, (ax,) = new_figure(1, width=9, height=4)
-    missing, drawn, styles = [], [], {}
-    for rs in ([live] if live is not None else []) + list(references):
+    fig, (ax,) = new_figure(1, width=9, height=6.2)
+    missing, drawn, flops = [], [], {}
+    sources = ([live] if live is not None else []) + list(references)
+    several = sum(1 for rs in sources if rs.source == "reference" and any(r.get("rung") for r in rs.records)) > 1
+    for rs in sources:
         ref = rs.source == "reference"
         recs = [r for r in rs.records if r.get("rung")]
         if not recs:
@@ -273,21 +290,56 @@ def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) 
         drawn += [rs] if ref else []
         for dev in ("cpu", "gpu"):
             for rung in dict.fromkeys(r["rung"] for r in recs if r["device"] == dev):
-                pts = sorted((r["width"], r["median_s"], r["title"]) for r in recs
+                pts = sorted((r["width"], r["median_s"], r["title"], bool(r.get("noisy"))) for r in recs
                              if r["device"] == dev and r["rung"] == rung)
-                # one colour and marker per rung, live and recorded alike (solid and dashed)
-                style = series_style(styles.setdefault((dev, rung), len(styles)), recorded=ref)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], ms=4, **style,
-                        label=f"{dev.upper()} {pts[0][2]}" + (f" ({rs.label})" if ref else " (live)"))
+                order = _LADDER_ORDER.index(rung) if rung in _LADDER_ORDER else len(_LADDER_ORDER)
+                where = f" ({rs.gpu_name if dev == 'gpu' else rs.cpu_name}, {rs.date})" if ref and several else ""
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], ms=4, **series_style(order, recorded=ref),
+                        label=f"{dev.upper()} {pts[0][2]}" + where + ("" if ref else " (live)"))
+                mark_noisy(ax, [p[0] for p in pts], [p[1] for p in pts], [p[3] for p in pts],
+                           SERIES_COLORS[order % len(SERIES_COLORS)])
+                flops |= {r["width"]: r["flops"] for r in recs if r.get("flops")}
+    if gemm_gflops and flops:
+        ws = sorted(flops)
+        ax.plot(ws, [flops[w] / (gemm_gflops * 1e9) for w in ws], color="0.45", ls=":", lw=1.5,
+                label=f"the step's FLOPs at the float32 GEMM rate{', ' + gemm_label if gemm_label else ''}")
     log2_x(ax)
     ax.set_yscale("log")
     ax.set_xlabel("hidden width w (784-w-w-10, batch 256, float32)")
     ax.set_ylabel("time per training step (s)")
     ax.set_title("The step's ladder: each rung removes a host cost")
-    place_legend(ax)
+    ax.grid(True, which="both", alpha=0.25)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        under = offset_copy(ax.transAxes, fig=fig, y=-0.55, units="inches")   # below the ticks and the x label
+        ax.legend(handles, [textwrap.fill(lab, 52) for lab in labels], loc="upper center", ncol=2, fontsize=9,
+                  bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
     # one footer (a second one would be written over the first)
     add_footer(fig, live, drawn, extra="No ladder (records with a rung) in: " + "; ".join(missing) if missing else "")
-    return fig
+    return set_takeaway(fig, _ladder_takeaway([rs for rs in sources if any(r.get("rung") for r in rs.records)]))
+
+
+def _rung_name(r: dict) -> str:
+    """``"rung d"`` for a record titled ``"(d) CUDA graph ..."``, else its title."""
+    m = re.match(r"\(([a-z])\)", r.get("title", ""))
+    return f"rung {m[1]}" if m else r.get("title", r["rung"])
+
+
+def _ladder_takeaway(sources: Sequence[ResultSet]) -> str:
+    """Per device of each source: its fastest rung at the smallest and the largest width drawn."""
+    said = []
+    for rs in sources:
+        for dev in ("gpu", "cpu"):
+            recs = [r for r in rs.records if r.get("rung") and r["device"] == dev and r["rung"] in RUNGS]
+            if not recs:
+                continue
+            lo, hi = min(r["width"] for r in recs), max(r["width"] for r in recs)
+            best = {w: min((r for r in recs if r["width"] == w), key=lambda r: r["median_s"]) for w in (lo, hi)}
+            who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev.upper()
+            said.append(f"{dev.upper()} {who} ({'recorded' if rs.source == 'reference' else 'live'}): fastest step "
+                        + ", ".join(f"{value_text(best[w]['median_s'], 's')} at width {w:,} ({_rung_name(best[w])})"
+                                    for w in dict.fromkeys((lo, hi))))
+    return ("; ".join(said) + ".") if said else "No ladder to draw: no records with a rung."
 
 
 # ----------------------------------------------------------------------------- the rungs' timelines
@@ -321,6 +373,63 @@ def cpu_step_timeline(rungs: Sequence[str] = ("eager", "fused"), sizes: Sequence
                                           device_name=cpu_info()["model"]))
     return timelines_to_results(timelines, params={"sizes": "-".join(map(str, sizes)), "batch": batch,
                                                    "dtype": "float32", "steps": steps})
+
+
+
+#: What each rung does to the step before it, for the timelines' caption.
+_REMOVES = {"no_readback": "stops reading back", "fused": "fuses the small operations",
+            "graph": "replays (c) as one CUDA graph"}
+
+
+def ladder_timeline_figure(timelines: Sequence[Timeline], first_call: int = 2) -> Figure:
+    """The GPU timelines of the ladder's rungs (and PyTorch's steps beside them), each drawn from call
+    ``first_call`` on, under a caption that says what each rung removed: kernels, launch calls and waits
+    per step, read off every call recorded, and the GPU's busy share and kernel time."""
+    tls = list(timelines)
+    start = [e.duration_s for t in tls for e in t.events if e.name == "Activity Buffer Request"]
+    n = max((t.steps for t in tls), default=0)
+    left = "Call 1" if first_call == 2 else f"Calls 1 to {first_call - 1}"
+    note = (f"{left} of each timeline left out of the drawing"
+            + (": the profiler's start-up ran there (an Activity Buffer Request of up to "
+               f"{value_text(max(start), 's')} on the host)" if start else "")
+            + f"; the counts per step are read off all {n} calls.")
+    fig = timeline_figure(tls, first_call=first_call, note=note if first_call > 1 else "")
+    by = {t.label: t for t in tls}
+    counts = {k: call_counts(t) for k, t in by.items()}
+    busy = {k: round(100 * busy_share(from_call(t, first_call))) for k, t in by.items()}
+
+    def many(v: float, word: str) -> str:
+        return f"{v:.0f} {word}" + ("" if round(v) == 1 else "s")
+
+    def name(k: str) -> str:            # the title without the network and the batch it ran on
+        return re.sub(r", \d+(-\d+)+, batch \d+$", "", by[k].title)
+
+    def per_step(k: str) -> str:
+        c = counts[k]
+        return (f"{many(c['kernels'], 'kernel')} ({value_text(c['kernel_s'], 's')} of kernel time), "
+                f"{many(c['launches'], 'launch call')}, {many(c['waits'], 'wait')} for the GPU per step; "
+                f"GPU busy {busy[k]} %")
+
+    said, before = [], None
+    for rung in RUNGS:
+        if rung not in by:
+            continue
+        if before is None:
+            said.append(f"{name(rung)}: {per_step(rung)}")
+        else:
+            moved = [f"{what} {counts[before][key]:.0f} → {counts[rung][key]:.0f}"
+                     for key, what in (("kernels", "kernels"), ("launches", "launch calls"), ("waits", "waits"))
+                     if round(counts[before][key]) != round(counts[rung][key])]
+            moved.append(f"kernel time {value_text(counts[before]['kernel_s'], 's')} → "
+                         f"{value_text(counts[rung]['kernel_s'], 's')}")
+            said.append(f"{by[rung].title[:3]} {_REMOVES.get(rung, 'changes the step')}: " + ", ".join(moved)
+                        + f" per step, GPU busy {busy[before]} → {busy[rung]} %")
+        before = rung
+    peers = [k for k in by if k not in RUNGS]
+    said += [f"{name(k)}: {per_step(k)}" for k in peers]
+    if said:
+        set_takeaway(fig, "; ".join(said) + ".")
+    return fig
 
 
 

@@ -7,7 +7,9 @@ eager and ``torch.cuda.graph`` steps beside them (TF32 off, and on, labelled), e
 per step (array calls counted on the CPU by :mod:`~course.backprop.counting`: a lower bound of a GPU's
 kernels), its ``gpu_kernels`` (the kernel nodes of a captured step; PyTorch's are counted from the
 timeline recorded at the end of a GPU run, since a profiler would slow every timing after it) and
-its reads back.  On a CPU only rungs (a) and (b) run: the fused kernels are CUDA C.
+its reads back.  On a CPU only rungs (a) and (b) run: the fused kernels are CUDA C.  A ladder, measured or
+recorded, is read by :func:`ladder_table` (one width), :func:`ladder_widths_table` (every width) and
+:func:`ladder_lines` (the GPU's speed-up from its fastest step, PyTorch beside it, the growth with the work).
 
 >>> rs = ladder_sweep(widths=(16,), batch=8, devices=["cpu"], repeat=3, budget_s=0.05)
 >>> sorted({r["rung"] for r in rs.records})
@@ -37,7 +39,8 @@ from .validate import validate_inputs
 
 __all__ = ["trace_step", "time_train_step", "step_time_sweep", "trace_to_results", "trace_from_results",
            "step_ratio_lines", "CPU_RUNGS", "GPU_RUNGS", "PEER_TITLES", "step_counts", "captured_kernels",
-           "torch_steps", "TorchGraphStep", "ladder_sweep", "ladder_table", "LADDER_PER_EVENT", "PEER_COUNT_HOW"]
+           "torch_steps", "TorchGraphStep", "ladder_sweep", "ladder_table", "ladder_widths_table", "ladder_lines",
+           "float32_gemm_rate", "LADDER_PER_EVENT", "PEER_COUNT_HOW"]
 
 
 def trace_step(model: MLP, x: Any, y: Any, repeat: int = 5, budget_s: float = 2.0) -> StepTrace:
@@ -123,8 +126,8 @@ def step_ratio_lines(cpu: StepTrace, gpu: StepTrace, flops: float, peak_flops: f
     speed-up of the products alone, beside the step's.  A whole step that took far more or less than the
     sum of its layers timed alone is flagged.
     """
-    lines = [f"This CPU's step over the GPU's: {cpu.step_s / gpu.step_s:.1f}× ({cpu.step_s * 1e3:.3f} ms on this CPU, "
-             f"{gpu.step_s * 1e3:.3f} ms on the GPU; the same step, float32)."]
+    lines = [f"The teaching step, run eagerly: this CPU's time over the GPU's, {cpu.step_s / gpu.step_s:.1f}× "
+             f"({cpu.step_s * 1e3:.3f} ms on this CPU, {gpu.step_s * 1e3:.3f} ms on the GPU; the same step, float32)."]
     for who, tr in (("this CPU", cpu), ("the GPU", gpu)):
         parts = tr.forward_s + tr.backward_s
         if not 0.8 <= tr.step_s / parts <= 1.25:
@@ -133,14 +136,16 @@ def step_ratio_lines(cpu: StepTrace, gpu: StepTrace, flops: float, peak_flops: f
                          "a busy moment moves it; the ratio above carries that difference.")
     rate = flops / gpu.step_s
     loss = [r for r in gpu.layers if r.kind == "loss"]
-    lines.append("What that ratio measures: the cost of each call on the host, not the GPU's arithmetic. The "
+    lines.append("What that ratio measures: the cost of each call on the host, not the GPU's arithmetic, nor its "
+                 "training speed-up (the ladder below prints that from its fastest step). The "
                  f"GPU step ran at {rate / 1e9:,.0f} GFLOP/s"
                  + (f", {100 * rate / peak_flops:.2f} % of the {peak_flops / 1e12:,.0f} TFLOP/s float32 "
                     "matrix-product rate recorded on the same GPU" if peak_flops else "")
                  + "; its element-wise layers and loss, a sliver of the FLOPs, took "
                  f"{100 * (1 - gpu.matmul_share):.0f} % of the layer-by-layer time"
-                 + (f", the loss alone {1e3 * (loss[0].forward_s + loss[0].backward_s):.2f} ms (its two reads back "
-                    "to the host, the label check and float(loss), wait for the GPU)" if loss else "") + ".")
+                 + (f", the loss alone {1e3 * (loss[0].forward_s + loss[0].backward_s):.2f} ms (its label check "
+                    "reads the labels' smallest and largest value back to the host, and each read waits for the GPU)"
+                    if loss else "") + ".")
     g, c = (_gflops(matmul, d, n) for d in ("gpu", "cpu")) if matmul is not None else (None, None)
     if g:
         here = sum(r.matmul_flops for r in cpu.layers) / max(sum(r.forward_s + r.backward_s for r in cpu.layers
@@ -391,7 +396,7 @@ def _peer_flags(eager_tf32: dict[str, bool], key: str) -> None:
 
 def ladder_table(rs: ResultSet, width: int = 512, device: str = "gpu") -> str:
     """A plain-text table of the ladder at one width: time, ratio to rung (a), launches, reads."""
-    recs = rs.select(device=device, width=width)
+    recs = [r for r in rs.select(device=device, width=width) if r.get("rung")]   # not the plain step's curve
     if not recs:
         return f"(no {device.upper()} ladder at width {width} in {rs.label})"
     base = next((r["median_s"] for r in recs if r["rung"] == "eager"), None)
@@ -404,3 +409,133 @@ def ladder_table(rs: ResultSet, width: int = 512, device: str = "gpu") -> str:
         lines.append(f"{r['title'][:46]:46} {r['median_s'] * 1e3:8.3f} {ratio:>7} {cells[0]:>9} {cells[1]:>12} "
                      f"{cells[2]:>6}")
     return "\n".join(lines)
+
+
+#: A short column head per rung and peer, for :func:`ladder_widths_table`.
+_SHORT = {"eager": "(a) eager", "no_readback": "(b) no read", "fused": "(c) fused", "graph": "(d) graph",
+          "torch eager": "torch eager", "torch graph": "torch graph", "torch eager tf32": "t. eager TF32",
+          "torch graph tf32": "t. graph TF32"}
+
+
+def _ladder(rs: ResultSet, device: str, **where: Any) -> list[dict]:
+    return [r for r in rs.select(device=device, **where) if r.get("rung")]
+
+
+def ladder_widths_table(rs: ResultSet, device: str = "gpu") -> str:
+    """Every rung's step time (ms) at every width of ``rs``: a row per width, a column per rung and peer."""
+    recs = _ladder(rs, device)
+    if not recs:
+        return f"(no {device.upper()} ladder in {rs.label})"
+    rungs = list(dict.fromkeys(r["rung"] for r in recs))
+    t = {(r["width"], r["rung"]): r["median_s"] for r in recs}
+    lines = [f"{device.upper()} ladder, ms per step of 784-w-w-10, batch {rs.params.get('batch')}, float32, TF32 off "
+             f"except the columns marked TF32 ({rs.label})",
+             f"{'width':>6} " + " ".join(f"{_SHORT.get(k, k)[:13]:>13}" for k in rungs)]
+    for w in sorted({r["width"] for r in recs}):
+        lines.append(f"{w:>6,} " + " ".join(f"{t[w, k] * 1e3:13.3f}" if (w, k) in t else f"{'–':>13}" for k in rungs))
+    return "\n".join(lines)
+
+
+def _per_step(r: dict) -> str:
+    """``"51 launches and 5 reads back per step"`` of a rung's record."""
+    n, k = r.get("launches"), r.get("reads")
+    return f"{n} launch{'' if n == 1 else 'es'} and {k} read{'' if k == 1 else 's'} back per step"
+
+
+def ladder_lines(cpu: ResultSet | None, gpu: ResultSet, width: int = 512, gemm_gflops: float | None = None,
+                 gemm_label: str = "") -> list[str]:
+    """What the GPU ladder ``gpu`` (measured live or recorded) says, in sentences printed from its records
+    (a time whose runs the timer flagged as noisy is marked so).
+
+    At ``width``: the GPU's training speed-up over this CPU from the fastest rung, against the fastest CPU
+    rung of ``cpu`` (named, with its threads), beside the teaching step's (rung (a)) ratio to the same
+    baseline, and PyTorch's eager and graph steps from the same run.  Across the widths: how the fastest
+    rung's time grows with the work, and at the largest width what share of ``gemm_gflops`` (a float32
+    matrix-product rate on the same GPU, described by ``gemm_label``) the step reaches.
+    """
+    g = {r["rung"]: r for r in _ladder(gpu, "gpu", width=width)}
+    ours = [g[k] for k in GPU_RUNGS if k in g]
+    if not ours:
+        return [f"No GPU ladder at width {width} in {gpu.label}."]
+    best, eager = min(ours, key=lambda r: r["median_s"]), g.get("eager")
+
+    def ms(r: dict) -> str:                 # a noisy timing says so wherever it is printed
+        return f"{r['median_s'] * 1e3:.3f} ms" + (" (noisy)" if r.get("noisy") else "")
+
+    def tf32(r: dict) -> str:
+        return "TF32 ON" if r.get("tf32") else "TF32 off"
+
+    lines = []
+    base = min(_ladder(cpu, "cpu", width=width), key=lambda r: r["median_s"], default=None) if cpu else None
+    if base is None:
+        lines.append(f"No CPU step at width {width} was measured here, so no speed-up over this CPU is printed.")
+    else:
+        lines.append(f"Baseline: this CPU's fastest step at width {width}, {base['title']}: {ms(base)} (NumPy, "
+                     f"float32, {base.get('threads', '?')} BLAS thread(s), {cpu.label}).")
+        lines.append(f"The GPU's training speed-up over this CPU, from the course's fastest GPU step, {best['title']}: "
+                     f"{base['median_s'] / best['median_s']:,.1f}× ({ms(best)}, float32, {tf32(best)}, {gpu.label}).")
+        if eager is not None and eager is not best:
+            lines.append(f"The teaching step (a), run eagerly on the same GPU: {ms(eager)}, "
+                         f"{base['median_s'] / eager['median_s']:,.1f}× this CPU. The factor between the two ratios, "
+                         f"{eager['median_s'] / best['median_s']:,.1f}×, is what the rungs above (a) removed: "
+                         f"{_per_step(eager)} in (a), {_per_step(best)} in {best['title'][:3]}, and the passes over "
+                         "memory that fused kernels no longer make.")
+    te, tg = g.get("torch eager"), g.get("torch graph")
+    if te or tg:
+        nograph = min((r for r in ours if r["rung"] != "graph"), key=lambda r: r["median_s"], default=None)
+        parts = [f"{who} {ms(r)}" for who, r in (("eager", te), ("torch.cuda.graph", tg)) if r]
+        text = f"PyTorch in the same run, float32, TF32 off: {', '.join(parts)}."
+        if tg and "graph" in g:
+            text += (f" The course's graph step takes {g['graph']['median_s'] / tg['median_s']:.2f}× PyTorch's "
+                     "graph step's time")
+        if te and nograph:
+            text += (("; its" if tg and "graph" in g else " The course's") + f" fastest step without a graph, "
+                     f"{nograph['title']}, {nograph['median_s'] / te['median_s']:.2f}× PyTorch eager's")
+        lines.append(text + ("." if not text.endswith(".") else ""))
+    on = [r for r in (g.get("torch eager tf32"), g.get("torch graph tf32")) if r]
+    if on:
+        lines.append("With TF32 ON (products rounded to TF32's 10-bit mantissa on the tensor cores: another "
+                     "arithmetic, not compared with the float32 steps above), PyTorch: "
+                     + ", ".join(f"{'eager' if 'eager' in r['rung'] else 'torch.cuda.graph'} {ms(r)}"
+                                 for r in on) + ".")
+    steps = sorted(_ladder(gpu, "gpu", rung=best["rung"]), key=lambda r: r["width"])
+    if len(steps) > 1:
+        lo, hi = steps[0], steps[-1]
+        text = (f"The fastest step, {best['title']}, grows with the work: {ms(lo)} at width {lo['width']:,}, "
+                f"{ms(hi)} at width {hi['width']:,}, {hi['median_s'] / lo['median_s']:.1f}× the time for "
+                f"{hi['flops'] / lo['flops']:,.0f}× the FLOPs")
+        ends = [r for r in _ladder(gpu, "gpu", rung="eager") if r["width"] in (lo["width"], hi["width"])]
+        if len(ends) == 2 and best["rung"] != "eager":
+            a_lo, a_hi = sorted(ends, key=lambda r: r["width"])
+            text += (f"; the teaching step (a) takes {ms(a_lo)} and {ms(a_hi)}: "
+                     f"{a_hi['median_s'] / a_lo['median_s']:.2f}×")
+        lines.append(text + ".")
+        if not gemm_gflops and gemm_label:
+            lines.append(f"(No share of a matrix-product rate is printed: {gemm_label}.)")
+        if gemm_gflops:
+            rate = hi["flops"] / hi["median_s"] / 1e9
+            lines.append(f"At width {hi['width']:,} it runs at {rate / 1e3:,.1f} TFLOP/s: "
+                         f"{100 * rate / gemm_gflops:.0f} % of the float32 matrix-product rate {gemm_label}, "
+                         f"{gemm_gflops / 1e3:,.1f} TFLOP/s.")
+    return lines
+
+
+def float32_gemm_rate(ladder: ResultSet, n: int = 4096) -> tuple[float | None, str]:
+    """``(GFLOP/s, what it is)``: the float32 matrix-product rate to judge ``ladder``'s GPU steps against.
+
+    Measured now (an n×n CuPy product) when ``ladder`` was measured live on this machine's GPU; else the
+    n×n point of the matrix-product sweep recorded on the same GPU, labelled with its own date; else
+    ``(None, why)``.
+    """
+    if ladder.source != "reference" and ladder.select(device="gpu"):
+        from ..hardware import time_matmul  # lesson 00's timing of one product
+
+        rate = time_matmul(n, "float32", device="gpu", repeat=5, budget_s=0.5)["gflops"]
+        return rate, f"of a {n:,}² CuPy product measured now on this GPU, TF32 {'ON' if cupy_tf32() else 'off'}"
+    from ..results import load_reference
+
+    for rs in load_reference("matmul_sweep"):
+        recs = rs.select(device="gpu", n=n, dtype="float32")
+        if rs.gpu_name == ladder.gpu_name and recs:
+            return recs[0]["gflops"], f"of a {n:,}² CuPy product (TF32 off, CuPy's default), {rs.label}"
+    return None, f"no float32 matrix-product rate recorded on {ladder.gpu_name or 'this GPU'}"

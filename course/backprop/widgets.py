@@ -300,7 +300,8 @@ def step_sweep_app(depth: int = 2, batch: int = 256, largest: int = 256) -> Live
                                              f"batch {near[0].params.get('batch')})")
         fig = sweep_figure(rs, near, x="width", y="median_s", xlabel="hidden width",
                            ylabel="time per training step (s)", where={"dtype": dtype},
-                           title=f"784-width×{depth}-10 MLP, batch {batch}, {dtype}{other}", speedup_sources=same,
+                           title=f"The teaching step (a): 784-width×{depth}-10, batch {batch}, {dtype}{other}",
+                           speedup_sources=same,
                            speedup_note=None if not near or same else
                            f"The reference GPU was recorded at {near[0].params.get('depth')} hidden layers, batch "
                            f"{near[0].params.get('batch')} only: set those to see its speed-up over this CPU.")
