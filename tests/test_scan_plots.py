@@ -102,3 +102,48 @@ def test_timing_figure_draws_noisy_measurements_hollow():
     fig = timing_figure(rs)
     hollow = [ln for ax in fig.axes for ln in ax.lines if ln.get_label() == NOISY_LABEL]
     assert hollow and all(list(ln.get_xdata()) == [4096.0] for ln in hollow)
+
+
+def _single_pass_sets():
+    variants = ResultSet("scan_kernel_variants", source="reference")
+    variants.provenance["gpus"] = [{"name": "NVIDIA Test GPU"}]
+    for variant, gb, extra in (("copy", 3000.0, {}), ("cupy.cumsum", 1000.0, {}),
+                               ("single-pass (look-back)", 2700.0, {}), ("torch.cumsum", 2000.0, {}),
+                               ("scan-then-add 256x8 padded", 700.0, {"strategy": "scan-then-add"}),
+                               ("scan-then-add 128x4 plain", 400.0, {"strategy": "scan-then-add"}),
+                               ("reduce-then-scan 512x8 plain", 600.0, {"strategy": "reduce-then-scan"})):
+        variants.add(device="gpu", variant=variant, n=2**26, gb_per_s=gb, of_copy=gb / 3000, median_s=1e-3, **extra)
+    sweep = ResultSet("scan_sweep", source="reference")
+    sweep.provenance["gpus"] = [{"name": "NVIDIA Test GPU"}]
+    for alg, shares in (("single-pass", (0.01, 0.3, 0.6, 0.9)), ("cupy", (0.01, 0.2, 0.3, 0.34)),
+                        ("torch", (0.01, 0.55, 0.45, 0.7))):
+        for k, share in enumerate(shares):
+            sweep.add(device="gpu", algorithm=alg, n=2**(10 + 4 * k), median_s=6e-6 * (1 + k), of_copy=share,
+                      gb_per_s=3000 * share)
+    return variants, sweep
+
+
+def test_single_pass_standing_reads_the_copy_the_libraries_and_n_off_the_records():
+    from course.scan.timing import single_pass_standing
+
+    text = "\n".join(single_pass_standing(*_single_pass_sets()))
+    assert "recorded on NVIDIA Test GPU" in text and "90% of the copy" in text
+    assert "torch.cumsum (CUB's scan)" in text and "the single pass runs at 1.35× its rate" in text
+    assert "best numba block scan: scan-then-add 256x8 padded" in text and "128x4 plain" not in text
+    # torch dips under half the copy after passing it once: it keeps above only from the last size on
+    assert "the single pass from n = 262,144 on" in text and "torch.cumsum from n = 4,194,304 on" in text
+    assert "cupy.cumsum never (34% at best" in text
+    assert single_pass_standing(None, None) == []
+
+
+def test_single_pass_figure_is_readable_with_records_and_without():
+    from _figure_checks import figure_problems
+
+    from course.plots import figure_takeaway
+    from course.scan.plots import single_pass_figure
+
+    fig = single_pass_figure(*_single_pass_sets())
+    assert figure_problems(fig) == [] and "90% of the device copy" in figure_takeaway(fig)
+    assert {ln.get_label() for ln in fig.axes[0].lines} >= {"single-pass (look-back)", "torch.cumsum", "device copy"}
+    empty = single_pass_figure(None, None)
+    assert figure_problems(empty) == [] and "no reference GPU results" in empty.texts[-1].get_text()

@@ -7,6 +7,7 @@ import pytest
 
 from course import throughput as T
 from course.errors import BadInputError, DeviceMemoryError, GPUUnavailableError, UnsupportedDtypeError
+from course.results import ResultSet
 
 
 def test_cpu_latency_is_a_distribution_of_every_call():
@@ -111,3 +112,48 @@ def test_gpu_transfers_pageable_and_pinned():
     rs = T.transfer_bandwidth([2 ** 12, 2 ** 20], repeat=3)
     assert {r["memory"] for r in rs.records} == {"pageable", "pinned"}
     assert all(r["gb_per_s"] > 0 for r in rs.records)
+
+
+def test_an_events_row_timed_behind_a_lead_says_it_holds_no_host_time():
+    from course.results import ResultSet
+
+    old = "the kernel itself (GPU time, CUDA events)"
+    rs = ResultSet("launch_latency", records=[{"device": "gpu", "what": old, "median_s": 1e-5},
+                                              {"device": "gpu", "what": T.latency.RELABELLED[old], "lead_s": 1e-4,
+                                               "median_s": 3e-6}])
+    whats = [r["what"] for r in T.latency.relabel_latency(rs).records]
+    assert "host call included" in whats[0] and whats[1] == T.latency.EVENTS_BEHIND_LEAD
+
+
+def _launch_rows(host_bound_note: bool) -> ResultSet:
+    queued = "GPU launch: 200 empty kernels queued back to back, device time per kernel (CUDA events)"
+    rs = ResultSet("launch_latency", source="reference", records=[
+        {"device": "gpu", "what": queued, "median_s": 2e-6, "repeat": 10, "samples_s": [2e-6] * 8 + [3e-5] * 2},
+        {"device": "gpu", "what": "GPU launch: a CUDA graph of 200 empty kernels, device time per node (CUDA events)",
+         "median_s": 1e-6},
+        {"device": "gpu", "what": "CuPy add of 1 element: host time per call, no wait (not the GPU's launch)",
+         "median_s": 8e-6},
+        {"device": "gpu", "what": "launch + synchronize (round trip)", "median_s": 2e-5},
+        {"device": "gpu", "what": "synchronize an idle stream", "median_s": 3e-6}])
+    rs.provenance["gpus"] = [{"name": "NVIDIA Test GPU"}]
+    if host_bound_note:
+        rs.notes.append(f"'{queued}': in 2 of 10 runs the host took longer to queue the 200 kernels than the GPU's "
+                        "head start, so those times include host time.")
+    return rs
+
+
+def test_launch_reading_sets_the_gpus_launch_apart_from_the_host_cost():
+    text = "\n".join(T.latency.launch_reading(_launch_rows(False)))
+    assert "2.00 µs per kernel queued back to back, 1.00 µs per node of a CUDA graph" in text
+    assert "CuPy 8.00 µs = 4.0× the GPU's time per kernel" in text
+    assert "20.00 µs = the call (8.00) + a synchronize with nothing to wait for (3.00) + 9.00 µs" in text
+    assert "ran dry" not in text and "NVIDIA Test GPU" in text
+
+
+def test_launch_reading_counts_the_runs_the_host_could_not_keep_ahead():
+    text = "\n".join(T.latency.launch_reading(_launch_rows(True)))
+    assert "in 2 of 10 runs" in text and "up to 30.0 µs per kernel" in text and "one of the other 8 runs" in text
+
+
+def test_launch_reading_is_empty_without_the_gpus_own_launch():
+    assert T.latency.launch_reading(T.smallest_op_latency("cpu", repeat=5)) == []

@@ -16,7 +16,7 @@ from .timing import ALGORITHMS, LIBRARY_OPS, make_input, scan_sweep, time_scan
                                 "hand-written kernel", lesson="04")
 def scan_sweep_experiment(devices, quick, progress):
     """Inclusive float32 addition scans of 1-D arrays from cache-sized to memory-sized on each device:
-    numpy.cumsum / cupy.cumsum(x) (the library; on a GPU CUB's single pass), blelloch_scan one
+    numpy.cumsum / cupy.cumsum(x) (the library; on a GPU a copy, then CUB's single pass), blelloch_scan one
     vectorized call per level, Hillis-Steele, a Python loop (small n) and, on a GPU, torch.cumsum,
     the course's single-pass scan and the numba block-scan kernels; effective bandwidth (2 n itemsize
     bytes per scan) against the copy limit measured in the same run (``of_copy``)."""
@@ -39,8 +39,9 @@ def _(rs, references):
 @experiment("scan_kernel_variants", title="GPU scans at copy speed? Single pass, the numba block scan's variants, "
                                           "CUB and PyTorch against the device copy", lesson="04")
 def scan_kernel_variants(devices, quick, progress):
-    """GPU only, one 1-D contiguous float32 array: the device-to-device copy, cupy.cumsum(x) (CUB's
-    single pass), torch.cumsum, the course's single-pass scan (decoupled look-back), and the numba
+    """GPU only, one 1-D contiguous float32 array: the device-to-device copy, cupy.cumsum(x) (a copy of x,
+    then CUB's single pass in place), torch.cumsum (CUB's single pass, out of place), the course's
+    single-pass scan (decoupled look-back), and the numba
     block-scan kernel (scan-then-add and reduce-then-scan) with and without the shared-memory padding
     against bank conflicts, for several threads x items tile shapes.  Each in GB/s ((bytes read +
     written) / time) and as a fraction of the copy measured in the same run (``of_copy``)."""
@@ -102,12 +103,13 @@ def _(rs, references):
                      f"({src.label})", unit="GB/s", live=rs if src is rs else None,
                      references=[] if src is rs else [src])
     single, lib = src.select(variant="single-pass (look-back)"), src.select(variant="cupy.cumsum")
+    torch = src.select(variant="torch.cumsum")
     if single and lib:       # the lesson's question, answered from the bars
         s_gb, l_gb = single[0]["gb_per_s"], lib[0]["gb_per_s"]
         set_takeaway(fig, f"The course's single-pass scan reaches {s_gb:.3g} GB/s"
                           + (f" ({single[0]['of_copy']:.0%} of the device copy)" if single[0].get("of_copy") else "")
-                          + f", against {l_gb:.3g} GB/s for cupy.cumsum (CUB's single pass): "
-                            f"{s_gb / l_gb:.2g}× the library's rate.")
+                          + (f", {s_gb / torch[0]['gb_per_s']:.2g}× torch.cumsum's rate (CUB's scan)" if torch else "")
+                          + f", {s_gb / l_gb:.2g}× cupy.cumsum's (a copy, then CUB's scan in place).")
     return fig
 
 

@@ -10,6 +10,8 @@
 * :func:`counts_figure`: work and steps of the three scans against n, n log2 n, log2 n.
 * :func:`timing_figure`: time and effective bandwidth of the scans per device, with
   the copy limit and the reference GPU results, when there are any.
+* :func:`single_pass_figure`: the single-pass scan against the device copy, CUB (through
+  ``torch.cumsum`` and ``cupy.cumsum``) and the numba block scans, against n and at one size.
 
 >>> fig = tree_figure(np.arange(1, 9), step=3)
 >>> len(blelloch_frames(np.arange(1, 9)))
@@ -45,9 +47,10 @@ from ..plots import (
 from ..results import ResultSet
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
 from .ops import Op
+from .timing import PEERS, best_block_scans
 
 __all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_figure", "counts_figure",
-           "timing_figure", "MAX_DRAWN"]
+           "timing_figure", "single_pass_figure", "MAX_DRAWN"]
 
 #: The largest n :func:`tree_figure` draws (the boxes must stay readable).
 MAX_DRAWN = 32
@@ -56,8 +59,8 @@ MAX_DRAWN = 32
 # so the algorithms and the tree's phases take the palette's other colours, the same in every figure.
 _UP, _DOWN, _ROOT, _STEP = PALETTE["purple"], PALETTE["orange"], "#8c8c8c", PALETTE["green"]
 ALGORITHM_COLORS = {"sequential": "0.3", "numpy": "0.3", "hillis-steele": _STEP, "blelloch": _UP,
-                    "cupy": PALETTE["sky blue"], "numba kernel": PALETTE["black"],
-                    "numba reduce-then-scan": _DOWN}
+                    "cupy": PALETTE["sky blue"], "torch": PALETTE["yellow"], "single-pass": PALETTE["black"],
+                    "numba kernel": "0.55", "numba reduce-then-scan": _DOWN}
 _SPARE_COLORS = ("0.55", PALETTE["yellow"])
 
 
@@ -318,11 +321,12 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
             copy = rs.select(device=dev, algorithm="copy")
             if copy:
                 ab.axhline(copy[0]["gb_per_s"], color=COLORS[dev], lw=1.2, ls=":" if not ref else "-.")
-                # live above its line, recorded below it: the two labels of one device never overlap
+                # live above its line, recorded below it: the two labels of one device never overlap; at the
+                # left, where the scans of small n run far below any copy limit, no curve runs under them
                 ab.annotate(f" {dev.upper()} copy limit {copy[0]['gb_per_s']:.0f} GB/s" + (" (ref.)" if ref else ""),
-                            (0.99, copy[0]["gb_per_s"]), xycoords=ab.get_yaxis_transform(), textcoords="offset points",
-                            xytext=(0, -3 if ref else 3), fontsize=9, va="top" if ref else "bottom", ha="right",
-                        color=COLORS[dev])
+                            (0.01, copy[0]["gb_per_s"]), xycoords=ab.get_yaxis_transform(), textcoords="offset points",
+                            xytext=(0, -3 if ref else 3), fontsize=9, va="top" if ref else "bottom", ha="left",
+                            color=COLORS[dev])
     for ax in (at, ab):
         log2_x(ax)
         ax.set_yscale("log")
@@ -341,4 +345,61 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                                 "GPU curves appear once `python -m course report --record-reference` "
                                 "has run on a GPU machine.")
     add_footer(fig, live, [r for r in references], extra=extra)
+    return fig
+
+
+def single_pass_figure(variants: ResultSet | None, sweep: ResultSet | None = None) -> Figure:
+    """Left: each GPU scan's GB/s as a share of the device copy against n (``scan_sweep``'s ``of_copy``).
+    Right: at one size (``scan_kernel_variants``), the copy, the single pass, torch.cumsum, cupy.cumsum and
+    the fastest numba block scan of each strategy, in GB/s = (bytes read + written) / time."""
+    fig, (al, ar) = new_figure(2, width=10, height=4.2)
+    sources = [s for s in (sweep, variants) if s is not None and s.select(device="gpu")]
+    if sweep is not None:
+        ref = sweep.source == "reference"
+        for alg, label in (("single-pass", "single-pass (look-back)"), ("torch", "torch.cumsum"),
+                           ("cupy", "cupy.cumsum"), ("numba kernel", "numba block scan, scan-then-add"),
+                           ("numba reduce-then-scan", "numba block scan, reduce-then-scan")):
+            recs = sorted((r for r in sweep.select(device="gpu", algorithm=alg) if r.get("of_copy")),
+                          key=lambda r: r["n"])
+            if recs:
+                al.plot([r["n"] for r in recs], [100 * r["of_copy"] for r in recs], marker="s", ms=4,
+                        ls="--" if ref else "-", color=ALGORITHM_COLORS[alg], label=label)
+        al.axhline(100, color=COLORS["gpu"], lw=1.2, ls="-.", label="device copy")
+        log2_x(al)
+    al.set(xlabel="n (float32 elements)", ylabel="% of the device copy's GB/s", ylim=(0, 115))
+    al.set_title("each scan's rate as a share of the copy, against n", fontsize=9.5)
+    al.grid(True, which="both", alpha=0.25)
+    gpu = {r["variant"]: r for r in (variants.select(device="gpu") if variants else []) if r.get("variant")}
+    bars = [(what.split(" (")[0] if name != "cupy.cumsum" else what, gpu[name]) for name, what in PEERS.items()
+            if name in gpu] + [(f"numba {r['variant']}", r) for r in best_block_scans(variants or ResultSet(""))]
+    copy = gpu.get("copy")
+    if bars and copy:
+        colors = {"copy": COLORS["gpu"], "single-pass (look-back)": ALGORITHM_COLORS["single-pass"],
+                  "torch.cumsum": ALGORITHM_COLORS["torch"], "cupy.cumsum": ALGORITHM_COLORS["cupy"],
+                  "scan-then-add": ALGORITHM_COLORS["numba kernel"],
+                  "reduce-then-scan": ALGORITHM_COLORS["numba reduce-then-scan"]}
+        vals = [r["gb_per_s"] for _, r in bars]
+        ar.barh(range(len(bars)), vals, color=[colors.get(r.get("strategy") or r["variant"], "0.5") for _, r in bars])
+        ar.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=9)
+        ar.invert_yaxis()
+        for i, v in enumerate(vals):
+            ar.text(v, i, f" {v:,.0f} ({v / copy['gb_per_s']:.0%})", va="center", fontsize=9)
+        ar.margins(x=0.35)
+        ar.set_xlabel("GB/s = (bytes read + written) / time\n(% of the device copy)")
+        ar.set_title(f"at n = {copy['n']:,} float32", fontsize=9.5)
+        single = gpu.get("single-pass (look-back)")
+        if single:
+            set_takeaway(fig, f"At n = {copy['n']:,} float32 the single-pass scan moves {single['gb_per_s']:,.0f} "
+                              f"GB/s, {single['gb_per_s'] / copy['gb_per_s']:.0%} of the device copy"
+                         + "".join(f"; {name} {gpu[name]['gb_per_s'] / copy['gb_per_s']:.0%}"
+                                   for name in ("torch.cumsum", "cupy.cumsum") if name in gpu) + ".")
+    else:
+        ar.text(0.5, 0.5, "No GPU record of the scans at one size", ha="center", va="center",
+                transform=ar.transAxes, fontsize=9, color="0.3")
+        ar.axis("off")
+    if al.lines:
+        figure_legend(fig, [al])
+    live = next((s for s in sources if s.source != "reference"), None)
+    refs = list({s.label: s for s in sources if s.source == "reference"}.values())
+    add_footer(fig, live, refs, extra="" if sources else "No GPU here and no reference GPU results recorded yet.")
     return fig

@@ -12,9 +12,10 @@ Algorithms by device:
 * CPU: ``numpy`` (``numpy.cumsum`` / ``numpy.maximum.accumulate``, one compiled
   sequential loop), ``blelloch`` (:func:`course.scan.blelloch_scan`, one numpy call
   per level), ``hillis-steele``, and ``sequential`` (a Python loop, small n only);
-* GPU: ``cupy`` (``cupy.cumsum(x)`` of the 1-D input: CUB's single-pass scan; with ``axis=0``
-  CuPy takes its own slower path, so the library is always called without it), ``torch``
-  (``torch.cumsum`` of the same 1-D array, shared through DLPack), ``single-pass``
+* GPU: ``cupy`` (``cupy.cumsum(x)`` of the 1-D input: CuPy copies ``x`` (``astype``), then runs CUB's
+  single-pass scan in place on the copy, two passes over memory; with ``axis=0`` CuPy takes its own
+  slower path, so the library is always called without it), ``torch`` (``torch.cumsum`` of the same
+  1-D array, shared through DLPack: ATen hands a 1-D scan to CUB, out of place), ``single-pass``
   (:func:`course.scan.singlepass.single_pass_scan`, the course's decoupled look-back kernel:
   float32 and int32 sums), ``blelloch`` (the same
   level-by-level code on CuPy arrays: a few kernel launches per level), ``numba
@@ -45,7 +46,7 @@ from ..timing import benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, sequential_scan
 
 __all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
-           "scan_sweep", "library_scan"]
+           "scan_sweep", "library_scan", "PEERS", "best_block_scans", "single_pass_standing"]
 
 #: Algorithms per device, in the order the plots list them.
 ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
@@ -230,3 +231,62 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
                median_s=c["timing"].median)
     return rs
 
+
+#: The single-pass scan's peers in ``scan_kernel_variants``, in the order they are read: variant -> what it is.
+PEERS = {"copy": "device-to-device copy", "single-pass (look-back)": "single-pass (look-back), the course's",
+         "torch.cumsum": "torch.cumsum (CUB's scan)", "cupy.cumsum": "cupy.cumsum (a copy, then CUB's scan)"}
+
+
+def best_block_scans(variants: ResultSet) -> list[dict]:
+    """The fastest GPU record of each strategy of the numba block scan in ``variants``, fastest first."""
+    best: dict[str, dict] = {}
+    for r in variants.select(device="gpu"):
+        st = r.get("strategy")
+        if st and r.get("gb_per_s") and (st not in best or r["gb_per_s"] > best[st]["gb_per_s"]):
+            best[st] = r
+    return sorted(best.values(), key=lambda r: -r["gb_per_s"])
+
+
+def single_pass_standing(variants: ResultSet | None, sweep: ResultSet | None = None) -> list[str]:
+    """Where the single-pass scan stands, read off the records: against the device copy, torch.cumsum,
+    cupy.cumsum and the best numba block scans at one size (``scan_kernel_variants``), and against n
+    (``scan_sweep``): from which n on each GPU scan passes half the copy, and how flat the single pass's
+    time is for small n.  ``[]`` where neither set holds a GPU single-pass record."""
+    lines: list[str] = []
+    gpu = {r["variant"]: r for r in (variants.select(device="gpu") if variants else []) if r.get("variant")}
+    copy = gpu.get("copy")
+    if "single-pass (look-back)" in gpu and copy:
+        single = gpu["single-pass (look-back)"]
+        rows = [(what, gpu[name]) for name, what in PEERS.items() if name in gpu]
+        rows += [(f"best numba block scan: {r['variant']}", r) for r in best_block_scans(variants)]
+        width = max(len(what) for what, _ in rows) + 2
+        lines.append(f"{_where(variants)}, n = {copy['n']:,} float32, GB/s = (bytes read + written) / time:")
+        for what, r in rows:
+            share = r["gb_per_s"] / copy["gb_per_s"]
+            lines.append(f"  {what:<{width}}{r['gb_per_s']:7,.0f} GB/s" + (
+                "   the bar" if r is copy else f" = {share:4.0%} of the copy" + (
+                    "" if r is single or r.get("strategy") else
+                    f"; the single pass runs at {single['gb_per_s'] / r['gb_per_s']:.2f}× its rate")))
+    recs = sweep.select(device="gpu") if sweep else []
+    singles = sorted((r for r in recs if r.get("algorithm") == "single-pass"), key=lambda r: r["n"])
+    if singles and any(r.get("of_copy") for r in recs):
+        parts = []
+        for alg, name in (("single-pass", "the single pass"), ("torch", "torch.cumsum"), ("cupy", "cupy.cumsum")):
+            rs_ = sorted((r for r in recs if r.get("algorithm") == alg and r.get("of_copy")), key=lambda r: r["n"])
+            if not rs_:
+                continue
+            above = [r for k, r in enumerate(rs_) if all(q["of_copy"] >= 0.5 for q in rs_[k:])]
+            top = max(rs_, key=lambda r: r["of_copy"])
+            parts.append(f"{name} from n = {above[0]['n']:,} on ({above[0]['of_copy']:.0%} there)" if above else
+                         f"{name} never ({top['of_copy']:.0%} at best, at n = {top['n']:,})")
+        small = [r for r in singles if r["n"] <= 2**16]
+        lines.append(f"Against n ({_where(sweep)}), above half the copy's rate: " + "; ".join(parts) + ".")
+        if len(small) > 1:
+            lo, hi = min(r["median_s"] for r in small) * 1e6, max(r["median_s"] for r in small) * 1e6
+            lines.append(f"From n = {small[0]['n']:,} to {small[-1]['n']:,} the single pass takes {lo:.1f} to "
+                         f"{hi:.1f} µs: a fixed cost per call, not the bytes.")
+    return lines
+
+
+def _where(rs: ResultSet) -> str:
+    return rs.label if rs.source == "reference" else f"measured live on {rs.gpu_name or 'this GPU'}"

@@ -31,6 +31,7 @@ True
 from __future__ import annotations
 
 import operator
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,8 +46,8 @@ from ..results import ResultSet
 from ..standin import register_kernel
 from ..timing import Timing, benchmark
 
-__all__ = ["smallest_op_latency", "async_chain", "transfer_bandwidth", "latency_summary", "LAUNCH_SOURCE",
-           "RELABELLED", "relabel_latency"]
+__all__ = ["smallest_op_latency", "async_chain", "transfer_bandwidth", "latency_summary", "launch_reading",
+           "LAUNCH_SOURCE", "RELABELLED", "EVENTS_BEHIND_LEAD", "HEAD_START_S", "relabel_latency"]
 
 #: An empty kernel, and one that keeps the GPU busy for a given number of clock cycles.
 LAUNCH_SOURCE = r"""
@@ -71,12 +72,21 @@ RELABELLED = {
     "the kernel itself (GPU time, CUDA events)":
         "CuPy add of 1 element between CUDA events (the host call included, not the kernel alone)",
 }
+#: The events row once the timer queues a lead ahead of its start event (``lead_s`` in the record): the GPU
+#: reaches the start event only after the host has queued the add, so no host time falls between the events.
+EVENTS_BEHIND_LEAD = ("CuPy add of 1 element between CUDA events, behind a lead: GPU time of one kernel and "
+                      "the two events (no host time)")
+#: How long the spinning kernel keeps the GPU busy while the host queues the empty kernels behind it.
+HEAD_START_S = 4e-3
 
 
 def relabel_latency(rs: ResultSet) -> ResultSet:
-    """``rs`` with the rows of older recordings renamed by :data:`RELABELLED` (in place; returned)."""
+    """``rs`` with the rows of older recordings renamed by :data:`RELABELLED`, and an events row timed
+    behind a lead named :data:`EVENTS_BEHIND_LEAD` (in place; returned)."""
+    host_included = RELABELLED["the kernel itself (GPU time, CUDA events)"]
     for r in rs.records:
-        r["what"] = RELABELLED.get(r.get("what"), r.get("what"))
+        what = RELABELLED.get(r.get("what"), r.get("what"))
+        r["what"] = EVENTS_BEHIND_LEAD if what == host_included and r.get("lead_s") else what
     return rs
 
 
@@ -144,8 +154,9 @@ def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float 
             "launch + synchronize (round trip)", dev)
     _record(rs, benchmark(stream.synchronize, device="cpu", name="sync", **kw),
             "synchronize an idle stream", dev)
-    _record(rs, benchmark(cp.add, a, b, out=c, device="gpu", name="kernel", **kw),
-            RELABELLED["the kernel itself (GPU time, CUDA events)"], dev)
+    events = benchmark(cp.add, a, b, out=c, device="gpu", name="kernel", **kw)
+    _record(rs, events, EVENTS_BEHIND_LEAD if events.lead_s else RELABELLED[
+            "the kernel itself (GPU time, CUDA events)"], dev)
     _hardware_launch(rs, cp, calls=200, repeat=max(5, min(repeat, 50)), budget_s=budget_s)
     _record(rs, benchmark(c.set, host, device="cpu", name="h2d", **kw),
             "copy 4 bytes host→device", dev)
@@ -186,7 +197,7 @@ def _hardware_launch(rs: ResultSet, cp: Any, calls: int, repeat: int, budget_s: 
 
     def per_kernel(use_graph: bool) -> tuple[float, float]:
         start, end = cp.cuda.Event(), cp.cuda.Event()
-        spin((1,), (1,), (np.int64(khz * 1e3 * 4e-3),))          # ~4 ms of work ahead of the queue
+        spin((1,), (1,), (np.int64(khz * 1e3 * HEAD_START_S),))  # ~4 ms of work ahead of the queue
         start.record(stream)
         t0 = time.perf_counter()
         if use_graph:
@@ -210,10 +221,10 @@ def _hardware_launch(rs: ResultSet, cp: Any, calls: int, repeat: int, budget_s: 
                 break
             s, queued = per_kernel(use_graph)
             samples.append(s)
-            host_bound += queued > 4e-3
+            host_bound += queued > HEAD_START_S
         t = Timing(np.asarray(samples), device="gpu", name=what, warmup=1, stopped_early=len(samples) < repeat,
                    budget_s=budget_s)
-        _record(rs, t, what, "gpu", calls=calls)
+        _record(rs, t, what, "gpu", calls=calls, host_bound_runs=host_bound)
         if host_bound:
             rs.notes.append(f"'{what}': in {host_bound} of {len(samples)} runs the host took longer to queue "
                             f"the {calls} kernels than the GPU's head start, so those times include host time.")
@@ -230,6 +241,74 @@ def latency_summary(rs: ResultSet) -> str:
                     f"</td><td>{p5:.2f} – {p95:.2f}</td><td>{len(s)}</td></tr>")
     return ("<table><tr><th>device</th><th>operation</th><th>median µs</th><th>IQR µs</th>"
             "<th>5–95 % µs</th><th>calls</th></tr>" + "".join(rows) + "</table>")
+
+
+def _host_bound_runs(rs: ResultSet, r: dict) -> int | None:
+    """How many runs of a ``GPU launch:`` row ran dry (the host slower than the head start): the record's
+    count, else the one its note gives (recordings made before the records kept it), else None."""
+    if r.get("host_bound_runs") is not None:
+        return int(r["host_bound_runs"])
+    for note in rs.notes:
+        m = re.match(r"'(?P<what>.+)': in (?P<k>\d+) of \d+ runs the host took longer", note)
+        if m and m["what"] == r["what"]:
+            return int(m["k"])
+    return None
+
+
+def launch_reading(rs: ResultSet) -> list[str]:
+    """Lines that set the GPU's own launch apart from the libraries' host cost per call, read off the GPU
+    rows of a ``launch_latency`` result set (live or recorded); ``[]`` where it has no GPU launch rows.
+
+    The GPU's launch is the device time per kernel of empty kernels queued back to back, and per node of
+    a CUDA graph; the host's cost is CuPy's (and PyTorch's) time per call on the host clock.  Runs in which
+    the host could not queue the kernels within the head start are counted and their meaning said.
+    """
+    gpu = [r for r in rs.records if r.get("device") == "gpu"]
+
+    def row(start: str, has: str = "") -> dict | None:
+        return next((r for r in gpu if r["what"].startswith(start) and has in r["what"]), None)
+
+    queued, node = row("GPU launch:", "back to back"), row("GPU launch:", "CUDA graph")
+    if queued is None:
+        return []
+    us = queued["median_s"] * 1e6
+    where = rs.label if rs.source == "reference" else f"measured live on {rs.gpu_name or 'this GPU'}"
+    lines = [f"GPU rows, {where}:",
+             f"  the GPU's own launch (device clock, CUDA events): {us:.2f} µs per kernel queued back to back"
+             + (f", {node['median_s'] * 1e6:.2f} µs per node of a CUDA graph" if node else "")]
+    hosts = [(name, r) for name, r in (("CuPy", row("CuPy add of 1 element: host time")),
+                                        ("PyTorch", row("PyTorch add of 1 element: host time"))) if r]
+    if hosts:
+        lines.append("  the libraries' cost per call (host clock, no wait): "
+                     + ", ".join(f"{name} {r['median_s'] * 1e6:.2f} µs = {r['median_s'] * 1e6 / us:.1f}× "
+                                 "the GPU's time per kernel" for name, r in hosts))
+        name, r = hosts[0]
+        lines.append(f"  so kernels launched one {name} call at a time reach the GPU every "
+                     f"{r['median_s'] * 1e6:.2f} µs, and it could start one every {us:.2f} µs: for small "
+                     "kernels the host sets the pace")
+    trip, idle = row("launch + synchronize"), row("synchronize an idle stream")
+    cupy = row("CuPy add of 1 element: host time")
+    if trip and idle and cupy:
+        rest = (trip["median_s"] - cupy["median_s"] - idle["median_s"]) * 1e6
+        lines.append(f"  a round trip (CuPy add of 1 element, then synchronize): {trip['median_s'] * 1e6:.2f} µs"
+                     + (f" = the call ({cupy['median_s'] * 1e6:.2f}) + a synchronize with nothing to wait for "
+                        f"({idle['median_s'] * 1e6:.2f}) + {rest:.2f} µs for the launch to reach the GPU, the "
+                        "kernel to run and its end to reach the host" if rest > 0 else
+                        " (medians of separate runs: no more than the call and an idle synchronize here, so "
+                        "nothing is left to read off for the way to the GPU and back)"))
+    dry = _host_bound_runs(rs, queued)
+    if dry:
+        runs = queued.get("repeat") or len(queued.get("samples_s") or [])
+        worst = max(queued.get("samples_s") or [queued["median_s"]]) * 1e6
+        lines.append(f"  in {dry} of {runs} runs of the back-to-back kernels the host took longer to queue "
+                     f"them than the ~{HEAD_START_S * 1e3:.0f} ms head start the GPU had: the queue ran dry, "
+                     f"the GPU waited for the host, and those runs timed the host's pace (up to {worst:.1f} µs "
+                     "per kernel), not the GPU's"
+                     + (f"; they are fewer than half, so the median is one of the other {runs - dry} runs, the "
+                        "GPU's own pace" if 2 * dry < runs else
+                        "; so many that the median is the host's pace too: this row does not show the GPU's "
+                        "launch"))
+    return lines
 
 
 def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: Any = "float32",

@@ -154,7 +154,9 @@ def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ())
     for rs in ([live] if live is not None else []) + list(references):
         ref = rs.source == "reference"
         for r in rs.records:
-            label = f"{r['device'].upper()}: {r['what']}" + (" [reference]" if ref else "")
+            dev = r["device"].upper()   # "GPU launch: ..." names its device already
+            label = r["what"] if r["what"].startswith(dev) else f"{dev}: {r['what']}"
+            label += " [reference]" if ref else ""
             # the rows say what each one measures at length: in short lines, so the plot keeps its width
             label = textwrap.fill(label, 46)
             rows.append((label, np.asarray(r.get("samples_s") or [r["median_s"]], float) * 1e6, r, ref))
@@ -197,10 +199,11 @@ def async_figure(sets: Sequence[ResultSet]) -> Figure:
     """Bars: the chain's host time per mode, per device."""
     fig, (ax,) = new_figure(1, height=0.8 + 0.5 * sum(len(s.records) for s in sets))
     labels, vals, colors = [], [], []
+    sizes = {(r.get("chain"), r.get("n")) for rs in sets for r in rs.records}
     for rs in sets:
-        for r in rs.records:
-            labels.append(f"{r['device'].upper()} ({'reference' if rs.source == 'reference' else 'live'}): "
-                          f"{r['mode']}")
+        for r in rs.records:      # each bar names its chain where the sets timed different ones
+            labels.append(f"{r['device'].upper()} ({'reference' if rs.source == 'reference' else 'live'}"
+                          + (f", n = {r.get('n', 0):,}" if len(sizes) > 1 else "") + f"): {r['mode']}")
             vals.append(r["median_s"] * 1e6)
             colors.append(COLORS.get(r["device"], "0.5"))
     ax.barh(range(len(vals)), vals, color=colors)
@@ -208,10 +211,14 @@ def async_figure(sets: Sequence[ResultSet]) -> Figure:
         ax.text(v, i, f" {v:,.0f} µs", va="center", fontsize=9)
     ax.set_yticks(range(len(vals)), labels, fontsize=9)
     ax.invert_yaxis()
-    p = sets[0].params if sets else {}
     ax.set_xlabel("host time for the whole chain (µs)")
-    ax.set_title(f"A chain of {p.get('chain')} ops on {p.get('n', 0):,} elements: when does the call return?",
-                 fontsize=10)
+    if len(sizes) == 1:
+        chain, n = next(iter(sizes))
+        ax.set_title(f"A chain of {chain} ops on {n or 0:,} elements: when does the call return?", fontsize=10)
+    else:
+        chains = sorted({c for c, _ in sizes if c})
+        ax.set_title(f"A chain of {' or '.join(map(str, chains))} ops (sizes on the bars): "
+                     "when does the call return?", fontsize=10)
     ax.margins(x=0.25)
     add_footer(fig, sets[0] if sets else None, [s for s in sets if s.source == "reference"])
     return fig
