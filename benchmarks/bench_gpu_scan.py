@@ -7,7 +7,8 @@ GPU only (without one it says so and exits 0, like the other benchmarks):
    (``course.bppsa.fast``) against the sequential backward in float64;
 2. **scans** of one 1-D contiguous float32 array of 2^26 elements, in alternating rounds: the
    device-to-device copy, the course's single-pass scan (decoupled look-back), the numba block scans
-   (scan-then-add, reduce-then-scan), ``cupy.cumsum(x)`` (CUB) and ``torch.cumsum``; each in GB/s
+   (scan-then-add, reduce-then-scan), ``cupy.cumsum(x)`` (a copy, then CUB in place) and ``torch.cumsum``
+   (CUB's scan); each in GB/s
    ((bytes read + written) / time) and as a fraction of the copy measured in the same rounds;
 3. **BPPSA**, the paper's tanh RNN (hidden 20, batch 16, float32) at T = 1,000 ... 30,000: the
    backward pass of the scan without copies (``method="fast"``) against two baselines, named every
@@ -88,7 +89,7 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
            "single-pass": lambda a: single_pass_scan(a, out=out),
            "scan-then-add": lambda a: block_scan(a, exclusive=False),
            "reduce-then-scan": lambda a: block_scan(a, exclusive=False, strategy="reduce-then-scan"),
-           "cupy.cumsum (CUB)": cp.cumsum}
+           "cupy.cumsum (copy + CUB)": cp.cumsum}
     samples: dict = {k: [] for k in fns}
     torch_x = None
     if torch_cuda_available():

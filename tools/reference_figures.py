@@ -85,7 +85,8 @@ def _block_scan() -> str:
         numba = [r for r in recs.values() if r.get("strategy")]
         out = [f"the single-pass scan {100 * single['of_copy']:.0f} % of the device copy at n = {single['n']:,}"]
         out += [f"{label} {100 * recs[name]['of_copy']:.0f} %" for name, label in
-                (("cupy.cumsum", "`cupy.cumsum` (CUB)"), ("torch.cumsum", "`torch.cumsum`")) if name in recs]
+                (("cupy.cumsum", "`cupy.cumsum` (a copy, then CUB's scan in place)"),
+                                ("torch.cumsum", "`torch.cumsum` (CUB's scan)")) if name in recs]
         if numba:
             best = max(numba, key=lambda r: r["of_copy"])
             out.append(f"the best numba block scan ({best['variant']}) {100 * best['of_copy']:.0f} %")

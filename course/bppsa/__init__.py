@@ -6,6 +6,8 @@ Read in this order:
   Blelloch scan, in place over the element buffer, with their work and memory;
 * :mod:`~course.bppsa.fast`: the same gradients without copies, reduce-then-scan over chunks on
   contiguous buffers (the one to time on a GPU);
+* :mod:`~course.bppsa.chunk_kernels`: on a GPU, each of its two chunk phases as one CUDA C kernel that
+  keeps a chunk's product in shared memory for all its steps;
 * :mod:`~course.bppsa.models`: two chains to back-propagate through, a tanh RNN and a deep MLP;
 * :mod:`~course.bppsa.sparse`: sparse transposed Jacobians, and why the scan can afford them;
 * :mod:`~course.bppsa.timing`: the two backward passes timed the way the paper does, and where the
