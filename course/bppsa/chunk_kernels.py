@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -190,12 +189,19 @@ def fused_available(n: int, dtype: Any) -> bool:
     return 1 <= int(n) <= MAX_STATE and np.dtype(dtype).name in ("float32", "float64")
 
 
-@functools.cache
+#: (the CuPy module the kernels were compiled by, the kernels): compiled once per module, so that a fresh stand-in
+#: GPU (tests switch it on and off) never launches through the kernels of an earlier one.
+_COMPILED: list = [None, {}]
+
+
 def _kernels() -> dict:                                   # CuPy loads each kernel once per device itself
     from ..devices import cupy_module
 
-    mod = cupy_module().RawModule(code=CHUNK_SOURCE, options=("--std=c++14",))
-    return {key: mod.get_function(name) for key, name in CHUNK_KERNELS.items()}
+    cp = cupy_module()
+    if _COMPILED[0] is not cp:
+        mod = cp.RawModule(code=CHUNK_SOURCE, options=("--std=c++14",))
+        _COMPILED[:] = [cp, {key: mod.get_function(name) for key, name in CHUNK_KERNELS.items()}]
+    return _COMPILED[1]
 
 
 def chunk_products(d: Any, W: Any, M: Any, L: int) -> None:
