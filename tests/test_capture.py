@@ -171,7 +171,7 @@ def test_bppsa_s_captured_backward_equals_the_sequential_one_and_the_old_capture
     xp = plan.xp
 
     def old_run():                                   # the plan's products as they were: CuPy's matmul
-        xp.matmul(plan.scaled.reshape(-1, n), plan.W, out=plan.spare.reshape(-1, n))
+        xp.matmul(plan.M.reshape(-1, n), plan.W, out=plan.spare.reshape(-1, n))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

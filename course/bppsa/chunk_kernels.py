@@ -3,7 +3,7 @@
 :class:`course.bppsa.fast.RNNBackwardPlan` arranges the backward pass of a tanh RNN as
 reduce-then-scan over C chunks of L steps.  Written with library calls, each chunk phase is L
 dependent steps of two calls each (scale by ``d_t``, multiply by ``W``): at the paper's T = 30,000
-(L = 87) about 350 small kernels, each reading and writing every chunk's n×n matrix through device
+(L = 87) about 370 small kernels, each reading and writing every chunk's n×n matrix through device
 memory, so the step is bound by launches and that traffic, not by its arithmetic.  For a state of at
 most 32 numbers a chunk's whole matrix fits in one thread block's shared memory, so each phase
 becomes a single kernel in which every block walks its own chunk's L steps on chip:

@@ -287,12 +287,14 @@ class RNNBackwardPlan:
         self.W = self.xp.ascontiguousarray(W) if self.fused else W
         self.d_in = xp.zeros((C * L, B, n), dtype=dt)         # the padding steps stay zero
         self.grad_in = xp.zeros((B, n), dtype=dt)
-        self.eye = xp.eye(n, dtype=dt)
-        self.dl = xp.empty((L, C, B, n), dtype=dt)
-        self.M, self.spare, self.scaled = (xp.empty((C, B, n, n), dtype=dt) for _ in range(3))
-        self.grads = xp.empty((C, B, 1, n), dtype=dt)
-        self.starts, self.cur, self.scaled_rows = (xp.empty((C, B, 1, n), dtype=dt) for _ in range(3))
-        self.G = xp.empty((L, C, B, 1, n), dtype=dt)
+        self.M, self.spare = (xp.empty((C, B, n, n), dtype=dt) for _ in range(2))
+        if not self.fused:                                  # the library-call path's own buffers
+            self.eye = xp.eye(n, dtype=dt)
+            self.dl = xp.empty((L, C, B, n), dtype=dt)
+            self.scaled = xp.empty((C, B, n, n), dtype=dt)
+            self.grads = xp.empty((C, B, 1, n), dtype=dt)
+            self.starts, self.cur, self.scaled_rows = (xp.empty((C, B, 1, n), dtype=dt) for _ in range(3))
+            self.G = xp.empty((L, C, B, 1, n), dtype=dt)
         self.out = xp.empty((C * L + 1, B, n), dtype=dt)
         self.graph = None
         #: why ``graph=True`` runs uncaptured here (None: captured, or not asked for)
