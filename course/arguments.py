@@ -40,6 +40,9 @@ from .errors import BadInputError, finite_number, random_generator, shown_value,
 
 __all__ = ["arguments", "Whole", "Wholes", "Real", "OneOf", "Seed", "Dtype", "Devices", "Given", "Optional"]
 
+#: The most numbers a :class:`Wholes` argument holds (sizes, widths, sweeps: a few dozen in the course).
+MAX_WHOLES = 100_000
+
 _BOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:([+-])\s*(\d+))?\s*$")
 
 
@@ -89,7 +92,10 @@ class Wholes(Rule):
 
     def __call__(self, name, value, known):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-            raise BadInputError(f"{name} must be a list of whole numbers, got {value!r}"
+            raise BadInputError(f"{name} must be a list of whole numbers, got {shown_value(value)}"
+                                + (f"; {self.hint}" if self.hint else ""))
+        if len(value) > MAX_WHOLES:                 # checked before one is read: 10**12 of them would never end
+            raise BadInputError(f"{name} must hold at most {MAX_WHOLES:,} whole numbers, got {len(value):,}"
                                 + (f"; {self.hint}" if self.hint else ""))
         out = [self.rule(name, v, known) for v in value]
         if len(out) < self.min_len:
@@ -130,6 +136,9 @@ class OneOf(Rule):
         self.choices = choices
 
     def __call__(self, name, value, known):
+        if isinstance(value, np.ndarray) and value.ndim:          # never compared element by element
+            raise BadInputError(f"{name} must be one of {', '.join(map(repr, self.choices))}; got an array of shape "
+                                f"{value.shape}")
         for c in self.choices:
             if isinstance(value, type(c)) or isinstance(value, numbers.Number) and isinstance(c, numbers.Number):
                 same = value == c or isinstance(value, str) and value.lower() == c.lower()
@@ -170,6 +179,9 @@ class Devices(Rule):
     def __call__(self, name, value, known):
         from .devices import resolve_devices
 
+        if value is not None and not isinstance(value, (str, list, tuple)):
+            raise BadInputError(f"{name} must be None (every device that answers) or device names such as "
+                                f"['cpu', 'gpu'], got {shown_value(value)}")
         return resolve_devices(value)
 
 

@@ -45,12 +45,12 @@ from typing import Any
 
 import numpy as np
 
-from .devices import array_device, cupy_module
-from .errors import BadInputError
+from .devices import array_device, cupy_module, gpu_available, gpu_unavailable_reason
+from .errors import BadInputError, GPUUnavailableError
 from .standin import standin_active
 
-__all__ = ["matmul_into", "gemm_plan", "capture_graph", "Captured", "graph_kernels", "dot_kernel_nodes",
-           "cublas_library_path", "cublas_status", "WORKSPACE_BYTES"]
+__all__ = ["matmul_into", "gemm_plan", "validate_matmul_operands", "capture_graph", "Captured", "graph_kernels",
+           "dot_kernel_nodes", "cublas_library_path", "cublas_status", "WORKSPACE_BYTES", "validate_capture"]
 
 #: The workspace each stream's binding of the course's cuBLAS handle gets (cuBLAS's advice: 32 MiB on
 #: Hopper and newer, 4 MiB before).
@@ -84,6 +84,8 @@ class GemmPlan:
 def _inner(x: Any, rows: int, cols: int, name: str) -> tuple[str, int]:
     """("C" or "F", leading dimension in elements) of ``x``'s last two axes, or a clear error."""
     item = x.dtype.itemsize
+    if x.size == 0:                      # an empty matrix has no layout (NumPy gives it strides of 0): any will do
+        return "C", max(1, cols)
     s0, s1 = (s // item for s in x.strides[-2:])
     if any(s % item for s in x.strides[-2:]):
         raise BadInputError(f"{name}'s strides {x.strides} are not whole elements: pass a contiguous array")
@@ -119,6 +121,16 @@ def _batch_stride(x: Any, batch_shape: tuple, name: str) -> int:
 
 
 def gemm_plan(a: Any, b: Any, out: Any) -> GemmPlan:
+    """The cuBLAS call that computes ``out[...] = a @ b`` in place: :func:`validate_matmul_operands`, which
+    checks the operands and returns it.
+
+    >>> gemm_plan(np.ones((4, 3)), np.ones((3, 2)), np.empty((4, 2))).k
+    3
+    """
+    return validate_matmul_operands(a, b, out)
+
+
+def validate_matmul_operands(a: Any, b: Any, out: Any) -> GemmPlan:
     """The cuBLAS call that computes ``out[...] = a @ b`` in place, checked: ``a (..., m, k)``, ``b (..., k, n)``,
     ``out (..., m, n)`` row-major, all of one float dtype; ``a`` and ``b`` row-major or transposed views,
     their batch axes those of ``out`` or none.
@@ -128,7 +140,7 @@ def gemm_plan(a: Any, b: Any, out: Any) -> GemmPlan:
     (2, 4, 3, 0, 0, 2, 3, 2)
     """
     for name, x in (("a", a), ("b", b), ("out", out)):
-        if getattr(x, "ndim", 0) < 2:
+        if not all(hasattr(x, attr) for attr in ("ndim", "shape", "strides", "dtype")) or x.ndim < 2:
             raise BadInputError(f"matmul_into multiplies matrices: {name} must have at least 2 axes, got shape "
                                 f"{tuple(getattr(x, 'shape', ()))}")
     if not (a.dtype == b.dtype == out.dtype) or a.dtype not in (np.float32, np.float64):
@@ -154,7 +166,7 @@ def gemm_plan(a: Any, b: Any, out: Any) -> GemmPlan:
     lb, ldb_b = _inner(b, k, n, "b")
     batch = int(np.prod(batch_shape)) if batch_shape else 1
     stride_c = _batch_stride(out, batch_shape, "out") if batch > 1 else 0
-    if batch > 1 and stride_c == 0:
+    if batch > 1 and stride_c == 0 and out.size:
         raise BadInputError("out's batch axes must not be broadcast: every product needs its own output")
     sa, sb = _batch_stride(a, batch_shape, "a"), _batch_stride(b, batch_shape, "b")
     dims = (m, n, k, lda_a, ldb_b, ldc, batch)
@@ -175,7 +187,7 @@ def matmul_into(a: Any, b: Any, out: Any) -> Any:
     for every product).  NumPy arrays are multiplied by NumPy; an array namespace that counts
     (:mod:`course.counting`, the stand-in GPU) counts it as one launch.
     """
-    plan = gemm_plan(a, b, out)
+    plan = validate_matmul_operands(a, b, out)
     hook = getattr(type(out), "__course_gemm__", None)
     if hook is not None:
         return hook(a, b, out)
@@ -346,6 +358,18 @@ class Captured:
 _WARNED: set[str] = set()
 
 
+def validate_capture(fn: Any, warmup: Any = None) -> Any:
+    """The CuPy module (or the stand-in GPU) a capture runs on, when a GPU answers and ``fn`` (and ``warmup``)
+    can be called; else the course's :class:`~course.errors.GPUUnavailableError` or a :class:`BadInputError`."""
+    for name, f in (("fn", fn), ("warmup", warmup)):
+        if not callable(f) and not (name == "warmup" and f is None):
+            raise BadInputError(f"capture_graph: {name} must be a function of no arguments, got {type(f).__name__}")
+    if not gpu_available():
+        raise GPUUnavailableError(f"capture_graph captures a CUDA graph, and no GPU answers here "
+                                  f"({gpu_unavailable_reason()}): run the step uncaptured on this machine")
+    return cupy_module()
+
+
 def capture_graph(fn: Callable[[], Any], what: str = "this step", warmup: Callable[[], Any] | None = None) -> Captured:
     """Capture ``fn()`` as a CUDA graph on a side stream of the current device.
 
@@ -357,7 +381,7 @@ def capture_graph(fn: Callable[[], Any], what: str = "this step", warmup: Callab
     caller then runs uncaptured and labels its result so.  Replay the graph with
     ``captured.graph.launch(stream)`` on any stream.
     """
-    cp = cupy_module()
+    cp = validate_capture(fn, warmup)
     cp.cuda.get_current_stream().synchronize()
     stream = cp.cuda.Stream(non_blocking=True)
     graph, reason = None, None
@@ -453,6 +477,8 @@ def dot_kernel_nodes(text: str) -> int:
     ...                  '\\\\<\\\\<\\\\<(1,1,1),(32,1,1),0\\\\>\\\\>\\\\>"];\\n"n2"[label="MEMSET"];\\n"n0" -> "n1";')
     2
     """
+    if not isinstance(text, str):
+        raise BadInputError(f"dot_kernel_nodes reads the DOT text of a graph (a str), got {type(text).__name__}")
     count = 0
     for m in re.finditer(r'"[^"]*"\s*\[(.*?)\]\s*;', text, re.S):     # "node"[attributes];
         label = m.group(1).split("label=", 1)[1] if "label=" in m.group(1) else ""

@@ -114,6 +114,15 @@ def in_words(check: Callable[..., bool]) -> Callable[..., bool]:
     return guarded
 
 
+def _holds_a_bool(got: Any, depth: int = 0) -> bool:
+    """True when a list or tuple (at any depth, up to 32) holds a ``bool``: numpy would read it as a number."""
+    if isinstance(got, (bool, np.bool_)):
+        return True
+    if depth < 32 and isinstance(got, (list, tuple)):
+        return any(_holds_a_bool(v, depth + 1) for v in got)
+    return False
+
+
 def real_array(what: str, got: Any) -> tuple[np.ndarray | None, str | None]:
     """``(array of float64, None)`` when ``got`` holds real numbers only, else ``(None, the sentence saying why not)``.
 
@@ -124,11 +133,16 @@ def real_array(what: str, got: Any) -> tuple[np.ndarray | None, str | None]:
     'dx: holds complex numbers, such as (1+5j); return real numbers (a gradient of a real loss is real).'
     >>> real_array("dx", ["1.0", "2.0"])[1]
     "dx: holds strings ('1.0'), not numbers; return the array of numbers itself."
+    >>> real_array("dx", [1.5, True])[1]
+    'dx: holds True/False values, not numbers; return numbers (a mask times the values, or .astype(float)).'
     """
     if got is None:
         return None, f"{what}: your function returned None where an array was expected. Did you forget a `return`?"
     if isinstance(got, (str, bytes)):
         return None, f"{what}: your function returned the string {got!r:.60}, not an array of numbers."
+    if _holds_a_bool(got):                # np.asarray([1.5, True]) would read True as 1.0
+        return None, (f"{what}: holds True/False values, not numbers; return numbers "
+                      "(a mask times the values, or .astype(float)).")
     try:
         arr = np.asarray(got)
     except Exception as exc:  # noqa: BLE001  (a ragged list, an object that refuses to be read, a GPU array)

@@ -38,12 +38,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BadInputError, GPUUnavailableError, ResultsError, whole_number
+from .arguments import Given, Real, Whole, arguments
+from .errors import BadInputError, GPUUnavailableError, ResultsError, finite_number, whole_number
 from .results import ResultSet, load_reference
 
 __all__ = ["Event", "Timeline", "KINDS", "DEVICE_KINDS", "STEP_PREFIX", "busy_share", "short_kernel_name",
            "timelines_to_results", "timelines_from_results", "from_torch_profiler", "record_timelines",
-           "counted_timeline", "synthetic_timeline", "load_timelines"]
+           "counted_timeline", "synthetic_timeline", "load_timelines", "validate_timeline", "validate_timelines",
+           "MAX_SYNTHETIC_EVENTS"]
 
 #: What an event is.  On the device: ``kernel``, ``memcpy``, ``memset`` (a GPU) or ``op`` (a NumPy array
 #: operation, on the CPU).  On the host: ``launch`` (asking for a kernel or a graph), ``sync`` (waiting for
@@ -55,6 +57,8 @@ KINDS = ("kernel", "memcpy", "memset", "op", "launch", "sync", "runtime", "host"
 DEVICE_KINDS = frozenset({"kernel", "memcpy", "memset", "op"})
 #: The name each profiled call of a step is wrapped in (``torch.profiler.record_function``): ``course step 1``.
 STEP_PREFIX = "course step "
+#: The most events :func:`synthetic_timeline` makes (a test's timeline is a few dozen).
+MAX_SYNTHETIC_EVENTS = 10**6
 
 
 @dataclass
@@ -68,9 +72,22 @@ class Event:
     duration_s: float
     kind: str
 
+    def __post_init__(self) -> None:
+        require_event(self)
+
     @property
     def end_s(self) -> float:
         return self.start_s + self.duration_s
+
+
+def require_event(e: Event) -> None:
+    """Refuse an event that is no event: a kind outside :data:`KINDS`, a start or a duration that is no finite
+    number, or a negative duration."""
+    if e.kind not in KINDS:
+        raise BadInputError(f"an event's kind must be one of {', '.join(KINDS)}; got {e.kind!r:.60}")
+    finite_number("start_s", e.start_s, hint="seconds from the timeline's first event")
+    if finite_number("duration_s", e.duration_s, hint="how long the event took, in seconds") < 0:
+        raise BadInputError(f"an event's duration_s must be >= 0 seconds, got {e.duration_s!r}")
 
 
 @dataclass
@@ -93,6 +110,10 @@ class Timeline:
     date: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        validate_events(self.events)
+        self.steps = whole_number("steps", self.steps, hint="the calls of the step the timeline holds")
+
     def select(self, row: str | None = None, kind: str | None = None) -> list[Event]:
         return [e for e in self.events if (row is None or e.row == row) and (kind is None or e.kind == kind)]
 
@@ -107,6 +128,41 @@ class Timeline:
         return max((e.end_s for e in self.events), default=0.0) - min((e.start_s for e in self.events), default=0.0)
 
 
+def validate_events(events: object) -> list:
+    """``events`` if it is a list of :class:`Event`."""
+    if not isinstance(events, list) or not all(isinstance(e, Event) for e in events):
+        raise BadInputError(f"a timeline's events must be a list of course.timeline.Event, got "
+                            f"{type(events).__name__}")
+    return events
+
+
+def validate_timeline(tl: object) -> Timeline:
+    """``tl`` if it is a :class:`Timeline` (what :func:`counted_timeline` and the loaders return)."""
+    if not isinstance(tl, Timeline):
+        raise BadInputError(f"expected a course.timeline.Timeline, got {type(tl).__name__}: make one with "
+                            "counted_timeline(...) or load the recorded ones with load_timelines()")
+    return tl
+
+
+def validate_timelines(timelines: object) -> list[Timeline]:
+    """``timelines`` as a list of :class:`Timeline` (one timeline alone is refused: wrap it in a list)."""
+    if isinstance(timelines, (str, bytes, Timeline)) or not isinstance(timelines, Sequence):
+        raise BadInputError(f"expected a list of Timeline, got {type(timelines).__name__}")
+    return [validate_timeline(t) for t in timelines]
+
+
+def validate_experiment_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise BadInputError(f"experiment must name the recorded experiment (e.g. 'step_timelines'), got {name!r:.60}")
+    return name
+
+
+def validate_result_set(rs: object) -> ResultSet:
+    if not isinstance(rs, ResultSet):
+        raise BadInputError(f"expected a course.results.ResultSet of timelines, got {type(rs).__name__}")
+    return rs
+
+
 def _union_s(intervals: Iterable[tuple[float, float]]) -> float:
     total, end = 0.0, -math.inf
     for a, b in sorted(intervals):
@@ -116,6 +172,7 @@ def _union_s(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
+@arguments(tl=Given(validate_timeline))
 def busy_share(tl: Timeline, row: str | None = None) -> float:
     """The share of the timeline's span in which ``row`` (default: every row but the host's) runs
     something: kernels and copies on a GPU, array operations on a CPU.  Overlaps count once.
@@ -129,6 +186,7 @@ def busy_share(tl: Timeline, row: str | None = None) -> float:
     return _union_s(busy) / tl.span_s if tl.span_s > 0 else 0.0
 
 
+@arguments(width=Whole(hint="the most characters the name may take"))
 def short_kernel_name(name: str, width: int = 60) -> str:
     """A kernel's name without its return type, arguments, namespaces and lambdas, cut to ``width``.
 
@@ -154,6 +212,7 @@ def short_kernel_name(name: str, width: int = 60) -> str:
 _FIELDS = ("row", "name", "kind", "start_s", "duration_s")
 
 
+@arguments(timelines=Given(validate_timelines))
 def timelines_to_results(timelines: Sequence[Timeline], experiment: str = "step_timelines",
                          params: Mapping | None = None) -> ResultSet:
     """One record per event (``device``, ``timeline`` and the event's fields, times to the nanosecond); the
@@ -169,14 +228,13 @@ def timelines_to_results(timelines: Sequence[Timeline], experiment: str = "step_
 
 
 def _event(r: Mapping) -> Event | None:
-    try:
-        e = Event(str(r["row"]), str(r["name"]), float(r["start_s"]), float(r["duration_s"]), str(r["kind"]))
+    try:                               # an Event refuses a kind it does not know, and a time that is no number
+        return Event(str(r["row"]), str(r["name"]), float(r["start_s"]), float(r["duration_s"]), str(r["kind"]))
     except (KeyError, TypeError, ValueError):
         return None
-    ok = e.kind in KINDS and math.isfinite(e.start_s) and math.isfinite(e.duration_s) and e.duration_s >= 0
-    return e if ok else None
 
 
+@arguments(rs=Given(validate_result_set))
 def timelines_from_results(rs: ResultSet) -> list[Timeline]:
     """The timelines stored in ``rs`` (by :func:`timelines_to_results`), in their order.  A record that is
     not an event (a field missing, a kind unknown, a time that is no number) is left out, with a note on its
@@ -204,6 +262,7 @@ def timelines_from_results(rs: ResultSet) -> list[Timeline]:
     return out
 
 
+@arguments(experiment=Given(validate_experiment_name))
 def load_timelines(experiment: str = "step_timelines", directory: Any = None) -> tuple[list[Timeline], list[str]]:
     """The timelines recorded on real GPUs and shipped in ``course/reference/`` (maybe none), and a note
     for each file that could not be read: a missing or damaged reference never raises.
@@ -258,6 +317,7 @@ def _classify(e: Any) -> tuple[str, str] | None:
     return None
 
 
+@arguments(steps=Whole(hint="the calls the profile holds"))
 def from_torch_profiler(prof: Any, label: str = "step", title: str = "", steps: int = 1,
                         how: str = "PyTorch's profiler") -> Timeline:
     """The timeline of a ``torch.profiler.profile`` result (or of its ``events()``).
@@ -292,7 +352,7 @@ def from_torch_profiler(prof: Any, label: str = "step", title: str = "", steps: 
     events.sort(key=lambda e: (e.start_s, -e.duration_s))
     gpu = any(e.row != "host" for e in events)
     return Timeline(label, events, device="gpu" if gpu else "cpu", title=title or label,
-                    steps=whole_number("steps", steps), how=how)
+                    steps=steps, how=how)
 
 
 def record_timelines(fns: Mapping[str, Callable[[], None]], steps: int = 3, warmup: int = 2,
@@ -387,13 +447,22 @@ def counted_timeline(step: Callable[[], None], counter: Any, label: str = "step"
     return tl
 
 
+def require_synthetic_fits(kernels: int, steps: int) -> None:
+    if (2 * kernels + 2) * steps > MAX_SYNTHETIC_EVENTS:
+        raise BadInputError(f"synthetic_timeline would make {(2 * kernels + 2) * steps:,} events for kernels = "
+                            f"{kernels:,} and steps = {steps:,}; a test needs a few dozen (at most "
+                            f"{MAX_SYNTHETIC_EVENTS:,})")
+
+
+@arguments(kernels=Whole(hint="launches per step"), steps=Whole(hint="calls of the step"),
+           launch_s=Real(lo=0, hint="seconds"), kernel_s=Real(lo=0, hint="seconds"), sync_s=Real(lo=0, hint="seconds"),
+           then=require_synthetic_fits)
 def synthetic_timeline(kernels: int = 6, steps: int = 2, launch_s: float = 4e-6, kernel_s: float = 2e-6,
                        sync_s: float = 20e-6, label: str = "synthetic") -> Timeline:
     """A made-up GPU-shaped timeline, the same every time, FOR TESTS: ``kernels`` launches per step, each
     kernel starting 1 µs after its launch call ends; one wait at the end.  Labelled ``synthetic`` wherever it
     is drawn; never show it as a measurement.
     """
-    kernels, steps = whole_number("kernels", kernels), whole_number("steps", steps)
     events, t = [], 0.0
     for s in range(steps):
         start = t

@@ -21,12 +21,14 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 from matplotlib.transforms import offset_copy
 
+from .arguments import Given, OneOf, Whole, arguments
+from .errors import BadInputError
 from .legends import MIN_FONT_PT
 from .plots import PALETTE, add_footer, footer_text, set_takeaway, tint, value_text
 from .results import ResultSet
-from .timeline import Event, Timeline, busy_share, timelines_from_results
+from .timeline import Event, Timeline, busy_share, timelines_from_results, validate_timeline, validate_timelines
 
-__all__ = ["timeline_figure", "call_counts", "from_call", "STYLE", "IDLE_COLOR"]
+__all__ = ["timeline_figure", "call_counts", "from_call", "STYLE", "IDLE_COLOR", "validate_timeline_source"]
 
 #: (colour, legend entry) of each kind of event, on the host row and on a device row.
 STYLE = {
@@ -46,12 +48,18 @@ IDLE_COLOR = "0.88"
 _UNDER = {("host", "op")}          # drawn under the calls made inside it
 
 
-def _timelines(source: ResultSet | Timeline | Sequence[Timeline]) -> tuple[list[Timeline], ResultSet | None]:
+def validate_timeline_source(source: object) -> tuple[list[Timeline], ResultSet | None]:
+    """``(timelines, result set or None)`` of what :func:`timeline_figure` draws: a result set of timelines, one
+    timeline, or a list of them."""
     if isinstance(source, ResultSet):
         return timelines_from_results(source), source
     if isinstance(source, Timeline):
         return [source], None
-    return list(source), None
+    try:
+        return validate_timelines(source), None
+    except BadInputError:
+        raise BadInputError("timeline_figure draws a ResultSet of timelines, a Timeline or a list of them; got "
+                            f"{type(source).__name__}") from None
 
 
 def _where(tls: list[Timeline], rs: ResultSet | None) -> str:
@@ -64,6 +72,7 @@ def _where(tls: list[Timeline], rs: ResultSet | None) -> str:
     return f"{verb} {names}" + (f", {date}" if date else "")
 
 
+@arguments(tl=Given(validate_timeline))
 def call_counts(tl: Timeline) -> dict[str, float]:
     """Per call of the step, on average: ``kernels`` (every kernel recorded: a recording is synchronised
     before and after its calls, so each kernel belongs to one of them), and the ``launches`` and ``waits``
@@ -81,6 +90,7 @@ def call_counts(tl: Timeline) -> dict[str, float]:
             "waits": sum(map(inside, tl.select("host", "sync"))) / n}
 
 
+@arguments(tl=Given(validate_timeline), first=Whole(hint="the call to start from, 1 for the first"))
 def from_call(tl: Timeline, first: int) -> Timeline:
     """``tl`` from the start of its call number ``first`` on (times shifted to start there, ``steps`` reduced):
     the events that begin before it are left out.  ``tl`` itself when it has fewer calls, or ``first`` <= 1."""
@@ -177,6 +187,8 @@ def _legend_below(fig: Figure, axes: list) -> None:
                     fontsize=MIN_FONT_PT, frameon=False, bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
 
 
+@arguments(source=Given(validate_timeline_source), same_scale=OneOf(True, False),
+           first_call=Whole(hint="the call of the step to draw from, 1 for the first"))
 def timeline_figure(source: ResultSet | Timeline | Sequence[Timeline], same_scale: bool = False,
                     title: str = "", first_call: int = 1, note: str = "") -> Figure:
     """One panel per timeline of ``source`` (a result set of timelines, one timeline, or several): the
@@ -187,7 +199,7 @@ def timeline_figure(source: ResultSet | Timeline | Sequence[Timeline], same_scal
     while the counts per step in each title are still read off every call recorded.  ``note`` is added
     to the footer.
     """
-    whole, rs = _timelines(source)
+    whole, rs = source
     tls = [from_call(t, first_call) for t in whole]
     if not tls:
         fig = Figure(figsize=(9, 1.6), layout="constrained")

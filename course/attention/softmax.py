@@ -40,7 +40,8 @@ from ..errors import BadInputError
 from ..scan.algorithms import blelloch_scan, sequential_scan
 
 __all__ = ["softmax_combine", "softmax_identity", "softmax_leaves", "softmax_naive", "softmax_stable",
-           "online_softmax", "online_softmax_steps", "softmax_by_scan", "sequential_states", "validate_scores"]
+           "online_softmax", "online_softmax_steps", "softmax_by_scan", "sequential_states", "validate_scores",
+           "require_same_width"]
 
 
 def validate_scores(x: Any, one_row: str = "") -> tuple[Any, Any]:
@@ -57,12 +58,23 @@ def validate_scores(x: Any, one_row: str = "") -> tuple[Any, Any]:
                             f"shape {tuple(x.shape)}.")
     if x.dtype.kind not in "fiu":
         raise BadInputError(f"scores must be real numbers; got dtype {x.dtype}.")
+    if x.dtype.kind == "f" and not bool(x.max() < np.inf):          # NaN propagates through max; +inf is the max
+        raise BadInputError("scores must be finite numbers or -inf (a masked score); these hold NaN or +inf.")
     if one_row and x.ndim != 1:
         raise BadInputError(f"{one_row} follows one row of scores: shape (n,); got {tuple(x.shape)}.")
     return x.astype(np.result_type(x.dtype, np.float32) if x.dtype.kind == "f" else np.float64, copy=False), xp
 
 
 # ------------------------------------------------------------------ the operator
+
+def require_same_width(a: Any, b: Any) -> None:
+    """Refuse two stacks of states that are not states of one kind: each ``[m, s, o...]`` in its last axis,
+    at least 2 wide, the same width on both sides (a narrower one would be broadcast into a wrong output)."""
+    wa, wb = (getattr(v, "shape", ())[-1:] or (0,) for v in (a, b))
+    if getattr(a, "ndim", 0) < 1 or getattr(b, "ndim", 0) < 1 or wa[0] < 2 or wa != wb:
+        raise BadInputError(f"softmax_combine combines states [m, s, o...] of one width (at least 2) in their last "
+                            f"axis; got shapes {tuple(getattr(a, 'shape', ()))} and {tuple(getattr(b, 'shape', ()))}")
+
 
 def softmax_combine(a: Any, b: Any) -> Any:
     """Combine two stacks of states ``[m, s, o...]`` (last axis): ``a`` covers earlier scores, ``b`` later.
@@ -73,6 +85,7 @@ def softmax_combine(a: Any, b: Any) -> Any:
     >>> softmax_combine(np.array([[0.0, 1.0]]), np.array([[np.log(2.0), 1.0]]))   # exp(0) + exp(log 2)
     array([[0.69314718, 1.5       ]])
     """
+    require_same_width(a, b)
     xp = xp_of(a)
     ma, mb = a[..., :1], b[..., :1]
     m = xp.maximum(ma, mb)
@@ -81,6 +94,7 @@ def softmax_combine(a: Any, b: Any) -> Any:
     return xp.concatenate([m, fa * a[..., 1:] + fb * b[..., 1:]], axis=-1)
 
 
+@arguments(width=Whole(lo=2, hint="2 + the output's size: [m, s, o...]"))
 def softmax_identity(width: int = 2, dtype: Any = np.float64, xp: Any = np) -> Any:
     """The state of nothing seen: ``[-inf, 0, 0, ...]``, ``width`` = 2 + the output's size.
 
@@ -101,7 +115,7 @@ def softmax_leaves(x: Any, v: Any = None) -> Any:
     array([[2., 1.],
            [5., 1.]])
     """
-    xp = xp_of(x)
+    x, xp = validate_scores(x)
     parts = [x[..., None], xp.ones_like(x)[..., None]]
     if v is not None:
         v = xp.asarray(v, dtype=x.dtype)
@@ -151,7 +165,8 @@ def online_softmax(x: Any, block: int = 1) -> tuple[Any, Any]:
     for j0 in range(0, x.shape[0], block):
         piece = x[j0:j0 + block]
         m = piece.max(axis=0)
-        mine = xp.stack([m, xp.exp(piece - m).sum(axis=0)], axis=-1)    # the block's own state
+        finite = xp.where(xp.isneginf(m), 0.0, m)                       # a block masked whole: (-inf, 0), not NaN
+        mine = xp.stack([m, xp.exp(piece - finite).sum(axis=0)], axis=-1)    # the block's own state
         state = softmax_combine(state, mine)
     return state[..., 0], state[..., 1]
 
@@ -170,10 +185,10 @@ def online_softmax_steps(x: Any, block: int = 4) -> list[dict]:
     for j0 in range(0, x.size, block):
         piece = x[j0:j0 + block]
         bm = float(piece.max())
-        bs = float(np.exp(piece - bm).sum())
+        bs = float(np.exp(piece - bm).sum()) if np.isfinite(bm) else 0.0    # masked whole: the empty state (-inf, 0)
         new_m = max(m, bm)
         rescale = float(np.exp(m - new_m)) if np.isfinite(m) else 0.0
-        m, s = new_m, s * rescale + bs * float(np.exp(bm - new_m))
+        m, s = new_m, s * rescale + (bs * float(np.exp(bm - new_m)) if np.isfinite(bm) else 0.0)
         steps.append({"start": j0, "stop": min(j0 + block, x.size), "block_max": bm, "block_sum": bs,
                       "rescale": rescale, "running_max": m, "running_sum": s})
     return steps

@@ -38,13 +38,17 @@ import math
 from collections import Counter
 
 from ..arguments import OneOf, Whole, arguments
+from ..errors import BadInputError
 from .forward import memory_held, tile_schedule
 
 __all__ = ["TRAFFIC_ALGORITHMS", "paper_blocks", "count_traffic", "traffic_formula", "traffic_bound",
-           "tile_traffic", "memory_held", "tiles_walked"]
+           "tile_traffic", "memory_held", "tiles_walked", "MAX_WALK_TILES"]
 
 #: The algorithms counted, in the order the figures list them.
 TRAFFIC_ALGORITHMS = ("naive", "flash, K/V outer", "flash, Q outer")
+#: The most tiles :func:`count_traffic` walks (about a second of Python); beyond, it refuses and names the
+#: closed form, :func:`traffic_formula`, which gives the same number.
+MAX_WALK_TILES = 2**20
 
 
 @arguments(algorithm=OneOf(*TRAFFIC_ALGORITHMS), d=Whole(hint="the head size"),
@@ -132,6 +136,10 @@ def count_traffic(algorithm: str, n: int, d: int, sram: int = 100_000, itemsize:
     96
     """
     block_q, block_k = (n, n) if algorithm == "naive" else paper_blocks(algorithm, d, sram)
+    if algorithm != "naive" and (tiles := math.ceil(n / block_q) * math.ceil(n / block_k)) > MAX_WALK_TILES:
+        raise BadInputError(f"count_traffic would walk {tiles:,} tiles here (N = {n:,}, tiles {block_q} x {block_k}), "
+                            f"more than the {MAX_WALK_TILES:,} it walks in about a second: use traffic_formula"
+                            f"({algorithm!r}, {n}, {d}, {sram}), the closed form the walk equals, or a larger sram")
     reads, writes = _walk(algorithm, n, d, block_q, block_k)       # cached: a redraw walks nothing twice
     numbers = sum(reads.values()) + sum(writes.values())
     return {"algorithm": algorithm, "n": n, "d": d, "sram": sram, "block_q": block_q, "block_k": block_k,
@@ -171,16 +179,44 @@ def traffic_bound(algorithm: str, n: int, d: int, sram: int = 100_000) -> float:
            block_k=Whole(hint="keys per tile"))
 def tile_traffic(n: int, n_k: int, d: int, d_v: int, block_q: int, block_k: int, causal: bool = False) -> dict:
     """What the course's tiled forward (query blocks outer, any tile sizes) reads and writes for one head, in
-    numbers, walking the tiles it visits (a causal pass skips those above the diagonal): Q once, K and V once
-    per (visited) tile, O and lse once.
+    numbers, summed over the tiles it visits (a causal pass skips those above the diagonal): Q once, K and V
+    once per (visited) tile, O and lse once.  A closed form, equal to walking :func:`tile_schedule` (the tests
+    hold it), so any size answers at once.
 
     >>> tile_traffic(128, 128, 64, 64, 64, 64)
     {'Q': 8192, 'K': 16384, 'V': 16384, 'O': 8192, 'lse': 128, 'numbers': 49280}
     """
-    counts = Counter()
-    for _i0, _i1, j0, j1 in tile_schedule(n, n_k, block_q, block_k, causal):
-        counts["K"] += (j1 - j0) * d
-        counts["V"] += (j1 - j0) * d_v
-    counts["Q"], counts["O"], counts["lse"] = n * d, n * d_v, n
-    out = {k: counts[k] for k in ("Q", "K", "V", "O", "lse")}
+    keys = _keys_visited(n, n_k, block_q, block_k) if causal else math.ceil(n / block_q) * n_k
+    out = {"Q": n * d, "K": keys * d, "V": keys * d_v, "O": n * d_v, "lse": n}
     return out | {"numbers": sum(out.values())}
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """``Σ_{i=0}^{n-1} ⌊(a·i + b) / m⌋`` for whole numbers ``a, b >= 0``, ``m >= 1``, in O(log) steps (the
+    Euclid-like reduction of the floor sum; exact in Python's integers)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += n * (n - 1) // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        top = a * n + b
+        if top < m:
+            return total
+        n, b = top // m, top % m
+        m, a = a, m
+
+
+def _keys_visited(n: int, n_k: int, block_q: int, block_k: int) -> int:
+    """Keys a causal pass reads, summed over its query blocks: query rows up to ``i1`` meet the key blocks
+    that start before ``i1``, ``min(block_k · ⌈i1 / block_k⌉, n_k)`` keys.  A closed form over the blocks (no
+    walk: N = 2^20 in tiles of 1 is as quick as N = 128)."""
+    blocks = -(-n // block_q)
+    full = -(-n_k // block_k)                                  # key blocks in all
+    cap = (full - 1) * block_k // block_q + 1                  # from this query block on, every key is read
+    uncapped = min(cap - 1, blocks - 1)                        # query blocks 1.. whose i1 = i · block_q is not capped
+    total = block_k * _floor_sum(uncapped, block_k, block_q, block_q + block_k - 1)
+    total += n_k * max(0, blocks - 1 - uncapped)
+    return total + min(block_k * -(-n // block_k), n_k)       # the last query block ends at n

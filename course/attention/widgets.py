@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
+from ..arguments import OneOf, Seed, Whole, arguments
 from ..errors import BadInputError
 from ..timing import noisy_note
 from ..widgets import WIDGET_LIMIT_S, LiveApp, MeasurementCache, escape, estimate_s, log2_slider, measured_rate
@@ -49,6 +50,7 @@ TILE_CHOICES = (16, 32, 64, 128, 256)
 _CALLS = 2
 
 
+@arguments(pattern=OneOf(*PATTERNS), n=Whole(hint="scores in the row"), seed=Seed())
 def step_scores(pattern: str, n: int, seed: int = 8) -> np.ndarray:
     """The row of ``n`` scores the stepper shows for ``pattern`` (one of :data:`PATTERNS`).
 
@@ -68,6 +70,8 @@ def step_scores(pattern: str, n: int, seed: int = 8) -> np.ndarray:
     return x
 
 
+@arguments(n=Whole(lo=2, hi=64, hint="the stepper's slider"), block=Whole(hi=16, hint="scores per block"),
+           pattern=OneOf(*PATTERNS))
 def stepper_app(n: int = 16, block: int = 4, pattern: str = "a spike late") -> LiveApp:
     """Step through the online softmax of one row: the block read, the running max, the rescaled sum."""
     n_slider = widgets.IntSlider(value=n, min=2, max=64, description="scores", continuous_update=False)
@@ -105,6 +109,7 @@ def stepper_app(n: int = 16, block: int = 4, pattern: str = "a spike late") -> L
     return app
 
 
+@arguments(n=Whole(hi=MAX_TREE, hint="scores the tree draws"))
 def tree_app(n: int = 8) -> LiveApp:
     """The softmax states of ``n`` scores combined by lesson 04's Blelloch scan, one level per step."""
     n_slider = widgets.IntSlider(value=n, min=1, max=MAX_TREE, description="scores", continuous_update=False)
@@ -130,6 +135,7 @@ def tree_app(n: int = 8) -> LiveApp:
                    view_only=("step",))
 
 
+@arguments(n=Whole(hint="queries and keys"), d=Whole(hint="the head size"), block=Whole(hint="the tile"))
 def attention_cost_s(method: str, n: int, d: int = 64, block: int = 64) -> float:
     """Estimated seconds :func:`~course.attention.timing.time_attention` takes for ``method`` at ``(n, d)`` (tiles of
     ``block``) on this CPU: its FLOPs over the rate measured once at n = 256, for a warm-up and one timed call.
@@ -139,6 +145,8 @@ def attention_cost_s(method: str, n: int, d: int = 64, block: int = 64) -> float
     return _CALLS * estimate_s(attention_flops(n, d), rate)
 
 
+@arguments(n=OneOf(*[2**k for k in range(8, 17)]), d=OneOf(32, 64, 128),
+           sram=OneOf(*[m for _, m in SRAM_CHOICES]), tile=OneOf(*TILE_CHOICES), timed=OneOf(True, False))
 def traffic_app(n: int = 1024, d: int = 64, sram: int = 58_368, tile: int = 64, timed: bool = True) -> LiveApp:
     """N × d × on-chip memory × the course's tile → bytes moved (counted), memory held (counted), time on this CPU
     (measured)."""

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arguments import OneOf, Whole, Wholes, arguments
+from ..arguments import Given, OneOf, Whole, Wholes, arguments
+from ..errors import BadInputError
 from .layers import MLP
 from .mixed import compute_dtype
 from .optimizers import OPTIMIZERS, STATE_ARRAYS, optimizer_state
@@ -54,7 +55,23 @@ def bytes_per_parameter(precision: str, optimizer: str) -> dict:
     return parts | {"total": sum(parts.values())}
 
 
-@arguments(precision=OneOf(*MEMORY_PRECISIONS), optimizer=OneOf(*OPTIMIZERS))
+def validate_model(model: object) -> MLP:
+    """``model`` if it is a teaching :class:`~course.backprop.MLP`."""
+    if not isinstance(model, MLP):
+        raise BadInputError(f"model must be a course.backprop.MLP (e.g. MLP([64, 32, 10])), got {type(model).__name__}")
+    return model
+
+
+def validate_state(state: object) -> dict:
+    """``state`` if it maps each part's name to a list of arrays, as :func:`training_state` makes it."""
+    if not isinstance(state, dict) or not all(isinstance(v, (list, tuple)) and all(hasattr(a, "nbytes") for a in v)
+                                              for v in state.values()):
+        raise BadInputError("state must be what training_state(model, precision, optimizer) returns: a dict of "
+                            f"lists of arrays; got {type(state).__name__}")
+    return state
+
+
+@arguments(model=Given(validate_model), precision=OneOf(*MEMORY_PRECISIONS), optimizer=OneOf(*OPTIMIZERS))
 def training_state(model: MLP, precision: str, optimizer: str) -> dict[str, list]:
     """The arrays a training step of ``model`` holds for its parameters, made as the step makes them:
     ``weights`` and ``gradients`` in the compute type, the float32 ``master`` copies (mixed precision),
@@ -69,6 +86,7 @@ def training_state(model: MLP, precision: str, optimizer: str) -> dict[str, list
     return state
 
 
+@arguments(state=Given(validate_state))
 def held_bytes(state: dict[str, list]) -> dict:
     """The bytes the arrays of :func:`training_state` hold, by part and in ``total`` (their ``nbytes``)."""
     parts = {k: int(sum(a.nbytes for a in arrays)) for k, arrays in state.items()}
@@ -76,7 +94,8 @@ def held_bytes(state: dict[str, list]) -> dict:
 
 
 @arguments(sizes=Wholes(min_len=2, hint="the layer widths, e.g. [64, 128, 10]"),
-           batch=Whole(hint="the examples in one step"))
+           batch=Whole(hint="the examples in one step"),
+           itemsize=Whole(hi=16, hint="bytes per number: 4 for float32, 2 for float16"))
 def activation_bytes(sizes: list[int], batch: int, itemsize: int = 4) -> int:
     """Bytes of the activations a ReLU MLP keeps for its backward pass at the end of its forward pass:
     the input (``batch × n_in``) and every hidden ReLU's output (``batch × width``; it is also the next

@@ -15,7 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..arguments import OneOf, Whole, arguments
+from ..errors import BadInputError
+
 __all__ = ["ActivationLedger", "PoolPeak"]
+
+
+def _require_gpu_parts(device: str, x: Any, xp: Any) -> None:
+    if device == "gpu" and (x is None or not hasattr(x, "nbytes") or not hasattr(xp, "get_default_memory_pool")):
+        raise BadInputError("ActivationLedger('gpu', x, xp) needs the input batch x (an array already in the pool) "
+                            "and the array namespace xp (cupy) whose memory pool it reads")
 
 
 class ActivationLedger:
@@ -26,6 +35,7 @@ class ActivationLedger:
     (the first :meth:`hold`), so the pool's baseline leaves it out.
     """
 
+    @arguments(device=OneOf("cpu", "gpu"), then=_require_gpu_parts)
     def __init__(self, device: str, x: Any = None, xp: Any = None) -> None:
         self.held: dict[int, Any] = {}
         self.now, self.peak, self.pool_peak = 0, 0, 0
@@ -75,6 +85,7 @@ class PoolPeak:
     between two such moments.  With ``pool=None`` (the CPU) it does nothing.
     """
 
+    @arguments(base=Whole(lo=-(2**63), hint="the pool's bytes in use before the step"))
     def __init__(self, pool: Any, base: int = 0) -> None:
         self.pool, self.base, self.peak, self._hook = pool, int(base), 0, None
 

@@ -36,9 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import OneOf, Real, Whole, arguments
+from ..arguments import Given, OneOf, Optional, Real, Seed, Whole, arguments
+from ..errors import BadInputError
+from ..limits import require_fits
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from .optimizers import OPTIMIZERS, optimizer_state, update
+from .validate import validate_labels
 
 __all__ = ["PRECISIONS", "LossScaler", "mixed_precision_train", "compute_dtype", "FLOAT16_MIN_NORMAL",
            "FLOAT16_MIN_SUBNORMAL", "underflow_share"]
@@ -50,6 +53,7 @@ FLOAT16_MIN_NORMAL = 2.0 ** -14
 FLOAT16_MIN_SUBNORMAL = 2.0 ** -24
 
 
+@arguments(precision=OneOf(*PRECISIONS))
 def compute_dtype(precision: str) -> np.dtype:
     """The dtype a precision computes in: float32, float16 or ``ml_dtypes.bfloat16``."""
     if precision == "bfloat16":
@@ -71,6 +75,10 @@ class LossScaler:
     ([True, False, False, False], 65536.0)
     """
 
+    @arguments(scale=Real(above=0, hint="the loss scale, e.g. 2.0**16 (0 would scale every gradient to 0)"),
+               dynamic=OneOf(True, False), growth=Real(lo=1, hint="the factor after a run of clean steps (>= 1)"),
+               backoff=Real(above=0, hi=1, hint="the factor after an overflow, in (0, 1]: 0.5 halves the scale"),
+               growth_interval=Whole(hint="clean steps before the scale grows"))
     def __init__(self, scale: float = 2.0 ** 16, dynamic: bool = True, growth: float = 2.0, backoff: float = 0.5,
                  growth_interval: int = 2000):
         self.scale, self.dynamic = float(scale), bool(dynamic)
@@ -98,8 +106,27 @@ def _mm(a: np.ndarray, b: np.ndarray, ct: np.dtype) -> np.ndarray:
     return (a.astype(np.float32) @ b.astype(np.float32)).astype(ct)
 
 
+def _activate(h: np.ndarray, activation: str, ct: np.dtype) -> np.ndarray:
+    """The model's activation of ``h`` (in ``ct``), computed in float32 and rounded to ``ct``, as a GPU's
+    elementwise kernel does (the sigmoid as ``(1 + tanh(h / 2)) / 2``, as the teaching MLP computes it)."""
+    if activation == "relu":
+        return np.maximum(h, 0).astype(ct)
+    h32 = h.astype(np.float32)
+    out = np.tanh(h32) if activation == "tanh" else np.tanh(h32 * np.float32(0.5)) * np.float32(0.5) + np.float32(0.5)
+    return out.astype(ct)
+
+
+def _activation_backward(dh: np.ndarray, a: np.ndarray, activation: str) -> np.ndarray:
+    """d loss / d (the activation's input), in float32, from ``dh`` and the activation's output ``a``."""
+    if activation == "relu":
+        return np.where(a > 0, dh, 0).astype(np.float32)            # the ReLU's mask, in ct
+    a32 = a.astype(np.float32)
+    slope = 1 - a32 * a32 if activation == "tanh" else a32 * (1 - a32)
+    return (dh.astype(np.float32) * slope).astype(np.float32)
+
+
 def _step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, ct: np.dtype, scale: float,
-          probe: list | None, weight: float = 1.0) -> tuple[float, list[np.ndarray]]:
+          probe: list | None, weight: float = 1.0, activation: str = "relu") -> tuple[float, list[np.ndarray]]:
     """One forward and backward in ``ct`` from float32 master ``params``: the float32 loss and the
     float32 gradients, still multiplied by ``scale``.  ``probe`` collects each gradient as float32
     before it is rounded to ``ct`` (for the underflow histogram)."""
@@ -109,7 +136,7 @@ def _step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, ct: np.dtype, 
         acts.append(h)
         h = _mm(h, W, ct) + b                          # the add rounds to ct
         if j < len(Ws) - 1:
-            h = np.maximum(h, 0).astype(ct)
+            h = _activate(h, activation, ct)
     loss, cache = softmax_cross_entropy(h.astype(np.float32), y)      # the loss in float32
     g32 = softmax_cross_entropy_backward(cache) * np.float32(scale * weight)
     grads: list[np.ndarray] = []
@@ -120,22 +147,71 @@ def _step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, ct: np.dtype, 
         dW, db = _mm(acts[j].T, g, ct), g.astype(np.float32).sum(axis=0).astype(ct)
         grads[:0] = [dW.astype(np.float32), db.astype(np.float32)]
         if j:
-            dh = _mm(g, Ws[j].T, ct)
-            g32 = np.where(acts[j] > 0, dh, 0).astype(np.float32)       # the ReLU's mask, in ct
+            g32 = _activation_backward(_mm(g, Ws[j].T, ct), acts[j], activation)
     return float(loss), grads
 
 
-@arguments(steps=Whole(hi=100_000, hint="optimiser steps"), lr=Real(above=0, hint="the learning rate"),
-           precision=OneOf(*PRECISIONS), optimizer=OneOf(*OPTIMIZERS), batch=Whole(hint="examples per step"))
+def validate_mixed_model(model: Any) -> MLP:
+    """``model`` if it is a teaching :class:`~course.backprop.MLP` on the CPU (its copy is trained in NumPy)."""
+    if not isinstance(model, MLP):
+        raise BadInputError(f"model must be a course.backprop.MLP (e.g. MLP([64, 32, 10])), got "
+                            f"{type(model).__name__}")
+    if model.device != "cpu":
+        raise BadInputError("mixed_precision_train emulates the precisions in NumPy: give it a model on the CPU")
+    return model
+
+
+def validate_mixed_data(x: Any, model: MLP) -> np.ndarray:
+    """``x`` as a NumPy ``(examples, n_in)`` array of finite real numbers for ``model``, never a complex one
+    (casting would drop its imaginary part) nor an empty one."""
+    if hasattr(x, "get") or isinstance(x, (str, bytes)) or x is None:
+        raise BadInputError(f"x must be a NumPy array of shape (examples, {model.sizes[0]}), got {type(x).__name__}")
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise BadInputError(f"x must hold real numbers (float or int), got dtype {x.dtype}"
+                            + (": a complex x would lose its imaginary part" if x.dtype.kind == "c" else ""))
+    if x.ndim != 2 or x.shape[1] != model.sizes[0]:
+        raise BadInputError(f"x must have shape (examples, {model.sizes[0]}) for this model, got {x.shape}")
+    if x.shape[0] == 0:
+        raise BadInputError("x holds no examples (0 rows): give at least one")
+    if not np.isfinite(x).all():
+        raise BadInputError("x holds NaN or inf: every input must be a finite number")
+    return x
+
+
+def validate_mixed_labels(y: Any, x: np.ndarray, model: MLP) -> np.ndarray:
+    """``y`` as one integer class per row of ``x``, each a class of ``model``."""
+    if hasattr(y, "get") or isinstance(y, (str, bytes)) or y is None:
+        raise BadInputError(f"y must be a NumPy array of {len(x)} integer labels, got {type(y).__name__}")
+    return validate_labels(np.asarray(y), len(x), model.sizes[-1], "cpu")
+
+
+def validate_scaler(scaler: Any) -> LossScaler:
+    """``scaler`` if it is a :class:`LossScaler`."""
+    if not isinstance(scaler, LossScaler):
+        raise BadInputError(f"scaler must be a LossScaler (e.g. LossScaler(2.0**16)) or None, got "
+                            f"{type(scaler).__name__}")
+    return scaler
+
+
+@arguments(model=Given(validate_mixed_model), x=Given(validate_mixed_data, earlier=("model",)),
+           y=Given(validate_mixed_labels, earlier=("x", "model")),
+           steps=Whole(hi=100_000, hint="optimiser steps"), lr=Real(above=0, hint="the learning rate"),
+           precision=OneOf(*PRECISIONS), optimizer=OneOf(*OPTIMIZERS), batch=Whole(hint="examples per step"),
+           scaler=Optional(Given(validate_scaler)), seed=Seed(),
+           probe_every=Whole(lo=0, hint="steps between gradient probes (0: never)"),
+           loss_weight=Real(above=0, hint="the loss's weight in the objective"))
 def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, precision: str = "float16 scaled",
                           optimizer: str = "sgd", batch: int = 64, scaler: LossScaler | None = None,
                           seed: int = 0, probe_every: int = 0, loss_weight: float = 1.0) -> dict:
-    """Train a copy of ``model`` (ReLU, softmax cross-entropy) for ``steps`` minibatch steps in ``precision``.
+    """Train a copy of ``model`` (its activation, softmax cross-entropy) for ``steps`` minibatch steps in
+    ``precision``.
 
     Parameters
     ----------
-    model : the MLP to start from (its weights are copied; it is not changed).
-    x, y : the training data (NumPy; batches of ``batch`` rows drawn in order of a permutation by ``seed``).
+    model : the MLP to start from (its weights and its activation are copied; it is not changed).
+    x, y : the training data (NumPy; batches of ``batch`` rows drawn in order of a permutation by ``seed``; a
+        ``batch`` larger than x takes all of x at every step).
     precision : one of :data:`PRECISIONS`.  ``"float16 scaled"`` uses ``scaler`` (default: dynamic, from
         2^16, doubling after 200 clean steps); the others use none.
     optimizer : ``"sgd"``, ``"momentum"`` or ``"adam"``, on the float32 master weights.
@@ -154,10 +230,9 @@ def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, pre
     ct = compute_dtype(precision)
     scaling = precision == "float16 scaled"
     scaler = scaler if scaler is not None else LossScaler(2.0 ** 16, dynamic=True, growth_interval=200)
-    x, y = np.asarray(x), np.asarray(y)
     params = [np.array(p, dtype=np.float32) for p in model.parameters()]            # the master copy
     states = [optimizer_state(optimizer, p) for p in params]
-    rng = np.random.default_rng(seed)
+    rng = seed
     order = rng.permutation(len(x))
     losses, scales, skipped_steps, probes = [], [], [], []
     for step in range(steps):
@@ -168,7 +243,7 @@ def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, pre
         scale = scaler.scale if scaling else 1.0
         probe = [] if probe_every and step % probe_every == 0 else None
         with np.errstate(over="ignore", invalid="ignore"):       # an overflow is what the scaler watches for
-            loss, grads = _step(params, x[idx], y[idx], ct, scale, probe, loss_weight)
+            loss, grads = _step(params, x[idx], y[idx], ct, scale, probe, loss_weight, model.activation)
         grads = [g / np.float32(scale) for g in grads]
         found_inf = not all(np.isfinite(g).all() for g in grads)
         losses.append(loss)
@@ -184,18 +259,40 @@ def mixed_precision_train(model: MLP, x: Any, y: Any, steps: int, lr: float, pre
             "params": params, "probes": probes, "precision": precision, "dtype": ct.name}
 
 
+def validate_gradient_values(values: Any) -> np.ndarray:
+    """``values`` (an array, or a list of arrays, as a probe keeps them) as one flat float64 array of real
+    numbers; complex, string and boolean values are refused, not converted."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise BadInputError(f"values must be an array of gradient values (or a list of arrays), got {values!r:.60}")
+    parts = [np.asarray(a) for a in values] if isinstance(values, (list, tuple)) else [np.asarray(values)]
+    for a in parts:
+        if a.dtype.kind not in "fiu":
+            raise BadInputError(f"values must hold real numbers, got dtype {a.dtype}")
+    require_fits(8 * sum(int(a.size) for a in parts), "cpu", what="the gradient values as float64")
+    return np.concatenate([np.ravel(a).astype(np.float64) for a in parts]) if parts else np.zeros(0)
+
+
+@arguments(values=Given(validate_gradient_values),
+           scale=Real(above=0, hint="the loss scale the gradients are multiplied by (1: none)"))
 def underflow_share(values: Any, scale: float = 1.0) -> dict:
-    """Of the nonzero gradient ``values`` (float32), the share float16 rounds to zero
-    (``|g|·scale < 2^-25``) and the share it holds only as a subnormal (below ``2^-14``), after
-    multiplying by ``scale``.
+    """Of the nonzero gradient ``values`` (float32), the share float16 rounds to zero and the share it holds
+    only as a subnormal, after multiplying by ``scale``.
+
+    float16 rounds to nearest, ties to even: ``|g|·scale <= 2^-25`` (half the smallest subnormal; exactly
+    2^-25 is a tie, which goes to the even neighbour, 0) becomes 0, and ``|g|·scale`` below
+    ``2^-14 - 2^-25`` (the midpoint between the largest subnormal and the smallest normal, whose tie goes
+    to the normal) stays a subnormal.  NaN and inf values are not counted.
 
     >>> underflow_share(np.array([1e-9, 1e-6, 1e-3]))["zero"]
     0.3333333333333333
+    >>> underflow_share(np.array([2.0**-25, 2.0**-24]))                  # the tie rounds to 0
+    {'zero': 0.5, 'subnormal': 0.5, 'n': 2}
     """
-    v = np.abs(np.concatenate([np.ravel(a) for a in values]) if isinstance(values, list) else np.ravel(values))
-    v = v[v > 0].astype(np.float64) * float(scale)
+    v = np.abs(values)
+    v = v[(v > 0) & np.isfinite(v)] * scale
     if v.size == 0:
         return {"zero": 0.0, "subnormal": 0.0, "n": 0}
-    return {"zero": float(np.mean(v < FLOAT16_MIN_SUBNORMAL / 2)),
-            "subnormal": float(np.mean((v >= FLOAT16_MIN_SUBNORMAL / 2) & (v < FLOAT16_MIN_NORMAL))),
+    zero = v <= FLOAT16_MIN_SUBNORMAL / 2
+    return {"zero": float(np.mean(zero)),
+            "subnormal": float(np.mean(~zero & (v < FLOAT16_MIN_NORMAL - FLOAT16_MIN_SUBNORMAL / 2))),
             "n": int(v.size)}

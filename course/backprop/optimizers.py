@@ -21,9 +21,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..arguments import OneOf, arguments
+import numpy as np
 
-__all__ = ["OPTIMIZERS", "STATE_ARRAYS", "optimizer_state", "update", "adam_step", "ADAM_BETAS", "ADAM_EPS"]
+from ..arguments import Given, OneOf, Real, Whole, arguments
+from ..errors import BadInputError
+
+__all__ = ["OPTIMIZERS", "STATE_ARRAYS", "optimizer_state", "update", "adam_step", "ADAM_BETAS", "ADAM_EPS",
+           "validate_parameter_array", "require_update_arrays"]
 
 #: The optimisers, and how many arrays of the weights' size each keeps.
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -33,7 +37,36 @@ ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
 
 
-@arguments(optimizer=OneOf(*OPTIMIZERS))
+def validate_parameter_array(a: Any, name: str = "params") -> Any:
+    """``a`` if it is an array of floats (NumPy or CuPy), which an update can change in place; a list, a
+    scalar or an integer array is refused (``params * 0`` of a list is an empty list)."""
+    if not (hasattr(a, "shape") and hasattr(a, "dtype")) or isinstance(a, np.generic):
+        raise BadInputError(f"{name} must be an array of floats (numpy or cupy), got {type(a).__name__}: "
+                            "wrap a list with np.asarray(..., dtype=np.float32)")
+    if a.dtype.kind != "f":
+        raise BadInputError(f"{name} must hold floats, got dtype {a.dtype}: an update of integers would round "
+                            "every step away")
+    if isinstance(a, np.ndarray) and not a.flags.writeable and name in ("params", "p", "param", "m", "v"):
+        raise BadInputError(f"{name} is read-only, and an update changes it in place: pass a copy")
+    return a
+
+
+def require_update_arrays(p: Any, g: Any, state: dict | None = None, optimizer: str = "sgd") -> None:
+    """Refuse what an in-place update cannot do: ``p`` and ``g`` float arrays of one shape, and the
+    ``state`` that :func:`optimizer_state` made for ``optimizer``."""
+    for name, a in (("p", p), ("g", g)):
+        validate_parameter_array(a, name)
+    if tuple(p.shape) != tuple(g.shape):
+        raise BadInputError(f"p {tuple(p.shape)} and its gradient g {tuple(g.shape)} must have one shape")
+    if state is None:
+        return
+    want = {"sgd": set(), "momentum": {"velocity"}, "adam": {"m", "v", "t"}}[optimizer]
+    if not isinstance(state, dict) or not want <= set(state):
+        raise BadInputError(f"state must be optimizer_state({optimizer!r}, p): a dict with {sorted(want)}, got "
+                            f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
+
+
+@arguments(optimizer=OneOf(*OPTIMIZERS), params=Given(validate_parameter_array))
 def optimizer_state(optimizer: str, params: Any) -> dict:
     """A fresh state for ``optimizer`` over arrays shaped like ``params`` (same dtype and device):
     ``{}`` for SGD, ``{"velocity"}`` for momentum, ``{"m", "v", "t"}`` for Adam."""
@@ -45,6 +78,17 @@ def optimizer_state(optimizer: str, params: Any) -> dict:
     return {"m": zeros, "v": zeros.copy(), "t": 0}
 
 
+def _require_adam_arrays(param: Any, grad: Any, m: Any, v: Any) -> None:
+    for name, a in (("param", param), ("grad", grad), ("m", m), ("v", v)):
+        validate_parameter_array(a, name)
+    shapes = {name: tuple(a.shape) for name, a in (("param", param), ("grad", grad), ("m", m), ("v", v))}
+    if len(set(shapes.values())) != 1:
+        raise BadInputError(f"param, grad, m and v must have one shape, got {shapes}")
+
+
+@arguments(t=Whole(hint="Adam's steps count from 1"), lr=Real(above=0, hint="the learning rate"),
+           beta1=Real(lo=0, hi=1 - 1e-12), beta2=Real(lo=0, hi=1 - 1e-12), eps=Real(above=0),
+           then=_require_adam_arrays)
 def adam_step(param: Any, grad: Any, m: Any, v: Any, t: int, lr: float, beta1: float = ADAM_BETAS[0],
               beta2: float = ADAM_BETAS[1], eps: float = ADAM_EPS) -> None:
     """One Adam step, in place on ``param``, ``m`` and ``v`` (``t`` counts steps from 1): the operations of
@@ -64,6 +108,9 @@ def adam_step(param: Any, grad: Any, m: Any, v: Any, t: int, lr: float, beta1: f
     param -= step_size * (m / denom)
 
 
+@arguments(optimizer=OneOf(*OPTIMIZERS), lr=Real(above=0, hint="the learning rate"),
+           momentum=Real(lo=0, hi=1 - 1e-12, hint="the momentum factor, from 0 (none) to below 1"),
+           then=require_update_arrays)
 def update(optimizer: str, p: Any, g: Any, state: dict, lr: float, momentum: float = 0.9) -> None:
     """One step of ``optimizer`` on ``p`` by its gradient ``g``, in place, with the ``state`` of
     :func:`optimizer_state`: SGD ``p -= lr · g``; momentum as PyTorch's ``SGD(momentum=μ)`` (``v = μ v + g``,

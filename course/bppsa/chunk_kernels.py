@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..standin import register_kernel
 
 __all__ = ["CHUNK_SOURCE", "CHUNK_KERNELS", "MAX_STATE", "WALK_ROWS", "REFERENCE", "chunk_products_reference",
-           "chunk_walk_reference", "fused_available", "chunk_products", "chunk_walk"]
+           "chunk_walk_reference", "fused_available", "chunk_products", "chunk_walk", "validate_chunk_arrays"]
 
 #: The largest state (hidden size) the kernels take: a chunk's n×n matrix lives in one block.
 MAX_STATE = 32
@@ -132,10 +133,50 @@ CHUNK_KERNELS = {("products", "float32"): "rnn_chunk_products_f32", ("products",
                  ("walk", "float32"): "rnn_chunk_walk_f32", ("walk", "float64"): "rnn_chunk_walk_f64"}
 
 
+# ----------------------------------------------------------------------------- the door
+
+def validate_chunk_arrays(d: Any, W: Any, M: Any, L: Any, g: Any = None, out: Any = None,
+                          gpu: bool = False) -> int:
+    """``L`` as an int when the arrays of one chunk phase fit each other: ``M`` (or the scanned ``S``)
+    ``(C, B, n, n)``, ``d (>= C·L, B, n)``, ``W (n, n)``, for the walk also ``g (B, n)`` and ``out (>= C·L, B, n)``;
+    one float dtype, n at most :data:`MAX_STATE`.  With ``gpu``, a GPU must answer (the kernels run there)."""
+    L = whole_number("L", L, hint="steps per chunk")
+    arrays = {"d": d, "W": W, "M": M} | ({"g": g, "out": out} if out is not None or g is not None else {})
+    for name, a in arrays.items():
+        if not (hasattr(a, "shape") and hasattr(a, "dtype")):
+            raise BadInputError(f"{name} must be an array, got {type(a).__name__}")
+    if len(M.shape) != 4 or M.shape[2] != M.shape[3]:
+        raise BadInputError(f"M must hold (chunks C, batch B, n, n) matrices, got shape {tuple(M.shape)}")
+    C, B, n = (int(x) for x in M.shape[:3])
+    want = {"d": (C * L, B, n), "W": (n, n), "g": (B, n), "out": (C * L, B, n)}
+    for name, a in arrays.items():
+        if name == "M":
+            continue
+        shape = tuple(a.shape)
+        ok = shape[1:] == want[name][1:] and shape[0] >= want[name][0] if name in ("d", "out") else \
+            shape == want[name] or name == "g" and int(np.prod(shape)) == B * n
+        if not ok:
+            raise BadInputError(f"{name} has shape {shape}; for M {tuple(M.shape)} and L = {L} it must be "
+                                f"{'at least ' if name in ('d', 'out') else ''}{want[name]}")
+    if not 1 <= n <= MAX_STATE or len({np.dtype(a.dtype).name for a in arrays.values()}) != 1 or \
+            np.dtype(M.dtype).name not in ("float32", "float64"):
+        raise BadInputError(f"the chunk kernels take n <= {MAX_STATE} and one dtype, float32 or float64; got n = {n}, "
+                            f"dtypes {sorted({np.dtype(a.dtype).name for a in arrays.values()})}")
+    if gpu:
+        from ..devices import gpu_available, gpu_unavailable_reason
+
+        if not gpu_available():
+            raise GPUUnavailableError(f"the chunk kernels run on a GPU, and none answers here "
+                                      f"({gpu_unavailable_reason()}): use chunk_products_reference / "
+                                      "chunk_walk_reference, their NumPy twins")
+    return L
+
+
 # ----------------------------------------------------------------------------- the NumPy twins
 
 def chunk_products_reference(d: np.ndarray, W: np.ndarray, M: np.ndarray, L: int) -> None:
     """``M[c, b] = Π_{k=L-1..0} diag(d[cL+k, b]) · W`` (``d (C·L, B, n)``, ``M (C, B, n, n)``), in place."""
+    L = validate_chunk_arrays(d, W, M, L)
     C, B, n = M.shape[0], M.shape[1], M.shape[2]
     dl = d.reshape(C, L, B, n)
     P = np.broadcast_to(np.eye(n, dtype=M.dtype), (C, B, n, n)).copy()
@@ -147,6 +188,7 @@ def chunk_products_reference(d: np.ndarray, W: np.ndarray, M: np.ndarray, L: int
 def chunk_walk_reference(d: np.ndarray, W: np.ndarray, S: np.ndarray, g: np.ndarray, out: np.ndarray,
                          L: int) -> None:
     """Each chunk's L steps back from ``g · S[c+1]`` (``g`` for the last): ``out[cL+k, b] = v``, in place."""
+    L = validate_chunk_arrays(d, W, S, L, g, out)
     C, B, n = S.shape[0], S.shape[1], S.shape[2]
     v = np.empty((C, B, n), dtype=out.dtype)
     v[:C - 1] = np.einsum("bj,cbjl->cbl", g, S[1:])
@@ -186,7 +228,12 @@ for (_phase, _dtype), _name in CHUNK_KERNELS.items():      # the stand-in GPU ru
 
 def fused_available(n: int, dtype: Any) -> bool:
     """True when the chunk kernels take this state size and dtype (n ≤ :data:`MAX_STATE`, float32/64)."""
-    return 1 <= int(n) <= MAX_STATE and np.dtype(dtype).name in ("float32", "float64")
+    n = whole_number("n", n, lo=0, hint="the state (hidden) size")
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise BadInputError(f"dtype must name a dtype such as 'float32', got {dtype!r:.60}") from None
+    return 1 <= n <= MAX_STATE and name in ("float32", "float64")
 
 
 #: (the CuPy module the kernels were compiled by, the kernels): compiled once per module, so that a fresh stand-in
@@ -206,6 +253,7 @@ def _kernels() -> dict:                                   # CuPy loads each kern
 
 def chunk_products(d: Any, W: Any, M: Any, L: int) -> None:
     """One launch: ``M (C, B, n, n)`` ← each chunk's product of ``diag(d_t) · W`` (``d (C·L, B, n)``)."""
+    L = validate_chunk_arrays(d, W, M, L, gpu=True)
     C, B, n = (int(s) for s in M.shape[:3])
     kernel = _kernels()[("products", np.dtype(M.dtype).name)]
     kernel((C * B,), (n, n, 1), (d, W, M, np.int32(L), np.int32(C), np.int32(B), np.int32(n)))
@@ -213,6 +261,7 @@ def chunk_products(d: Any, W: Any, M: Any, L: int) -> None:
 
 def chunk_walk(d: Any, W: Any, S: Any, g: Any, out: Any, L: int) -> None:
     """One launch: ``out[cL+k, b]`` ← the gradients of every chunk's L steps, from ``g · S[c+1]``."""
+    L = validate_chunk_arrays(d, W, S, L, g, out, gpu=True)
     C, B, n = (int(s) for s in S.shape[:3])
     kernel = _kernels()[("walk", np.dtype(out.dtype).name)]
     kernel((-(-C * B // WALK_ROWS),), (n, WALK_ROWS, 1),

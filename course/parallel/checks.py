@@ -331,6 +331,10 @@ def _shard_network(p: int, n: int) -> tuple[Callable, Callable, list]:
     return reduce_scatter, all_gather, log
 
 
+#: How close a ZeRO-2 step's parameters must be to one process's Adam: rounding of a split sum, no more.
+_ZERO_RTOL, _ZERO_ATOL = 1e-10, 1e-12
+
+
 def _zero2_problem(fn: Callable, p: int) -> str | None:
     """What is wrong with ``fn`` on p ranks over a few Adam steps (None: right; "": already said)."""
     from ..backprop.layers import MLP
@@ -391,18 +395,22 @@ def _zero2_problem(fn: Callable, p: int) -> str | None:
                     f"gradients. Each grads[r] is a mean over rank r's shard, so the batch's gradient is their "
                     f"mean: divide the reduce-scattered chunk by p. (Adam barely notices in the parameters, as "
                     f"m/√v does not change when every gradient is scaled; only eps tells them apart.)")
-        if not np.allclose(new, want[None], rtol=1e-10, atol=1e-12):
+        if not np.allclose(new, want[None], rtol=_ZERO_RTOL, atol=_ZERO_ATOL):
             early = params.copy()                     # each rank's old copy, its own chunk updated
             for r in range(p):
                 early[r, chunk[r]] = want[chunk[r]]
-            if np.allclose(new, early, rtol=1e-10, atol=1e-12):
+            if np.allclose(new, early, rtol=_ZERO_RTOL, atol=_ZERO_ATOL):
                 return (f"{where} each rank's copy is the old parameters with only its own chunk updated: you "
                         "gathered before updating, so the others received the old chunks. Update your chunk "
                         "with Adam first, then all-gather.")
             if not all(np.array_equal(new[r], new[0]) for r in range(p)):
                 return (f"{where} the ranks' copies of the parameters differ: after the all-gather every rank must "
                         "hold the same updated vector.")
-            return array_mismatch(f"{where} params", new[0], want) or ""
+            i = int(np.argmax(np.abs(new[0] - want)))
+            return array_mismatch(f"{where} params", new[0], want) or (
+                f"{where} params: off by up to {abs(new[0, i] - want[i]):.3g} (entry {i}: you gave {new[0, i]!r}, "
+                f"one process's Adam gives {want[i]!r}), more than rounding explains (relative {_ZERO_RTOL:g}); a "
+                "ZeRO step does the same arithmetic as one process, only split: look for a value changed on the way")
         if not m_ok or not all(np.allclose(moments[1][r], wv[chunk[r]], rtol=1e-9, atol=1e-18) for r in range(p)):
             return f"{where} the parameters are right but m or v is not Adam's: return the moments you updated."
         kinds, sent = [k for k, _ in log], np.sum([b for _, b in log], axis=0)
@@ -442,5 +450,6 @@ def check_zero2_step(fn: Callable) -> bool:
                 print(f"check_zero2_step: ✗ {problem}")
             return False
     return _say(None, f"check_zero2_step: right. On 2, 3 and 4 ranks, {_ZERO_STEPS} Adam steps equal one process "
-                      "to 1e-12, each rank keeps Adam's moments of 1/p of the parameters, and each step sends one "
+                      f"to {_ZERO_RTOL:g} relative, each rank keeps Adam's moments of 1/p of the parameters, and each "
+                      "step sends one "
                       "reduce-scatter and one all-gather: one all-reduce's bytes.")

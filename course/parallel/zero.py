@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Given, OneOf, Real, Whole, arguments
+from ..arguments import Given, OneOf, Real, Whole, Wholes, arguments
 from ..backprop.layers import ACTIVATIONS, MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from ..backprop.optimizers import adam_step
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 from .collectives import chunk_bounds, ring_all_gather, ring_allreduce, ring_reduce_scatter, validate_workers
 from .data_parallel import require_batch_splits, shard, validate_sizes
@@ -98,6 +98,7 @@ def adam_update(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarra
 
 # ---------------------------------------------------------------------------- what a rank holds
 
+@arguments(sizes=Wholes(min_len=2, hint="the layer widths, e.g. [4, 8, 3]"))
 def layer_lengths(sizes: Sequence[int]) -> list[int]:
     """Numbers in each Linear layer's flat vector ``[W.ravel(), b]``: ``n_in * n_out + n_out``.
 
@@ -139,6 +140,54 @@ class Collective:
     data: np.ndarray
     n: int
 
+    def __post_init__(self) -> None:
+        require_collective(self)
+
+
+COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather")
+
+
+def require_collective(c: Collective) -> None:
+    """Refuse a collective no ring runs: a kind outside :data:`COLLECTIVES`, data that is no float vector, a
+    vector length that is no whole number."""
+    if c.kind not in COLLECTIVES:
+        raise BadInputError(f"a collective's kind must be one of {', '.join(COLLECTIVES)}; got {c.kind!r:.60}")
+    if not isinstance(c.data, np.ndarray) or c.data.ndim != 1 or c.data.dtype.kind != "f":
+        raise BadInputError(f"a collective's data must be a 1-D numpy array of floats, got {type(c.data).__name__} "
+                            f"{getattr(c.data, 'shape', '')}")
+    whole_number("n", c.n, hint="the length of the whole vector")
+
+
+def validate_rank(state: Any) -> ZeroRank:
+    if not isinstance(state, ZeroRank):
+        raise BadInputError(f"state must be a ZeroRank (one rank's holdings), got {type(state).__name__}")
+    return state
+
+
+def validate_collective(c: Any) -> Collective:
+    if not isinstance(c, Collective):
+        raise BadInputError(f"c must be a Collective (what a rank's step yields), got {type(c).__name__}")
+    return c
+
+
+def validate_asks(asks: Any) -> list[Collective]:
+    """``asks`` as a list of one :class:`Collective` per rank, all of one kind and one vector length."""
+    if isinstance(asks, (str, bytes)) or not isinstance(asks, Sequence) or not asks or \
+            not all(isinstance(a, Collective) for a in asks):
+        raise BadInputError(f"asks must be a list of one Collective per rank, got {type(asks).__name__}")
+    if len({(a.kind, a.n) for a in asks}) != 1:
+        raise BadInputError(f"every rank must ask for the same collective of the same vector; got "
+                            f"{sorted({(a.kind, a.n) for a in asks})}")
+    return list(asks)
+
+
+def validate_stage(stage: Any) -> int:
+    """``stage`` as an int, or a clear error: 0 (plain data parallelism), 1, 2 or 3 (FSDP)."""
+    if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or int(stage) not in STAGES:
+        raise BadInputError(f"stage must be 0 (plain data parallelism), 1 (optimizer state sharded), 2 (and "
+                            f"gradients) or 3 (and parameters: FSDP); got {stage!r}")
+    return int(stage)
+
 
 class ZeroRank:
     """Rank ``rank`` of ``p`` at ZeRO stage ``stage``: its :class:`Holdings` and its step count.
@@ -148,6 +197,9 @@ class ZeroRank:
     from stage 1: its chunk), and after a backward pass the gradients (``("grad", j)``; from stage 2: its chunk).
     """
 
+    @arguments(stage=Given(validate_stage), sizes=Given(validate_sizes), p=Given(validate_workers),
+               rank=Whole(lo=0, hi="p - 1", hint="ranks count from 0"), seed=Whole(0, hint="a whole number such as 0"),
+               activation=OneOf(*ACTIVATIONS))
     def __init__(self, stage: int, sizes: Sequence[int], p: int, rank: int, seed: int = 0,
                  activation: str = "relu"):
         self.stage, self.sizes, self.p, self.rank, self.t = stage, list(sizes), p, rank, 0
@@ -216,6 +268,8 @@ class ZeroRank:
                 for j, (lo, hi) in enumerate(self.chunks)]
 
 
+@arguments(state=Given(validate_rank), weight=Real(lo=0, hi=1, hint="the shard's share of the batch"),
+           lr=Real(above=0, hint="Adam's step size"))
 def rank_step(state: ZeroRank, x: np.ndarray, y: np.ndarray, weight: float, lr: float) -> ZeroStep:
     """One training step on one rank: forward and backward on its shard ``(x, y)`` of the batch, the loss's
     gradient times ``weight`` (the shard's share of the batch, so the ranks' gradients *sum* to the
@@ -243,6 +297,14 @@ def rank_step(state: ZeroRank, x: np.ndarray, y: np.ndarray, weight: float, lr: 
     return float(loss)
 
 
+def require_drivable(step: Any, collective: Any) -> None:
+    if not (hasattr(step, "send") and hasattr(step, "__next__")):
+        raise BadInputError(f"step must be a rank's step, rank_step(...) (a generator), got {type(step).__name__}")
+    if not callable(collective):
+        raise BadInputError(f"collective must be a function of one Collective, got {type(collective).__name__}")
+
+
+@arguments(then=require_drivable)
 def drive(step: ZeroStep, collective: Callable[[Collective], np.ndarray]) -> float:
     """Run one rank's :func:`rank_step` alone, each collective answered by ``collective(c)`` (on MPI: the
     course's ring on the rank's communicator).  Returns the step's loss."""
@@ -254,6 +316,7 @@ def drive(step: ZeroStep, collective: Callable[[Collective], np.ndarray]) -> flo
         return done.value
 
 
+@arguments(c=Given(validate_collective))
 def mpi_collective(comm: Any, c: Collective) -> np.ndarray:
     """One collective answered on MPI ranks by the course's ring over ``comm``
     (:mod:`course.parallel.ring_mpi`): what :func:`drive` is given on each rank."""
@@ -264,6 +327,7 @@ def mpi_collective(comm: Any, c: Collective) -> np.ndarray:
     return ring_all_gather_mpi(comm, c.data, c.n)
 
 
+@arguments(asks=Given(validate_asks))
 def simulated_collective(asks: Sequence[Collective]) -> tuple[list[np.ndarray], np.ndarray]:
     """Every rank's answer to one collective, from the simulated ring, and the bytes each rank sent."""
     kind, n, p = asks[0].kind, asks[0].n, len(asks)
@@ -281,6 +345,18 @@ def simulated_collective(asks: Sequence[Collective]) -> tuple[list[np.ndarray], 
     return [run.result[r, bounds[r]:bounds[r + 1]].copy() for r in range(p)], run.bytes_sent()
 
 
+def require_chunks(sizes: list[int], chunks: Any) -> None:
+    lengths = [n_in * n_out + n_out for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+    try:
+        got = [sum(int(np.size(c[j])) for c in chunks) for j in range(len(lengths))]
+    except (TypeError, IndexError, KeyError):
+        got = None
+    if isinstance(chunks, (str, bytes)) or got != lengths:
+        raise BadInputError(f"chunks must hold, per rank, one chunk of each layer's flat vector, adding up to "
+                            f"{lengths} numbers; got {got if got is not None else type(chunks).__name__}")
+
+
+@arguments(sizes=Wholes(min_len=2, hint="the layer widths"), then=require_chunks)
 def assemble(sizes: Sequence[int], chunks: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
     """``[W1, b1, W2, b2, ...]`` (``MLP.parameters()`` order) from every rank's own chunks (``chunks[r][j]``)."""
     out = []
@@ -291,14 +367,6 @@ def assemble(sizes: Sequence[int], chunks: Sequence[Sequence[np.ndarray]]) -> li
 
 
 # ---------------------------------------------------------------------------- the door, the engines, the oracle
-
-def validate_stage(stage: Any) -> int:
-    """``stage`` as an int, or a clear error: 0 (plain data parallelism), 1, 2 or 3 (FSDP)."""
-    if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or int(stage) not in STAGES:
-        raise BadInputError(f"stage must be 0 (plain data parallelism), 1 (optimizer state sharded), 2 (and "
-                            f"gradients) or 3 (and parameters: FSDP); got {stage!r}")
-    return int(stage)
-
 
 def validate_data(sizes: list[int], x: Any, y: Any, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """``(xs, ys)`` of shapes ``(steps, batch, sizes[0])`` and ``(steps, batch)``, or a clear error.  ``x`` is
@@ -364,7 +432,8 @@ def simulate_sharded(stage: int, p: int, sizes: Sequence[int], x: Any, y: Any, s
 
 
 @arguments(sizes=Given(validate_sizes), steps=Whole(hint="training steps"),
-           lr=Real(above=0, hint="Adam's step size, e.g. 0.01"), seed=Whole(0, hint="a whole number such as 0"))
+           lr=Real(above=0, hint="Adam's step size, e.g. 0.01"), seed=Whole(0, hint="a whole number such as 0"),
+           activation=OneOf(*ACTIVATIONS))
 def single_process_adam(sizes: Sequence[int], x: Any, y: Any, steps: int, lr: float, seed: int = 0,
                         activation: str = "relu") -> dict:
     """The oracle: lesson 01's unsplit ``MLP`` (float64) on the whole batch, :func:`adam_update` on each of
