@@ -13,6 +13,7 @@ from test_long_exercises import EXERCISES, answer
 
 import course.check
 from course.bppsa.algorithm import backprop_sequential
+from course.gemm.checks import tf32_a_fragment
 from course.parallel.collectives import bytes_per_worker, ring_chunks
 from course.parallel.data_parallel import average_gradients
 from course.recurrences.checks import affine_combine, state_gradients
@@ -37,6 +38,7 @@ RIGHT = {
     "check_gradient_average": lambda: average_gradients,
     "check_leaky_relu": lambda: leaky_relu,
     "check_linear_weight_grad": lambda: (lambda x, dout: x.T @ dout),
+    "check_mma_fragment": lambda: tf32_a_fragment,
     "check_matmul_intensity": lambda: (lambda n, s: 2 * n ** 3 / (3 * n * n * s)),
     "check_reverse_recurrence": lambda: state_gradients,
     "check_ring_chunks": lambda: ring_chunks,

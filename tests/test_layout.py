@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "course"
 
 LESSONS = {"hardware": "00", "backprop": "01", "vectorize": "02", "throughput": "03", "scan": "04",
-           "bppsa": "05", "parallel": "06", "recurrences": "07", "attention": "08"}
+           "bppsa": "05", "parallel": "06", "recurrences": "07", "attention": "08",
+           "gemm": "09"}
 #: The spine; ``report``, ``check``, ``gpu_machine`` and ``__main__`` gather the lessons at run time.
 SPINE = {"__init__", "__main__", "errors", "cpu", "devices", "limits", "threads", "timing", "results", "plots",
          "widgets", "report", "check", "grading", "torch_peer", "memory_bandwidth", "gpu_machine", "predictions",

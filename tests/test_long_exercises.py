@@ -1,4 +1,4 @@
-"""The longer exercises of lessons 01-08: the solutions notebook's answer passes its check, the lesson
+"""The longer exercises of lessons 01-09: the solutions notebook's answer passes its check, the lesson
 notebook's stub does not, and a typical wrong answer fails with the message meant for it.
 
 Each answer is read from the notebook cell that holds it, so the test also checks the notebooks.
@@ -29,6 +29,7 @@ EXERCISES = {
     "check_ring_allreduce": ("06_many_workers", ["10", "x06-ring-allreduce"], "my_ring_allreduce"),
     "check_selective_backward": ("07_linear_recurrences", ["c29", "x07-selective-backward"], "my_selective_backward"),
     "check_flash_backward": ("08_attention_as_a_scan", ["x08-flash-backward"], "my_flash_backward"),
+    "check_kernel_register_tile": ("09_matrix_product", ["b19-imports", "b20"], "register_tile_kernel"),
 }
 
 
@@ -153,7 +154,15 @@ WRONG = {
                                                 replace={"my_state_gradients": lambda a, grad_h: grad_h}),
                                  "reverse recurrence is missing"),
     "check_flash_backward": (lambda: _flash_backward_without_d, "subtracts D_i"),
+    "check_kernel_register_tile": (lambda: _lesson_03s_tile(), "per FMA"),
 }
+
+
+def _lesson_03s_tile():
+    """The register tile's right numbers with lesson 03's inner loop: two shared loads per FMA."""
+    from test_gemm_exercises import plain_tile
+
+    return plain_tile
 
 
 @pytest.mark.parametrize("check", sorted(EXERCISES))

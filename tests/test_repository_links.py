@@ -44,7 +44,7 @@ def test_a_changed_url_rewrites_badges_and_install_cells(tmp_path):
     assert "mybinder.org/v2/gh/someone/elsewhere/main?labpath=notebooks%2F00_your_hardware.ipynb" in first
     assert f'"{url}"' in install and "gpu-backprop-course" not in install
     readme = links.readme_text(url)
-    assert readme.count("github/someone/elsewhere/blob/main/notebooks/") == 9      # lessons 00 to 08
+    assert readme.count("github/someone/elsewhere/blob/main/notebooks/") == 10     # lessons 00 to 09
     with pytest.raises(SystemExit, match="Repository must be"):
         (tmp_path / "pyproject.toml").write_text('[project.urls]\nRepository = "not a url"\n')
         links.repository_url(tmp_path / "pyproject.toml")

@@ -12,10 +12,11 @@ own deadline, and stops starting steps once the whole budget (:data:`BUDGET_S`) 
    driver's graph-node calls; a package the course needs and the machine lacks is installed from
    ``.whl/`` (``tools/gpu_wheels.sh`` fetches them here) when that folder came along;
 2. ``record <experiment>``: the report's experiments at the lessons' own (full) sizes with ``--gpu-only
-   --record-reference``, one process each, in the order the lessons need them: lesson 01's ladder
-   (``backprop_train_step``), BPPSA (``bppsa_rnn``), the scans (``scan_kernel_variants``), the diagonal
-   recurrence (``recurrence_sweep``), then the launch latency, ``scan_sweep``, ``attention_sweep`` and
-   ``bppsa_rnn_batch``; each reference is written as soon as its experiment finishes, so a deadline costs
+   --record-reference``, one process each, in the order the lessons need them: lesson 09's CUDA C ladder
+   against cuBLAS (``gemm_gpu_ladder``), lesson 01's ladder (``backprop_train_step``), BPPSA
+   (``bppsa_rnn``), the scans (``scan_kernel_variants``), the diagonal recurrence (``recurrence_sweep``),
+   then the launch latency, ``scan_sweep``, ``attention_sweep``, ``bppsa_rnn_batch`` and lesson 09's
+   backprop products; each reference is written as soon as its experiment finishes, so a deadline costs
    only the experiment it stops;
 3. ``timelines`` (after the ladder): a few steps of each rung of lesson 01's ladder and of PyTorch, kernel
    by kernel (PyTorch's profiler, in its own process: the profiler slows every later launch in a process);
@@ -54,7 +55,8 @@ BUDGET_S = 540.0
 #: The GPU tests of the new GPU code, one pytest process each.
 GPU_TEST_MODULES = ("tests/test_capture.py", "tests/test_backprop_fast_step.py", "tests/test_bppsa_fast.py",
                     "tests/test_scan_singlepass.py", "tests/test_timing.py", "tests/test_bppsa_models.py",
-                    "tests/test_throughput_latency.py", "tests/test_backprop_bench.py", "tests/test_attention_gpu.py")
+                    "tests/test_throughput_latency.py", "tests/test_backprop_bench.py", "tests/test_attention_gpu.py",
+                    "tests/test_gemm_gpu.py")
 #: pytest's exit status when it collected no test (a module without GPU tests): not a failure.
 NO_TESTS = 5
 #: Where the probe installs the wheels of ``.whl/`` (tools/gpu_probe.py).
@@ -193,12 +195,31 @@ def _gist(log: Path, n: int = 3) -> str:
     return " / ".join(picked)[:400]
 
 
+def _unusable_folder(out: Path) -> str:
+    """Why ``out`` cannot be the folder the two files go into ("" when it can): it is a file, or it cannot be made
+    or written.  Made here, so that a bad OUT stops the run before its first step, not after it."""
+    if out.exists() and not out.is_dir():
+        return "is a file, not a folder: name a folder (a new one is made)"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-").close()
+    except OSError as exc:
+        return f"cannot be made or written ({exc.strerror or exc}): choose another folder"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="the folder for the two files (made if missing)")
     ap.add_argument("--dry-run", action="store_true", help="the stand-in GPU at tiny sizes, on a CPU")
     ap.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds for everything (default {BUDGET_S:.0f})")
     args = ap.parse_args(argv)
+    if not 0 < args.budget <= 86_400:                   # NaN too: every comparison with it is False
+        ap.error(f"--budget must be a number of seconds above 0 and at most 86400 (a day), got {args.budget:g}: "
+                 f"the default, {BUDGET_S:.0f}, fits a lease's 10-minute command")
+    why = _unusable_folder(Path(args.out).absolute())
+    if why:
+        ap.error(f"OUT {args.out}: {why}")
     run = Run(Path(args.out).absolute(), args.dry_run, args.budget)
     py, dry = sys.executable, args.dry_run
     results = run.work / "results"
@@ -220,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         run.step(name, [py, f"benchmarks/{name.replace('-', '_gpu_')}.py", *flag, "--out",
                         str(results / f"{name}.json")], deadline_s)
 
+    record(("gemm_gpu_ladder",), 90)
     record(("backprop_train_step",), 120)
     run.step("timelines", [py, "tools/gpu_timelines.py", *(["--dry-run"] if dry else []), "--reference-dir",
                            str(run.reference_dir), "--out", str(results / "step_timelines.json")], 60)
@@ -232,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     bench("bench-scan", 90, quick=True)
     record(("attention_sweep",), 60)
     record(("bppsa_rnn_batch",), 60)
+    record(("gemm_backprop_products",), 45)
     # The GPU tests of the new GPU code last, in one process (each test under pytest-timeout's limit where
     # that plugin is installed); the dry run only collects them, which imports every module.
     here = [m for m in GPU_TEST_MODULES if (ROOT / m).is_file()]

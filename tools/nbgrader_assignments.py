@@ -6,7 +6,7 @@ Two commands, run from the repository root (nbgrader comes with the instructor e
     python tools/nbgrader_assignments.py release   [LESSON ...]   # make release/<lesson>/ for learners
     python tools/nbgrader_assignments.py autograde [LESSON ...]   # grade submitted/<student>/<lesson>/
 
-``make release-exercises`` and ``make autograde`` run them for every lesson 01-08.  Everything lives in
+``make release-exercises`` and ``make autograde`` run them for every lesson 01-09.  Everything lives in
 nbgrader's usual course directory (``--course-dir``, ``build/nbgrader`` by default)::
 
     source/<lesson>/<lesson>.ipynb       the instructor's version, made here from the solutions notebook
@@ -38,7 +38,8 @@ TITLE_SUFFIX = " — solutions"
 BEGIN = "### BEGIN SOLUTION"
 #: The checks of the exercises where the learner writes a lesson's core: worth more points.
 LONG_EXERCISES = {"check_mlp_backward", "check_lane_dot", "check_linear_roofline", "check_down_sweep_inplace",
-                  "check_bppsa_backward", "check_ring_allreduce", "check_selective_backward", "check_flash_backward"}
+                  "check_kernel_register_tile", "check_bppsa_backward", "check_ring_allreduce",
+                  "check_selective_backward", "check_flash_backward"}
 POINTS, LONG_POINTS = 1, 3
 _CHECK_CALL = re.compile(r"^course\.check\.(?P<name>check_\w+)\((?P<args>.*)\)$", re.S)
 
@@ -158,7 +159,7 @@ def autograde(names: list[str] | None, course_dir: Path) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["release", "autograde", "clean"])
-    parser.add_argument("lessons", nargs="*", help="lesson numbers or names (default: every lesson 01-08)")
+    parser.add_argument("lessons", nargs="*", help="lesson numbers or names (default: every lesson 01-09)")
     parser.add_argument("--course-dir", type=Path, default=ROOT / "build" / "nbgrader",
                         help="nbgrader's course directory (default: build/nbgrader)")
     args = parser.parse_args(argv)

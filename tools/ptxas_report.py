@@ -28,7 +28,8 @@ SOURCES = [("single-pass scan", "course.scan.singlepass", "SINGLE_PASS_SOURCE"),
            ("memory chase", "course.throughput.memory", "CHASE_KERNEL"),
            ("timing lead spin", "course.lead_spin", "LEAD_SPIN_SOURCE"),
            ("fused attention forward", "course.attention.fused", "FUSED_FORWARD_SOURCE"),
-           ("BPPSA chunk phases", "course.bppsa.chunk_kernels", "CHUNK_SOURCE")]
+           ("BPPSA chunk phases", "course.bppsa.chunk_kernels", "CHUNK_SOURCE"),
+           ("GEMM ladder", "course.gemm.ladder", "GEMM_SOURCE")]
 
 
 def source_text(module: str, attr: str) -> str:
@@ -44,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", nargs="+", default=list(ARCHS), metavar="SM",
                         help=f"architectures to compile for (default: {' '.join(ARCHS)})")
+    parser.add_argument("--record-gemm", action="store_true",
+                        help="write lesson 09's table (course/data/gemm_ptxas.json) from this compiler, then stop")
     args = parser.parse_args(argv)
+    if args.record_gemm:
+        return record_gemm()
     bad = False
     for name, module, attr in SOURCES:
         source = source_text(module, attr)
@@ -65,6 +70,34 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r.get('spill_loads', 0)} loads")
                 bad |= bool(r.get("spill_stores") or r.get("spill_loads"))
     return 1 if bad else 0
+
+
+def compiler_version() -> str:
+    """``nvcc X.Y.Z`` where nvcc is on the PATH, else ``nvrtc`` (the version NVRTC reports)."""
+    import re
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        m = re.search(r"V(\d+\.\d+\.\d+)", out)
+        return f"nvcc {m.group(1) if m else '?'}"
+    return "nvrtc"
+
+
+def record_gemm() -> int:
+    """Write lesson 09's ptxas table with the compiler that made it; 1 if a rung spills."""
+    import json
+
+    from course.gemm.ladder import PTXAS_RECORD, ptxas_table
+
+    rows = [dict(r) for r in ptxas_table()]
+    PTXAS_RECORD.parent.mkdir(parents=True, exist_ok=True)
+    PTXAS_RECORD.write_text(json.dumps({"compiler": compiler_version(), "rows": rows}, indent=1) + "\n",
+                            encoding="utf-8")
+    print(f"wrote {PTXAS_RECORD} ({len(rows)} rows)")
+    return 1 if any(r["spills"] for r in rows) else 0
 
 
 if __name__ == "__main__":

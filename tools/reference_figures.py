@@ -24,6 +24,8 @@ from course.results import load_reference  # noqa: E402
 
 README = ROOT / "README.md"
 BEGIN, END = "<!-- reference-figures:begin -->", "<!-- reference-figures:end -->"
+#: The README's sentence on what the shipped references cover, written here too.
+SUMMARY_BEGIN, SUMMARY_END = "<!-- reference-summary:begin -->", "<!-- reference-summary:end -->"
 
 
 def _gemm_rate() -> tuple[float, str] | None:
@@ -129,10 +131,53 @@ def figures() -> str:
         END])
 
 
+def summary() -> str:
+    """Which of the report's experiments have a GPU reference, recorded on which GPUs and when, and which have
+    none: read from ``course/reference/`` and the report's registry."""
+    from course.report import discover
+
+    experiments = discover()
+    recorded: dict[str, list] = {name: load_reference(name) for name in experiments}
+    have = [name for name, refs in recorded.items() if refs]
+    gpus: dict[str, set[str]] = {}
+    for refs in recorded.values():
+        for ref in refs:
+            gpus.setdefault(ref.gpu_name or "an unnamed GPU", set()).add(ref.date)
+    where = "; ".join(f"{gpu} on {', '.join(sorted(dates))}" for gpu, dates in sorted(gpus.items())) or "no GPU"
+    missing: dict[str, list[str]] = {}
+    for name, exp in experiments.items():
+        if not recorded[name]:
+            missing.setdefault(exp.lesson, []).append(f"`{name}`")
+    without = "; ".join(f"lesson {lesson}: {', '.join(names)}" for lesson, names in sorted(missing.items()))
+    return (f"{SUMMARY_BEGIN}\n**Reference GPU results ship** in `course/reference/` for {len(have)} of the "
+            f"{len(experiments)} report experiments, recorded on {where} (each file holds its date, driver, CUDA "
+            f"runtime and library versions). No GPU reference yet: {without or 'none'}.\n{SUMMARY_END}")
+
+
+def _between(text: str, begin: str, end: str, new: str, what: str) -> str:
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        backwards = begin in text and end in text and text.index(begin) > text.index(end)
+        found = f"{text.count(begin)} {begin} and {text.count(end)} {end}" + (", the end before the begin"
+                                                                             if backwards else "")
+        raise SystemExit(f"README.md needs one {begin} ... {end} block (begin first) to write {what} into; it has "
+                         f"{found}")
+    head, rest = text.split(begin, 1)
+    return head + new + rest.split(end, 1)[1]
+
+
+def readme_with_summary(text: str) -> str:
+    """``text`` with its sentence on what the references cover written anew between its markers."""
+    return _between(text, SUMMARY_BEGIN, SUMMARY_END, summary(), "the reference summary")
+
+
 def readme_with_figures(text: str) -> str:
     """``text`` (the README) with its list between the markers written anew; refuses a README without them."""
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block to write the reference figures into")
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        backwards = BEGIN in text and END in text and text.index(BEGIN) > text.index(END)
+        found = f"{text.count(BEGIN)} {BEGIN} and {text.count(END)} {END}" + (", the end before the begin"
+                                                                             if backwards else "")
+        raise SystemExit(f"README.md needs one {BEGIN} ... {END} block (begin first) to write the reference figures "
+                         f"into; it has {found}")
     head, rest = text.split(BEGIN, 1)
     return head + figures() + rest.split(END, 1)[1]
 
@@ -141,15 +186,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the README is out of step")
     args = ap.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    want = readme_with_figures(text)
+    try:
+        text = README.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"cannot read {README} ({getattr(exc, 'strerror', None) or exc}): the script writes the "
+                         "reference figures into the repository's README.md") from None
+    want = readme_with_summary(readme_with_figures(text))
     if want == text:
         print("README.md's reference figures agree with course/reference/")
         return 0
     if args.check:
         print("README.md's reference figures disagree with course/reference/: run python tools/reference_figures.py")
         return 1
-    README.write_text(want, encoding="utf-8")
+    try:
+        README.write_text(want, encoding="utf-8")
+    except OSError as exc:
+        raise SystemExit(f"cannot write {README} ({exc.strerror or exc})") from None
     print("README.md: reference figures written from course/reference/")
     return 0
 

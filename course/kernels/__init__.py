@@ -1,8 +1,9 @@
-"""Kernel exercises (lessons 02-04, and lesson 08's attention tile): write small ``numba.cuda`` kernels, run
-them on the CUDA simulator inside the notebook (no environment variable, no restart) or on a GPU, see what
-each thread read and wrote, and have them checked.  Read in this order:
+"""Kernel exercises (lessons 02-04, lesson 08's attention tile, lesson 09's register tile): write small
+``numba.cuda`` kernels, run them on the CUDA simulator inside the notebook (no environment variable, no
+restart) or on a GPU, see what each thread read and wrote, and have them checked.  Read in this order:
 
-* :mod:`~course.kernels.exercises`: each exercise as data (inputs, launch shape, numpy oracle, budget);
+* :mod:`~course.kernels.exercises`: each exercise as data (inputs, launch shape, numpy oracle, budget),
+  lesson 09's register-blocked product in :mod:`~course.kernels.gemm_exercises`;
 * :mod:`~course.kernels.reference`: the course's own answer to each;
 * :mod:`~course.kernels.simulator` runs a kernel on the CUDA simulator (or a GPU) and
   :mod:`~course.kernels.trace` records what every thread read and wrote;

@@ -377,3 +377,12 @@ def exercise(name: str) -> Exercise:
     if name not in EXERCISES:
         raise BadInputError(f"exercise must be one of {sorted(EXERCISES)}, got {name!r}")
     return EXERCISES[name]
+
+
+def _lesson_09() -> Exercise:
+    from .gemm_exercises import register_tile_fields
+    fields, at_scale = register_tile_fields()
+    return Exercise(**fields, at_scale=AtScale(**at_scale))
+
+
+EXERCISES["register_tile"] = _lesson_09()

@@ -18,6 +18,9 @@ TILE = 2
 #: Lesson 08's attention tile: query rows per block = keys per shared tile = threads per block, and the head size.
 ATT_TILE = 8
 ATT_D = 4
+#: Lesson 09's register-blocked product: each thread computes a TM x TN tile of c, a block a BM x BN tile
+#: (BM = TM * blockDim.y, BN = TN * blockDim.x), walking k in steps of BK through shared memory.
+TM, TN, BM, BN, BK = 2, 2, 4, 4, 2
 
 
 def relu_map(out, a):
@@ -154,3 +157,35 @@ def online_softmax_tile(out, lse, q, k, v, n_k, scale):
     for c in range(ATT_D):
         out[row, c] = acc[c] / total
     lse[row] = m + math.log(total)
+
+
+def matmul_register_tile(c, a, b, n):
+    sa = cuda.shared.array((BM, BK), float32)
+    sb = cuda.shared.array((BK, BN), float32)
+    acc = cuda.local.array((TM, TN), float32)       # this thread's TM x TN tile of c, in registers
+    ra = cuda.local.array(TM, float32)
+    rb = cuda.local.array(TN, float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y     # x, the fastest index of a warp, walks along a row
+    t, nt = ty * cuda.blockDim.x + tx, cuda.blockDim.x * cuda.blockDim.y
+    row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+    for i in range(TM):
+        for j in range(TN):
+            acc[i, j] = 0.0
+    for k0 in range(0, n, BK):
+        for e in range(t, BM * BK, nt):             # neighbouring threads copy neighbouring floats
+            sa[e // BK, e % BK] = a[row0 + e // BK, k0 + e % BK]
+        for e in range(t, BK * BN, nt):
+            sb[e // BN, e % BN] = b[k0 + e // BN, col0 + e % BN]
+        cuda.syncthreads()
+        for k in range(BK):
+            for i in range(TM):                     # TM values of a and TN of b into registers, once per k ...
+                ra[i] = sa[ty * TM + i, k]
+            for j in range(TN):
+                rb[j] = sb[k, tx * TN + j]
+            for i in range(TM):                     # ... then TM x TN multiply-adds from registers alone
+                for j in range(TN):
+                    acc[i, j] += ra[i] * rb[j]
+        cuda.syncthreads()
+    for i in range(TM):
+        for j in range(TN):
+            c[row0 + ty * TM + i, col0 + tx * TN + j] = acc[i, j]
