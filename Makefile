@@ -2,6 +2,8 @@
 #   make course   create .venv, install the course (requirements.txt), open JupyterLab on the notebooks
 #   make test     the same venv plus the test tooling (.[test]); run every test (unit, property, widgets
 #                 under ipywidgets 8 and 7.7.1, notebooks, the book in a browser, GPU tests if a GPU answers)
+# and the quick tier, while you work (a few minutes: no notebooks, browser, MPI, nbgrader or subprocess runs):
+#   make test-quick   unit, property and widget-callback tests and every docstring example (-m "not full")
 # and one to read the course without running it:
 #   make book     run every lesson notebook here and write the pages to book/_build/ (open index.html)
 PYTHON ?= python3
@@ -13,13 +15,22 @@ ROOT_OK = $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 # switched off in the venv: the course needs no network once installed
 LAB_ANNOUNCEMENTS = @jupyterlab/apputils-extension:announcements
 
-.PHONY: course test book report lint notebooks gpu-check clean release-exercises autograde
+# Extra pytest options for `make test` (.ci/run passes --durations=40)
+PYTEST_ARGS ?=
+
+.PHONY: course test test-quick book report lint notebooks gpu-check clean release-exercises autograde
 
 course: $(VENV)/.installed
 	$(BIN)/jupyter lab $(ROOT_OK) notebooks/00_your_hardware.ipynb
 
 test: $(VENV)/.installed-test .venv-ipyw7/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# What only the full tier runs is marked `full` in conftest.py, by kind: a new test file is quick by default.
+# Two processes where pytest-xdist is installed: the quick tier has no kernel, browser or MPI run to share cores with
+XDIST = $(shell $(BIN)/python -c "import xdist" 2>/dev/null && echo "-n 2")
+test-quick: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m "not full" $(XDIST) tests $(PYTEST_ARGS)
 
 book: $(VENV)/.installed
 	$(BIN)/python tools/build_book.py --out book/_build

@@ -1,5 +1,6 @@
-"""A real browser drives JupyterLab: open notebook 00, run every cell, move the size slider, see the plot change.
-And it reads the executed book (``tools/build_book.py``, built once here with the GPU switched off):
+"""A real browser drives JupyterLab (one server for the module): open notebook 00, run every cell, move the
+size slider, see the plot change.  And it reads the executed book (``tools/build_book.py``, built once per
+session with the GPU switched off, the build ``tests/test_book.py`` holds every lesson to):
 every lesson page is there, every figure loads, no cell failed, nothing is fetched from the network,
 and the shipped reference GPU curves are on the pages.
 
@@ -21,6 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import _early
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -74,9 +76,11 @@ def _announcements_plugin() -> str:
     return line.split("=", 1)[1].strip()
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    """One JupyterLab server for this module's notebooks (each test opens its own notebook, in its own kernel)."""
     _need_browser()
+    tmp_path = tmp_path_factory.mktemp("lab")
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / "00_your_hardware.ipynb", work)  # never touch the stored notebook
@@ -116,6 +120,21 @@ def jupyterlab(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def _shutdown_kernels(base: str) -> None:
+    for kernel in _get(f"{base}/api/kernels?token={TOKEN}"):
+        req = urllib.request.Request(f"{base}/api/kernels/{kernel['id']}", method="DELETE",
+                                     headers={"Authorization": f"token {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30):
+            pass
+
+
+@pytest.fixture
+def jupyterlab(lab_server):
+    """The module's JupyterLab, its kernels shut down after each test (the next test waits on its own)."""
+    yield lab_server
+    _shutdown_kernels(lab_server[0])
 
 
 def _wait_kernel_idle(base: str, timeout: float = 120, settle: float = 1.5) -> None:
@@ -196,18 +215,12 @@ def test_notebook_00_runs_in_jupyterlab_and_its_slider_redraws_the_plot(jupyterl
 # ----------------------------------------------------------------- the executed book
 
 @pytest.fixture(scope="session")
-def book(tmp_path_factory):
-    """The whole book, built once, CPU only (so every reference curve is an overlay), in a fresh folder.
-
-    Built anew rather than taken from nbval's run of the same notebooks: nbval keeps no outputs, and
-    runs without ``COURSE_STATIC`` (the static copies of the apps) or the figures' alt text.  All
-    eight lessons take a few minutes on a busy 2-core machine, once per session.
-    """
+def book():
+    """The whole book, built once, CPU only (so every reference curve is an overlay), in a fresh folder:
+    the build ``tests/test_book.py`` holds each lesson to (``tests/_early.py`` starts it when collection
+    ends, so it runs beside the rest of the suite; it is the suite's one top-to-bottom run of each lesson)."""
     _need_browser()
-    out = tmp_path_factory.mktemp("book")
-    env = dict(os.environ, COURSE_DISABLE_GPU="1")
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--out", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=3000)
+    out, run = _early.result("book")
     assert run.returncode == 0, f"the book did not build:\n{run.stdout[-3000:]}\n{run.stderr[-6000:]}"
     return out
 
@@ -221,6 +234,7 @@ def _reference_devices() -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.early("book")
 def test_the_executed_book_shows_every_lesson_with_its_figures_and_the_reference_curves(book):
     from playwright.sync_api import sync_playwright
 

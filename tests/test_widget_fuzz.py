@@ -264,6 +264,7 @@ def _check_costs(asked, name: str, setting: str) -> None:
                 f"(the limit is {WIDGET_LIMIT_S:g} s)")
 
 
+@pytest.mark.slow        # seconds per app: the full tier (make test) runs it, under ipywidgets 8 and 7.7.1
 @pytest.mark.parametrize("name,builder", APPS, ids=[n for n, _ in APPS])
 def test_every_setting_refreshes_within_the_cost_bound(name, builder, requests):
     rng = random.Random(f"fuzz {name}")

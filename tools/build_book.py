@@ -14,7 +14,10 @@ labelled, exactly as in a live notebook.
 nbconvert's HTML exporter writes each page with the template in ``tools/book_template/`` (the lab
 template without the scripts it would fetch from the network).  The front page, ``index.html``, is
 made from README.md (what the course is, the lessons and what each measures) and from the
-provenance inside each reference file.  A cell that raises stops the build with its notebook's name.
+provenance inside each reference file.  A cell that raises stops the build with its notebook's name;
+with ``--keep-going`` the other lessons are still built and the build exits 1 at the end.  Either way
+``build.json`` beside the pages says, for each lesson, how long it ran and the error that stopped it
+(the tests read it: the book's build is the suite's one top-to-bottom run of each lesson notebook).
 """
 
 from __future__ import annotations
@@ -178,8 +181,13 @@ def execute(path: Path, timeout_s: float) -> nbformat.NotebookNode:
     return nb
 
 
-def build(out: Path, wanted: list[str] | None = None, timeout_s: float = 600) -> list[Path]:
-    """Execute the chosen lessons (all by default) and write their pages and the front page to ``out``."""
+def build(out: Path, wanted: list[str] | None = None, timeout_s: float = 600, keep_going: bool = False) -> list[Path]:
+    """Execute the chosen lessons (all by default) and write their pages and the front page to ``out``.
+
+    ``out/build.json`` lists each lesson with its run time and its error (None when it ran through); a
+    lesson that fails stops the build, or with ``keep_going`` is left out of the book after the others
+    are built (``SystemExit`` then, naming the failed lessons).
+    """
     rows = lessons()
     if wanted:
         unknown = sorted(set(wanted) - {row["num"] for row in rows})
@@ -189,15 +197,23 @@ def build(out: Path, wanted: list[str] | None = None, timeout_s: float = 600) ->
     os.environ["COURSE_STATIC"] = "1"       # read by LiveApp in the kernels started below
     os.environ.pop("MPLBACKEND", None)      # the kernel's inline backend draws the figures
     out.mkdir(parents=True, exist_ok=True)
-    executed, built = [], []
+    executed, built, record = [], [], []
     for row in chosen:
         t0 = time.perf_counter()
         print(f"running {row['file']} ...", flush=True)
         try:
-            nb = execute(NOTEBOOKS / row["file"], timeout_s)
+            nb, error = execute(NOTEBOOKS / row["file"], timeout_s), None
         except Exception as exc:
-            raise SystemExit(f"{row['file']} failed while the book was built:\n{exc}") from None
+            nb, error = None, f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - t0
+        record.append({"file": row["file"], "seconds": seconds, "error": error})
+        (out / "build.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+        if error:
+            message = f"{row['file']} failed while the book was built:\n{error}"
+            if not keep_going:
+                raise SystemExit(message)
+            print(message, file=sys.stderr, flush=True)
+            continue
         print(f"  {seconds:.0f} s", flush=True)
         executed.append((row, nb))
         built.append({"file": row["file"], "seconds": seconds})
@@ -215,6 +231,9 @@ def build(out: Path, wanted: list[str] | None = None, timeout_s: float = 600) ->
                                           resources={"book_nav": _nav(rows, built, "index.html")})
     pages.append(out / "index.html")
     pages[-1].write_text(html, encoding="utf-8")
+    failed = [r["file"] for r in record if r["error"]]
+    if failed:
+        raise SystemExit(f"the book was built without {', '.join(failed)}, which failed (see above)")
     return pages
 
 
@@ -223,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "book" / "_build", help="where the pages go")
     parser.add_argument("--lessons", nargs="+", metavar="NN", help="only these lessons (e.g. 00 03)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one cell may take")
+    parser.add_argument("--keep-going", action="store_true", help="a failed lesson does not stop the others")
     args = parser.parse_args(argv)
     from course.errors import BadInputError, validate_output_folder
 
@@ -230,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         out = validate_output_folder(args.out, "--out")
     except BadInputError as exc:
         raise SystemExit(f"error: {exc}") from None
-    pages = build(out, args.lessons, args.timeout)
+    pages = build(out, args.lessons, args.timeout, args.keep_going)
     print(f"wrote {len(pages)} pages; open {out / 'index.html'}")
     return 0
 
