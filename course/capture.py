@@ -12,7 +12,9 @@ small kernels stops paying the host's cost per kernel.  CuPy records a graph by 
   workspace of its own (kept alive as long as the process, so every graph that used it stays valid),
   and calls ``cublasSgemm``/``cublasDgemm`` (and their strided-batched forms) itself:
   :func:`matmul_into`.  It follows CuPy's TF32 switch (``CUPY_TF32=1``) so both ways of multiplying
-  do the same arithmetic.
+  do the same arithmetic; given a named precision (``precision="tf32"``, ``"bfloat16"``, ``"float16"``,
+  ``"float32"``) it calls ``cublasGemmEx`` with that compute type instead, float32 accumulation, capturable
+  alike (:func:`emulated_product` is its NumPy version, what a CPU and the stand-in GPU run).
 * **no allocation, no reduction through CUB, no read back, no synchronisation** while capturing:
   every buffer is made before, and the work is written into it (``out=``).
   :mod:`course.counting` holds code run on the CPU to the same rules.
@@ -49,8 +51,9 @@ from .devices import array_device, cupy_module, gpu_available, gpu_unavailable_r
 from .errors import BadInputError, GPUUnavailableError
 from .standin import standin_active
 
-__all__ = ["matmul_into", "gemm_plan", "validate_matmul_operands", "capture_graph", "Captured", "graph_kernels",
-           "dot_kernel_nodes", "cublas_library_path", "cublas_status", "WORKSPACE_BYTES", "validate_capture"]
+__all__ = ["matmul_into", "GEMM_PRECISIONS", "emulated_product", "gemm_plan", "validate_matmul_operands",
+           "capture_graph", "Captured", "graph_kernels", "dot_kernel_nodes",
+           "cublas_library_path", "cublas_status", "WORKSPACE_BYTES", "validate_capture"]
 
 #: The workspace each stream's binding of the course's cuBLAS handle gets (cuBLAS's advice: 32 MiB on
 #: Hopper and newer, 4 MiB before).
@@ -58,6 +61,13 @@ WORKSPACE_BYTES = {"hopper+": 32 * 2**20, "older": 4 * 2**20}
 
 _OP_N, _OP_T = 0, 1
 _DEFAULT_MATH, _TF32_TENSOR_OP_MATH = 0, 3
+#: The precisions :func:`matmul_into` can be told to multiply at (``cublasGemmEx``, the compute type named):
+#: precision -> (the inputs' dtype, the outputs' dtypes).  bfloat16 travels as uint16 bit patterns (CuPy has no
+#: bfloat16 dtype); the products accumulate in float32 at every precision.
+GEMM_PRECISIONS = {"float32": ("float32", ("float32",)), "tf32": ("float32", ("float32",)),
+                   "bfloat16": ("uint16", ("uint16", "float32")), "float16": ("float16", ("float16", "float32"))}
+_CUDA_TYPE = {"float32": 0, "float16": 2, "uint16": 14}            # CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF
+_COMPUTE = {"float32": 68, "tf32": 77, "bfloat16": 68, "float16": 68}   # CUBLAS_COMPUTE_32F(_FAST_TF32)
 
 
 # ----------------------------------------------------------------------------- the layout of one product
@@ -130,7 +140,7 @@ def gemm_plan(a: Any, b: Any, out: Any) -> GemmPlan:
     return validate_matmul_operands(a, b, out)
 
 
-def validate_matmul_operands(a: Any, b: Any, out: Any) -> GemmPlan:
+def validate_matmul_operands(a: Any, b: Any, out: Any, precision: str | None = None) -> GemmPlan:
     """The cuBLAS call that computes ``out[...] = a @ b`` in place, checked: ``a (..., m, k)``, ``b (..., k, n)``,
     ``out (..., m, n)`` row-major, all of one float dtype; ``a`` and ``b`` row-major or transposed views,
     their batch axes those of ``out`` or none.
@@ -143,7 +153,9 @@ def validate_matmul_operands(a: Any, b: Any, out: Any) -> GemmPlan:
         if not all(hasattr(x, attr) for attr in ("ndim", "shape", "strides", "dtype")) or x.ndim < 2:
             raise BadInputError(f"matmul_into multiplies matrices: {name} must have at least 2 axes, got shape "
                                 f"{tuple(getattr(x, 'shape', ()))}")
-    if not (a.dtype == b.dtype == out.dtype) or a.dtype not in (np.float32, np.float64):
+    if precision is not None:
+        _require_precision_dtypes(a, b, out, precision)
+    elif not (a.dtype == b.dtype == out.dtype) or a.dtype not in (np.float32, np.float64):
         raise BadInputError(f"matmul_into needs a, b and out of one dtype, float32 or float64; got {a.dtype}, "
                             f"{b.dtype}, {out.dtype} (convert with .astype('float32'))")
     m, k = a.shape[-2:]
@@ -169,6 +181,9 @@ def validate_matmul_operands(a: Any, b: Any, out: Any) -> GemmPlan:
     if batch > 1 and stride_c == 0 and out.size:
         raise BadInputError("out's batch axes must not be broadcast: every product needs its own output")
     sa, sb = _batch_stride(a, batch_shape, "a"), _batch_stride(b, batch_shape, "b")
+    if precision is not None and batch > 1:
+        raise BadInputError(f"matmul_into multiplies one matrix at a time at a named precision ({precision!r}); got "
+                            f"batch axes {batch_shape}: loop over them, or leave precision=None")
     dims = (m, n, k, lda_a, ldb_b, ldc, batch)
     if max(dims) >= 2**31:
         raise BadInputError(f"a dimension of this product ({max(dims):,}) does not fit cuBLAS's 32-bit int")
@@ -178,17 +193,82 @@ def validate_matmul_operands(a: Any, b: Any, out: Any) -> GemmPlan:
                     stride_a=int(sb), stride_b=int(sa), stride_c=int(stride_c), batch=batch)
 
 
-def matmul_into(a: Any, b: Any, out: Any) -> Any:
+def _require_precision_dtypes(a: Any, b: Any, out: Any, precision: Any) -> None:
+    if not isinstance(precision, str) or precision not in GEMM_PRECISIONS:
+        raise BadInputError(f"precision must be None (the dtype's own product) or one of {list(GEMM_PRECISIONS)}, "
+                            f"got {precision!r:.60}")
+    inputs, outputs = GEMM_PRECISIONS[precision]
+    if not (np.dtype(a.dtype).name == np.dtype(b.dtype).name == inputs) or np.dtype(out.dtype).name not in outputs:
+        raise BadInputError(f"at precision {precision!r} matmul_into multiplies {inputs} a and b into "
+                            f"{' or '.join(outputs)} out (bfloat16 as uint16 bit patterns); got {a.dtype}, {b.dtype}, "
+                            f"{out.dtype}")
+
+
+def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def _f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns, rounded to nearest even (NaN stays a quiet NaN), as the GPU stores them."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 -> TF32 (10 mantissa bits), to nearest, ties away from zero (``cvt.rna.tf32.f32``)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    out = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(x), out, x)
+
+
+def emulated_product(a: np.ndarray, b: np.ndarray, out: np.ndarray, precision: str) -> np.ndarray:
+    """``out[...] = a @ b`` in NumPy as cuBLAS computes it at ``precision`` (:data:`GEMM_PRECISIONS`): the
+    inputs read at that precision (TF32 rounded; bfloat16 bits or float16 widened exactly), float32
+    accumulation, the result rounded to ``out``'s type.  What the stand-in GPU and a CPU run in place of
+    ``cublasGemmEx``.
+
+    >>> a = np.full((1, 1), 1 + 2**-12, np.float32)
+    >>> float(emulated_product(a, np.ones((1, 1), np.float32), np.empty((1, 1), np.float32), "tf32")[0, 0])
+    1.0
+    """
+    _require_precision_dtypes(a, b, out, precision)
+    wide = [_bf16_to_f32(x) if precision == "bfloat16" else np.asarray(x, np.float32) for x in (a, b)]
+    if precision == "tf32":
+        wide = [_round_tf32(x) for x in wide]
+    with np.errstate(over="ignore", invalid="ignore"):
+        prod = np.matmul(wide[0], wide[1])
+        if out.dtype == np.uint16:
+            out[...] = _f32_to_bf16(prod)
+        else:
+            out[...] = prod.astype(out.dtype)     # float16: past its range is inf, as the GPU rounds it
+    return out
+
+
+def matmul_into(a: Any, b: Any, out: Any, precision: str | None = None) -> Any:
     """``out[...] = a @ b``, allocating nothing; on a GPU through the course's own cuBLAS handle, so that a
     CUDA graph can capture it (CuPy's ``matmul`` cannot be captured).  Returns ``out``.
+
+    ``precision=None`` (the default): ``cublasSgemm``/``cublasDgemm`` by the dtype, following CuPy's TF32
+    switch (``CUPY_TF32``).  A named precision (:data:`GEMM_PRECISIONS`: ``"float32"`` strict, ``"tf32"``,
+    ``"bfloat16"``, ``"float16"``) calls ``cublasGemmEx`` with that compute type and float32 accumulation
+    on a handle in ``CUBLAS_DEFAULT_MATH``, whatever ``CUPY_TF32`` says; one matrix per call (no batch axes).
 
     ``a (..., m, k)``, ``b (..., k, n)``, ``out (..., m, n)``: one float dtype; ``out`` row-major; ``a`` and
     ``b`` row-major or transposed views (``x.T``), with the batch axes of ``out`` or none (one matrix used
     for every product).  NumPy arrays are multiplied by NumPy; an array namespace that counts
     (:mod:`course.counting`, the stand-in GPU) counts it as one launch.
     """
-    plan = validate_matmul_operands(a, b, out)
+    plan = validate_matmul_operands(a, b, out, precision)
     hook = getattr(type(out), "__course_gemm__", None)
+    if precision is not None and (hook is not None or array_device(out) != "gpu"):
+        pa, pb, po = (np.asarray(x).view(np.ndarray) for x in (a, b, out))
+        counter = getattr(out, "counter", None)
+        if counter is None:
+            emulated_product(pa, pb, po, precision)
+        else:                                   # one counted launch (recorded, not run, while capturing)
+            counter.launch(f"gemm_ex {precision}", lambda: emulated_product(pa, pb, po, precision))
+        return out
     if hook is not None:
         return hook(a, b, out)
     if array_device(out) != "gpu":
@@ -202,10 +282,16 @@ def matmul_into(a: Any, b: Any, out: Any) -> Any:
         out.fill(0)
         return out
     handle = _handle()
+    if handle is None and precision is not None:
+        raise RuntimeError(f"a product at precision {precision!r} needs the course's cuBLAS handle, which could not "
+                           f"be made here ({_FAILED[0] if _FAILED else 'unknown'})")
     if handle is None:                       # CuPy's own matmul then (it cannot be captured: capture_graph says so)
         cupy_module().matmul(a, b, out=out)
         return out
-    handle.gemm(plan, a, b, out)
+    if precision is None:
+        handle.gemm(plan, a, b, out)
+    else:
+        handle.gemm_ex(plan, a, b, out, precision)
     return out
 
 
@@ -257,7 +343,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     vp, i32, i64, size = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
     sig = {"cublasCreate_v2": [ctypes.POINTER(vp)], "cublasDestroy_v2": [vp],
            "cublasSetStream_v2": [vp, vp], "cublasSetWorkspace_v2": [vp, vp, size],
-           "cublasSetMathMode": [vp, i32]}
+           "cublasSetMathMode": [vp, i32],
+           "cublasGemmEx": [vp, i32, i32, i32, i32, i32, vp, vp, i32, i32, vp, i32, i32, vp, vp, i32, i32, i32, i32]}
     for t in ("S", "D"):
         sig[f"cublas{t}gemm_v2"] = [vp, i32, i32, i32, i32, i32, vp, vp, i32, vp, i32, vp, vp, i32]
         sig[f"cublas{t}gemmStridedBatched"] = [vp, i32, i32, i32, i32, i32, vp, vp, i32, i64, vp, i32, i64, vp, vp,
@@ -287,9 +374,10 @@ class _Handle:
         self.workspaces: dict[int, Any] = {}        # stream -> its workspace, kept while the process lives
         self.bound: tuple[int, int] | None = None
 
-    def _bind_stream(self) -> None:
+    def _bind_stream(self, mode: int | None = None) -> None:
         stream = int(self.cp.cuda.get_current_stream().ptr)
-        mode = _TF32_TENSOR_OP_MATH if int(os.environ.get("CUPY_TF32", "0") or 0) > 0 else _DEFAULT_MATH
+        if mode is None:
+            mode = _TF32_TENSOR_OP_MATH if int(os.environ.get("CUPY_TF32", "0") or 0) > 0 else _DEFAULT_MATH
         if self.bound == (stream, mode):
             return
         ws = self.workspaces.get(stream)
@@ -318,6 +406,17 @@ class _Handle:
                 self.handle, p.transa, p.transb, p.m, p.n, p.k, ctypes.byref(one), ptr[0], p.lda, p.stride_a, ptr[1],
                 p.ldb, p.stride_b, ctypes.byref(zero), ptr[2], p.ldc, p.stride_c, p.batch),
                 f"cublas{t}gemmStridedBatched")
+
+
+    def gemm_ex(self, p: GemmPlan, a: Any, b: Any, out: Any, precision: str) -> None:
+        """``cublasGemmEx``: the inputs' and output's types and the compute type named, float32 scalars."""
+        self._bind_stream(_DEFAULT_MATH)
+        one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        ptr = [ctypes.c_void_p(int(x.data.ptr)) for x in (b, a, out)]
+        t_in, t_out = _CUDA_TYPE[np.dtype(a.dtype).name], _CUDA_TYPE[np.dtype(out.dtype).name]
+        _check(self.lib.cublasGemmEx(self.handle, p.transa, p.transb, p.m, p.n, p.k, ctypes.byref(one), ptr[0], t_in,
+                                     p.lda, ptr[1], t_in, p.ldb, ctypes.byref(zero), ptr[2], t_out, p.ldc,
+                                     _COMPUTE[precision], -1), f"cublasGemmEx ({precision})")
 
 
 _LOCAL = threading.local()

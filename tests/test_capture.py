@@ -375,3 +375,44 @@ def test_without_the_course_s_cublas_handle_products_fall_back_to_cupy_s_matmul_
     with warnings.catch_warnings():
         warnings.simplefilter("error")                         # said once, not at every product
         matmul_into(a, b, np.empty((2, 2)).view(DeviceArray))
+
+
+# ----------------------------------------------------------------------------- a product at a named precision
+
+def test_matmul_into_at_a_named_precision_rounds_its_inputs_as_the_compute_type_does():
+    from course.capture import GEMM_PRECISIONS, emulated_product
+
+    a, b = np.full((1, 3), 1 + 2.0 ** -12, np.float32), np.ones((3, 1), np.float32)
+    assert matmul_into(a, b, np.empty((1, 1), np.float32))[0, 0] == pytest.approx(3 * (1 + 2.0 ** -12))
+    assert matmul_into(a, b, np.empty((1, 1), np.float32), "float32")[0, 0] == pytest.approx(3 * (1 + 2.0 ** -12))
+    assert matmul_into(a, b, np.empty((1, 1), np.float32), "tf32")[0, 0] == 3.0        # 2^-12 lies below TF32's ulp
+    bits = np.array([[0x3F80, 0x4000]], np.uint16)                                   # bfloat16 1.0 and 2.0
+    out = matmul_into(bits, bits.T, np.empty((1, 1), np.uint16), "bfloat16")
+    assert out[0, 0] == 0x40A0                                                       # 5.0 in bfloat16
+    h = np.array([[300.0, 300.0]], np.float16)
+    assert np.isinf(matmul_into(h, h.T, np.empty((1, 1), np.float16), "float16")[0, 0])   # 180,000 > 65,504
+    assert matmul_into(h, h.T, np.empty((1, 1), np.float32), "float16")[0, 0] == 180000.0
+    assert set(GEMM_PRECISIONS) == {"float32", "tf32", "bfloat16", "float16"}
+    with pytest.raises(BadInputError, match="precision must be None"):
+        matmul_into(a, b, np.empty((1, 1), np.float32), "fp8")
+    with pytest.raises(BadInputError, match="uint16 bit patterns"):
+        matmul_into(a, b, np.empty((1, 1), np.float32), "bfloat16")
+    with pytest.raises(BadInputError, match="one matrix at a time"):
+        matmul_into(np.ones((2, 1, 3), np.float32), b, np.empty((2, 1, 1), np.float32), "tf32")
+    with pytest.raises(BadInputError):
+        emulated_product(a, b, np.empty((1, 1), np.float64), "float32")
+
+
+def test_a_product_at_a_named_precision_is_one_counted_launch_and_can_be_captured():
+    ns = CountingNumpy()
+    a, b, out = ns.ones((4, 3), dtype=np.float16), ns.ones((3, 2), dtype=np.float16), ns.zeros((4, 2), dtype=np.float16)
+    ns.counter.reset()
+    matmul_into(a, b, out, "float16")
+    assert (ns.counter.launches, ns.counter.library_calls, ns.counter.allocations) == (1, 0, 0)
+    assert ns.counter.names["gemm_ex float16"] == 1
+    out.fill(0)
+    with ns.capturing() as graph:
+        matmul_into(a.T.T, b, out, "float16")
+    assert graph.kernels == 1 and float(out.sum()) == 0      # recorded, not run
+    graph.launch()
+    assert out.tolist() == [[3.0, 3.0]] * 4

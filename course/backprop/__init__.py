@@ -15,9 +15,11 @@ Read in this order:
   :mod:`~course.backprop.mixed` (mixed-precision training: float16 and bfloat16 compute, float32 master
   weights, loss scaling) and :mod:`~course.backprop.footprint` (the bytes a parameter costs in training);
 * :mod:`~course.backprop.bench`: the course's training step, buffers reused, against PyTorch's;
-* :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no
-  read back, fused kernels from :mod:`~course.backprop.step_kernels`, a CUDA graph), their launches
-  counted by :mod:`~course.backprop.counting`;
+* :mod:`~course.backprop.fast_step`: the same step as a ladder of rungs that remove host costs (no read back,
+  fused kernels from :mod:`~course.backprop.step_kernels` and, in bfloat16 and float16,
+  :mod:`~course.backprop.mixed_kernels`, a CUDA graph), their launches counted by
+  :mod:`~course.backprop.counting`; how much of the GPU a step uses in :mod:`~course.backprop.mfu`, and
+  PyTorch's best step at each precision in :mod:`~course.backprop.precision_peers`;
 * :mod:`~course.backprop.plots` (the figures), :mod:`~course.backprop.widgets`,
   :mod:`~course.backprop.checks` (the exercises) and
   :mod:`~course.backprop.experiments` (``python -m course report``).

@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import normalize_device, synchronize, to_numpy
+from ..arguments import Given, OneOf, Optional, Real, Whole, Wholes, arguments
+from ..capture import matmul_into
+from ..devices import gpu_available, gpu_info, gpu_unavailable_reason, normalize_device, synchronize, to_numpy
 from ..errors import whole_number
 from ..results import ResultSet
-from ..timing import interleaved_rounds
+from ..timing import benchmark, interleaved_rounds
 from ..torch_peer import (
     benchmark_torch,
     cupy_tf32,
@@ -37,12 +39,16 @@ from ..torch_peer import (
     torch_tf32,
 )
 from .checkpointing import checkpointed_backward
+from .counting import mlp_flops
+from .fast_step import STEP_PRECISIONS, FastStep, declared_counts
 from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
+from .mfu import GEMM_PRECISION, data_sheet_peak, model_flops_utilisation, validate_step_precisions
 from .trace import random_batch
 from .validate import validate_finite_loss, validate_inputs
 
 __all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "torch_sgd", "TorchStep", "SGD_KINDS",
-           "compare_with_torch", "naive_train_step", "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU"]
+           "compare_with_torch", "naive_train_step", "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU",
+           "time_gemm_rate", "precision_sweep", "precision_peer_sweep", "COURSE_PRECISION_STEPS"]
 
 #: The issue's targets for ours / PyTorch: faster on the CPU, within 20 % on a GPU.
 TARGET_CPU = 0.95
@@ -373,4 +379,170 @@ def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Se
                       checkpoints=run.checkpoints, recomputed_blocks=run.recomputed_blocks,
                       extra_compute=run.extra_compute, traced_peak_bytes=traced, time_ratio=t[k].median / base,
                       traced_by="tracemalloc" if dev == "cpu" else "CuPy memory pool")
+    return rs
+
+
+# ----------------------------------------------------------------------------- the fast step at each precision: MFU
+
+def _operands(xp: Any, n: int, precision: str) -> tuple[Any, Any, Any]:
+    """Two ``n × n`` operands and an output at the products' precision (bfloat16 as uint16 bits)."""
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal((n, n)).astype(np.float32) for _ in range(2)]
+    g = GEMM_PRECISION[precision]
+    if g == "bfloat16":
+        import ml_dtypes
+
+        host = [h.astype(ml_dtypes.bfloat16).view(np.uint16) for h in host]
+    elif g == "float16":
+        host = [h.astype(np.float16) for h in host]
+    out_dtype = np.float32 if g in (None, "tf32") else host[0].dtype
+    return xp.asarray(host[0]), xp.asarray(host[1]), xp.zeros((n, n), dtype=out_dtype)
+
+
+@arguments(precision=OneOf(*STEP_PRECISIONS), n=Whole(lo=16, hi=32768, hint="the side of the square products"),
+           repeat=Whole(hint="timed products"))
+def time_gemm_rate(precision: str, n: int = 4096, repeat: int = 10) -> dict:
+    """The GPU's matrix-product rate for the products of a ``precision`` step, measured now: ``{"precision",
+    "gemm", "n", "flops_per_s", "median_s", "tf32", "how"}``.  Needs a GPU (the stand-in GPU's figure is its own)."""
+    from ..devices import cupy_module, require_gpu
+
+    require_gpu()
+
+    a, b, out = _operands(cupy_module(), n, precision)
+    g = GEMM_PRECISION[precision]
+    t = benchmark(lambda: matmul_into(a, b, out, g), device="gpu", warmup=2, repeat=repeat, per_event=4)
+    return {"precision": precision, "gemm": g or "float32", "n": int(n), "flops_per_s": 2.0 * n ** 3 / t.median,
+            "median_s": t.median, "tf32": cupy_tf32() if g is None else g == "tf32",
+            "how": f"matmul_into {n}x{n}x{n}, " + ("cublasSgemm" if g is None else f"cublasGemmEx ({g})")}
+
+
+@arguments(widths=Wholes(lo=1, hi=65536, hint="hidden widths"), batches=Wholes(lo=1, hi=65536, hint="batch sizes"),
+           precisions=Given(validate_step_precisions),
+           rungs=Given(validate_step_precisions, allowed=("fused", "graph")),
+           depth=Whole(hi=64, hint="hidden layers"), gemm_n=Whole(lo=16, hi=32768, hint="the GEMM rate's side"),
+           repeat=Whole(hint="timed rounds"), budget_s=Optional(Real(above=0, hint="seconds per job")),
+           per_event=Whole(hint="steps between one pair of CUDA events"))
+def precision_sweep(widths: Sequence[int] = (512, 4096), batches: Sequence[int] = (256, 4096),
+                    precisions: Sequence[str] = STEP_PRECISIONS, rungs: Sequence[str] = ("fused", "graph"),
+                    depth: int = 2, gemm_n: int = 4096, repeat: int = 10, budget_s: float | None = 1.0,
+                    progress: Callable | None = None, per_event: int = 10) -> ResultSet:
+    """Each precision's step time and MFU at each width × batch (784-w-…-w-10), on the GPU.
+
+    Records: ``device``, ``width``, ``batch``, ``rung``, ``precision``, ``title``, the timing, ``flops`` (counted,
+    :func:`~course.backprop.counting.mlp_flops`), ``launches``/``kernels`` (declared), ``gemm_rate`` (this run's,
+    at the products' precision), ``mfu_measured``, ``peak_flops``/``mfu_peak``/``peak_source`` (the data sheet's,
+    None where it has no figure) and ``tf32``.  Without a GPU: no records, a note saying why.
+    """
+    rs = ResultSet("backprop_step_precisions", params={"widths": [int(w) for w in widths],
+                                                       "batches": [int(b) for b in batches], "depth": int(depth),
+                                                       "precisions": list(precisions), "rungs": list(rungs),
+                                                       "gemm_n": int(gemm_n)})
+    if not gpu_available():
+        rs.notes.append(f"no GPU here ({gpu_unavailable_reason()}): the precisions are timed on a GPU only (on a "
+                        "CPU they are emulated, and slower than float32)")
+        return rs
+    name = gpu_info()[0]["name"]
+    rates = {p: time_gemm_rate(p, gemm_n, repeat=max(3, repeat // 2)) for p in
+             (progress(precisions, desc="GEMM rates") if progress else precisions)}
+    jobs, info = {}, {}
+    for w in widths:
+        for b in batches:
+            sizes = [784] + [int(w)] * depth + [10]
+            model = MLP(sizes, device="gpu", seed=0)
+            x, y = random_batch(model, int(b))
+            flops = mlp_flops(sizes, int(b))
+            for p in precisions:
+                for rung in rungs:
+                    fast = FastStep(model, rung, batch=int(b), lr=1e-3, precision=p)
+                    fast.load(x, y)
+                    key = f"{w} {b} {p} {rung}"
+                    jobs[key] = fast.step
+                    peak = data_sheet_peak(name, p)
+                    counts = declared_counts(rung, len(sizes) - 1, p)
+                    info[key] = {"device": "gpu", "width": int(w), "batch": int(b), "rung": rung, "precision": p,
+                                 "title": fast.title, "capture_failed": fast.capture_failed, "flops": flops,
+                                 "launches": counts["launches"], "kernels": counts.get("kernels", counts["launches"]),
+                                 "reads": counts["reads"], "gemm_rate": rates[p]["flops_per_s"],
+                                 "gemm_how": rates[p]["how"], "tf32": rates[p]["tf32"],
+                                 "peak_flops": None if peak is None else peak[0],
+                                 "peak_source": None if peak is None else peak[1]}
+    t = interleaved_rounds(jobs, "gpu", warmup=1, repeat=max(int(repeat), 3), min_rounds=3, progress=progress,
+                           budget_s=None if budget_s is None else budget_s * len(jobs), desc="step precisions",
+                           per_event=per_event)
+    for key, rec in info.items():
+        rate = rec["flops"] / t[key].median
+        rs.add_timing(t[key], **rec, gflops=rate / 1e9,
+                      mfu_measured=model_flops_utilisation(rec["flops"], t[key].median, rec["gemm_rate"]),
+                      mfu_peak=None if rec["peak_flops"] is None
+                      else model_flops_utilisation(rec["flops"], t[key].median, rec["peak_flops"]))
+    if any(v.stopped_early for v in t.values()):
+        rs.notes.append(f"timing stopped after {min(v.repeat for v in t.values())} rounds by the time budget")
+    return rs
+
+
+#: The course's steps set against PyTorch's best at each reduced precision: (precision, rung).
+COURSE_PRECISION_STEPS = (("tf32", "graph"), ("bfloat16", "fused"), ("bfloat16", "graph"), ("float16 scaled", "fused"),
+                          ("float16 scaled", "graph"))
+
+
+@arguments(widths=Wholes(lo=1, hi=65536, hint="hidden widths"), batch=Whole(hi=65536, hint="the batch"),
+           repeat=Whole(hint="timed rounds"), budget_s=Optional(Real(above=0, hint="seconds per job")),
+           compile_peers=OneOf(True, False), per_event=Whole(hint="steps between one pair of CUDA events"))
+def precision_peer_sweep(widths: Sequence[int] = (512, 4096), batch: int = 256, repeat: int = 10,
+                         budget_s: float | None = 1.0, progress: Callable | None = None, compile_peers: bool = True,
+                         per_event: int = 10) -> ResultSet:
+    """The course's TF32, bfloat16 and float16-scaled steps against PyTorch's best at the same precision, in one
+    run, interleaved (:mod:`~course.backprop.precision_peers`).
+
+    Records: ``width``, ``batch``, ``peer`` (``"course"`` or a key of ``PEER_PRECISION``), ``precision``, ``rung``
+    (the course's; for a peer, the rung it is set against), ``title``, the timing, ``flops``, ``gflops``; a peer's
+    also ``torch_sgd`` and ``course_over_peer`` (the course's time at the same precision and rung / the peer's).
+    Without a GPU: no records; without PyTorch's CUDA: the course's steps alone, and a note saying the peers
+    were skipped.
+    """
+    from .precision_peers import PEER_PRECISION, torch_precision_peers
+
+    rs = ResultSet("backprop_step_precision_peers", params={"widths": [int(w) for w in widths], "batch": int(batch),
+                                                            "sizes": "784-w-w-10"})
+    if not gpu_available():
+        rs.notes.append(f"no GPU here ({gpu_unavailable_reason()}): the peers are timed on a GPU only")
+        return rs
+    peers = torch_cuda_available()
+    if not peers:
+        line = "PyTorch precision peers skipped: PyTorch with CUDA is not here (the course's steps are timed alone)"
+        rs.notes.append(line)
+        print(line)
+    jobs, info, timers = {}, {}, {}
+    for w in (progress(widths, desc="precision peers") if progress else widths):
+        sizes = [784, int(w), int(w), 10]
+        model = MLP(sizes, device="gpu", seed=0)
+        x, y = random_batch(model, int(batch))
+        flops = mlp_flops(sizes, int(batch))
+        for p, rung in COURSE_PRECISION_STEPS:
+            fast = FastStep(model, rung, batch=int(batch), lr=1e-3, precision=p)
+            fast.load(x, y)
+            jobs[f"{w} course {p} {rung}"] = fast.step
+            info[f"{w} course {p} {rung}"] = {"width": int(w), "peer": "course", "precision": p, "rung": rung,
+                                              "title": fast.title, "capture_failed": fast.capture_failed}
+        if peers:
+            for name, step in torch_precision_peers(lambda m=model, a=x, b=y: torch_mlp_step(m, a, b)[0],
+                                                    compile_peers).items():
+                key = f"{w} {name}"
+                jobs[key], timers[key] = step, benchmark_torch
+                p, rung = PEER_PRECISION[name]
+                info[key] = {"width": int(w), "peer": name, "precision": p, "rung": rung, "torch_sgd": step.sgd,
+                             "title": f"PyTorch, {name}"}
+        for k in [k for k in info if k.startswith(f"{w} ")]:
+            info[k] |= {"device": "gpu", "batch": int(batch), "flops": flops}
+    t = interleaved_rounds(jobs, "gpu", warmup=1, repeat=max(int(repeat), 3), min_rounds=3, timer=timers or None,
+                           budget_s=None if budget_s is None else budget_s * len(jobs), progress=progress,
+                           desc="precision peers", per_event=per_event)
+    for key, rec in info.items():
+        extra = {}
+        if rec["peer"] != "course":
+            ours = t[f"{rec['width']} course {rec['precision']} {rec['rung']}"].median
+            extra["course_over_peer"] = ours / t[key].median
+        rs.add_timing(t[key], **rec, **extra, gflops=rec["flops"] / t[key].median / 1e9)
+    if any(v.stopped_early for v in t.values()):
+        rs.notes.append(f"timing stopped after {min(v.repeat for v in t.values())} rounds by the time budget")
     return rs

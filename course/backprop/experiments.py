@@ -41,6 +41,34 @@ def _(rs, references):
                         title="One SGD step: forward + backward + update")
 
 
+@experiment("backprop_step_precisions", title="The fast step at each precision (float32, TF32, bfloat16, float16): "
+            "time and MFU", lesson="01")
+def step_precisions(devices, quick, progress):
+    """Rungs (c) and (d) of the ladder at each precision over width x batch, each step's counted FLOPs over the same
+    run's matrix-product rate at that precision and over the data sheet's peak (GPU only; no records without one)."""
+    from .bench import precision_sweep
+
+    if "gpu" not in devices:
+        return precision_sweep(widths=(16,), batches=(16,))        # no GPU: no records, a note saying why
+    return precision_sweep(widths=by_size(quick, (512, 4096), (512,), (16,)),
+                           batches=by_size(quick, (256, 4096), (256,), (16,)),
+                           gemm_n=by_size(quick, 4096, 2048, 64), repeat=3 if quick else 10,
+                           budget_s=0.3 if quick else 1.0, progress=progress)
+
+
+@experiment("backprop_step_precision_peers", title="The fast step's bfloat16, float16 and TF32 rungs against "
+            "PyTorch's best at the same precision", lesson="01")
+def step_precision_peers(devices, quick, progress):
+    """The course's reduced-precision steps against PyTorch autocast (eager, CUDA graph, GradScaler) and
+    torch.compile (default, reduce-overhead), in one run, at batch 256 (GPU only; no records without one)."""
+    from .bench import precision_peer_sweep
+
+    if "gpu" not in devices:
+        return precision_peer_sweep(widths=(16,), batch=16)        # no GPU: no records, a note saying why
+    return precision_peer_sweep(widths=by_size(quick, (512, 4096), (512,), (16,)), batch=by_size(quick, 256, 256, 16),
+                                repeat=3 if quick else 10, budget_s=0.3 if quick else 1.0, progress=progress)
+
+
 @experiment("backprop_layer_trace", title="Where a training step's time goes, layer by layer", lesson="01")
 def layer_trace(devices, quick, progress):
     """Each layer's forward and backward of a 784-512-512-10 MLP at batch 256, timed alone."""
