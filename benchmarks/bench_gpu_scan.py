@@ -7,8 +7,9 @@ GPU only (without one it says so and exits 0, like the other benchmarks):
    (``course.bppsa.fast``) against the sequential backward in float64;
 2. **scans** of one 1-D contiguous float32 array of 2^26 elements, in alternating rounds: the
    device-to-device copy, the course's single-pass scan (decoupled look-back), the numba block scans
-   (scan-then-add, reduce-then-scan), ``cupy.cumsum(x)`` (a copy, then CUB in place) and ``torch.cumsum``
-   (CUB's scan); each in GB/s
+   (scan-then-add, reduce-then-scan), CUB's DeviceScan in place on a buffer copied before the timing
+   (``cupy.cuda.cub.cub_scan``: the library at its limit), ``cupy.cumsum(x)`` (a copy, then CUB in place)
+   and ``torch.cumsum`` (PyTorch's wrapper, which hands the scan to CUB); each in GB/s
    ((bytes read + written) / time) and as a fraction of the copy measured in the same rounds;
 3. **BPPSA**, the paper's tanh RNN (hidden 20, batch 16, float32) at T = 1,000 ... 30,000: the
    backward pass of the scan without copies (``method="fast"``) against two baselines, named every
@@ -40,8 +41,10 @@ MODES = {"full": (N, TS, (1, 4097, 3 * 4096 + 5, 2**22 + 1), 7, 10, 5),
          "quick": (2**24, QUICK_TS, (1, 4097, 3 * 4096 + 5, 2**22 + 1), 3, 5, 3),
          "smoke": (2**10, (40, 100), (1, 33, 4097), 1, 2, 3)}
 #: (figure, bound): fraction of the copy, or a speedup over cuDNN's backward.
-TARGETS = {"single-pass": 0.80, "scan-then-add": 0.40, "reduce-then-scan": 0.50,
-           "fast vs cuDNN, T = 30,000": 10.0, "fast vs cuDNN, every T >= 1,000": 1.0}
+TARGETS = {"single-pass": 0.80, "single-pass vs CUB in place": 1.0, "scan-then-add": 0.40, "reduce-then-scan": 0.50,
+           "fast vs cuDNN, T = 30,000": 10.0, "fast vs cuDNN, every T >= 1,000": 1.0,
+           "fast chain vs sequential kernel, T = 30,000": 3.0, "fast vs cuDNN graph, T = 30,000": 20.0,
+           "fast vs cuDNN graph, every T >= 1,000": 1.0}
 
 
 def check_numerics(rs: ResultSet, sizes: tuple = MODES["full"][2], Ts: tuple = (1, 37, 1000)) -> bool:
@@ -78,7 +81,7 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
     from course.devices import cupy_module
     from course.scan.kernels import block_scan
     from course.scan.singlepass import single_pass_scan
-    from course.scan.timing import make_input
+    from course.scan.timing import cub_inclusive_sum_in_place, make_input
     from course.timing import benchmark
     from course.torch_peer import torch_cuda_available
 
@@ -90,6 +93,12 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
            "scan-then-add": lambda a: block_scan(a, exclusive=False),
            "reduce-then-scan": lambda a: block_scan(a, exclusive=False, strategy="reduce-then-scan"),
            "cupy.cumsum (copy + CUB)": cp.cumsum}
+    buf = x.copy()                          # CUB's scan in place on a copy made before any timing
+    try:
+        cub_inclusive_sum_in_place(buf)
+        fns["CUB in place"] = lambda a: cub_inclusive_sum_in_place(buf)
+    except (ImportError, AttributeError) as exc:
+        print(f"  CUB in place: not timed ({type(exc).__name__}: {exc})")
     samples: dict = {k: [] for k in fns}
     torch_x = None
     if torch_cuda_available():
@@ -118,6 +127,33 @@ def time_scans(rs: ResultSet, n: int, rounds: int, repeat: int) -> dict:
     return {k: (8 * n / t / 1e9) / copy_gbps for k, t in med.items()}
 
 
+def time_bppsa_peers(rs: ResultSet, Ts: tuple, fast_s: dict, repeat: int) -> tuple[dict, dict]:
+    """The graph-replayed baselines: BPPSA's chain against the sequential kernel (same work, both CUDA graphs),
+    and the fast backward against cuDNN's backward captured in torch.cuda.graph."""
+    from course.bppsa.timing import chain_peer_timings, torch_rnn_graph_timings
+
+    vs_seq, vs_graph = {}, {}
+    print("\n  graph-replayed baselines: ratio = baseline time / BPPSA's time")
+    for T in Ts:
+        c = chain_peer_timings(T, 20, 16, repeat=repeat)
+        vs_seq[T] = c["backward_s"]["sequential kernel"] / c["backward_s"]["fast chain"]
+        try:
+            g = torch_rnn_graph_timings(T, 20, 16, repeat=repeat)["backward_s"]
+        except Exception as exc:  # noqa: BLE001 - PyTorch without CUDA, or a capture it refuses: said
+            print(f"  T = {T:,}: cuDNN's graph-captured backward not timed ({type(exc).__name__}: {exc})")
+            g = None
+        if g:
+            vs_graph[T] = g / fast_s[T]
+        print(f"  T = {T:>6,}: chain {c['backward_s']['fast chain'] * 1e3:8.3f} ms, sequential kernel "
+              f"{c['backward_s']['sequential kernel'] * 1e3:8.3f} ms ({vs_seq[T]:.2f}×), cuDNN graph "
+              f"{g * 1e3 if g else float('nan'):8.3f} ms ({vs_graph.get(T, float('nan')):.2f}× the fast backward)")
+        rs.add(device="gpu", T=T, algorithm="graph peers", fast_chain_s=c["backward_s"]["fast chain"],
+               sequential_kernel_s=c["backward_s"]["sequential kernel"], cudnn_graph_s=g,
+               chain_vs_sequential_kernel=vs_seq[T], fast_vs_cudnn_graph=vs_graph.get(T),
+               max_grad_diff=c["max_grad_diff"])
+    return vs_seq, vs_graph
+
+
 def time_bppsa(rs: ResultSet, Ts: tuple, repeat: int) -> dict:
     from course.bppsa.timing import rnn_timings, torch_rnn_timings
     from course.torch_peer import cupy_tf32, torch_cuda_available
@@ -125,10 +161,11 @@ def time_bppsa(rs: ResultSet, Ts: tuple, repeat: int) -> dict:
     print("\n  BPPSA backward, tanh RNN hidden 20, batch 16, float32; each ratio = baseline time / fast time; "
           f"TF32: ours {'on' if cupy_tf32() else 'off'} (CUPY_TF32), cuDNN's off")
     print(f"  {'T':>7} {'fast ms':>9} {'sequential ms':>14} {'cuDNN ms':>9} {'vs course loop':>15} {'vs cuDNN':>9}")
-    vs_cudnn = {}
+    vs_cudnn, fast_s = {}, {}
     for T in Ts:
         r = rnn_timings(T, 20, 16, device="gpu", methods=("sequential", "fast"), repeat=repeat)
         fast, seq = r["backward_s"]["fast"], r["backward_s"]["sequential"]
+        fast_s[T] = fast
         peer = torch_rnn_timings(T, 20, 16, device="gpu", repeat=repeat) if torch_cuda_available() else None
         cudnn = peer["backward_s"] if peer else None
         if cudnn is not None:
@@ -138,7 +175,7 @@ def time_bppsa(rs: ResultSet, Ts: tuple, repeat: int) -> dict:
         rs.add(device="gpu", T=T, fast_backward_s=fast, sequential_backward_s=seq, cudnn_backward_s=cudnn,
                fast_vs_sequential=seq / fast, fast_vs_cudnn=vs_cudnn.get(T), max_grad_diff=r["max_grad_diff"],
                fast_tf32=cupy_tf32(), cudnn_tf32=peer["tf32"] if peer else None)
-    return vs_cudnn
+    return vs_cudnn, fast_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,16 +197,26 @@ def main(argv: list[str] | None = None) -> int:
     print("numerics against NumPy:")
     ok = check_numerics(rs, sizes, Ts=(1, 37, 1000) if mode != "smoke" else (1, 37))
     fractions = time_scans(rs, n, rounds, repeat)
-    vs_cudnn = time_bppsa(rs, Ts, bppsa_repeat)
+    vs_cudnn, fast_s = time_bppsa(rs, Ts, bppsa_repeat)
+    vs_seq, vs_graph = time_bppsa_peers(rs, Ts, fast_s, bppsa_repeat)
     big = Ts[-1]
+    cub = fractions.get("CUB in place")
     rows = [(f"single-pass scan, 2^{n.bit_length() - 1} float32, of the copy", fractions["single-pass"],
              TARGETS["single-pass"], "%"),
+            ("single-pass scan vs CUB's scan in place (rate / rate)", fractions["single-pass"] / cub if cub else None,
+             TARGETS["single-pass vs CUB in place"], "x"),
             ("scan-then-add (numba), of the copy", fractions["scan-then-add"], TARGETS["scan-then-add"], "%"),
             ("reduce-then-scan (numba), of the copy", fractions["reduce-then-scan"], TARGETS["reduce-then-scan"], "%"),
             (f"BPPSA fast backward vs cuDNN backward, T = {big:,}", vs_cudnn.get(big),
              TARGETS["fast vs cuDNN, T = 30,000"], "x"),
             (f"BPPSA fast backward vs cuDNN backward, every T >= {Ts[0]:,} (the smallest)",
-             min(vs_cudnn.values()) if vs_cudnn else None, TARGETS["fast vs cuDNN, every T >= 1,000"], "x")]
+             min(vs_cudnn.values()) if vs_cudnn else None, TARGETS["fast vs cuDNN, every T >= 1,000"], "x"),
+            (f"BPPSA chain vs the sequential GPU kernel (both CUDA graphs), T = {big:,}", vs_seq.get(big),
+             TARGETS["fast chain vs sequential kernel, T = 30,000"], "x"),
+            (f"BPPSA fast backward vs cuDNN's graph-captured backward, T = {big:,}", vs_graph.get(big),
+             TARGETS["fast vs cuDNN graph, T = 30,000"], "x"),
+            (f"BPPSA fast backward vs cuDNN's graph-captured backward, every T >= {Ts[0]:,}",
+             min(vs_graph.values()) if vs_graph else None, TARGETS["fast vs cuDNN graph, every T >= 1,000"], "x")]
     print(f"\n  numerics: {'all equal to NumPy' if ok else 'SOME DIFFER FROM NUMPY (see above)'}")
     print("\n  | figure | measured | target | met |\n  |---|---|---|---|")
     for name, value, bound, unit in rows:

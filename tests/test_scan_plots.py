@@ -128,7 +128,7 @@ def test_single_pass_standing_reads_the_copy_the_libraries_and_n_off_the_records
 
     text = "\n".join(single_pass_standing(*_single_pass_sets()))
     assert "recorded on NVIDIA Test GPU" in text and "90% of the copy" in text
-    assert "torch.cumsum (CUB's scan)" in text and "the single pass runs at 1.35× its rate" in text
+    assert "torch.cumsum (PyTorch's wrapper of CUB)" in text and "the single pass runs at 1.35× its rate" in text
     assert "best numba block scan: scan-then-add 256x8 padded" in text and "128x4 plain" not in text
     # torch dips under half the copy after passing it once: it keeps above only from the last size on
     assert "the single pass from n = 262,144 on" in text and "torch.cumsum from n = 4,194,304 on" in text

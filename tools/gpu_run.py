@@ -13,7 +13,8 @@ own deadline, and stops starting steps once the whole budget (:data:`BUDGET_S`) 
    ``.whl/`` (``tools/gpu_wheels.sh`` fetches them here) when that folder came along;
 2. ``record <experiment>``: the report's experiments at the lessons' own (full) sizes with ``--gpu-only
    --record-reference``, one process each, in the order the lessons need them: lesson 09's CUDA C ladder
-   against cuBLAS (``gemm_gpu_ladder``), lesson 01's ladder (``backprop_train_step``), BPPSA
+   against cuBLAS (``gemm_gpu_ladder``), lesson 01's ladder (``backprop_train_step``) and its precisions
+   (``backprop_step_precisions``), BPPSA
    (``bppsa_rnn``), the scans (``scan_kernel_variants``), the diagonal recurrence (``recurrence_sweep``),
    then the launch latency, ``scan_sweep``, ``attention_sweep``, ``bppsa_rnn_batch`` and lesson 09's
    backprop products; each reference is written as soon as its experiment finishes, so a deadline costs
@@ -56,7 +57,9 @@ BUDGET_S = 540.0
 GPU_TEST_MODULES = ("tests/test_capture.py", "tests/test_backprop_fast_step.py", "tests/test_bppsa_fast.py",
                     "tests/test_scan_singlepass.py", "tests/test_timing.py", "tests/test_bppsa_models.py",
                     "tests/test_throughput_latency.py", "tests/test_backprop_bench.py", "tests/test_attention_gpu.py",
-                    "tests/test_gemm_gpu.py")
+                    "tests/test_gemm_gpu.py", "tests/test_scan_baselines.py", "tests/test_attention_baselines.py",
+                    "tests/test_recurrences_baselines.py", "tests/test_bppsa_baselines.py",
+                    "tests/test_backprop_precision.py", "tests/test_backprop_precision_timing.py")
 #: pytest's exit status when it collected no test (a module without GPU tests): not a failure.
 NO_TESTS = 5
 #: Where the probe installs the wheels of ``.whl/`` (tools/gpu_probe.py).
@@ -243,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
     record(("gemm_gpu_ladder",), 90)
     record(("backprop_train_step",), 120)
+    record(("backprop_step_precisions",), 90)         # lesson 01's precisions and MFU (issue 45)
     run.step("timelines", [py, "tools/gpu_timelines.py", *(["--dry-run"] if dry else []), "--reference-dir",
                            str(run.reference_dir), "--out", str(results / "step_timelines.json")], 60)
     record(("bppsa_rnn",), 150)
@@ -255,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     record(("attention_sweep",), 60)
     record(("bppsa_rnn_batch",), 60)
     record(("gemm_backprop_products",), 45)
+    record(("backprop_step_precision_peers",), 120)   # PyTorch's autocast and compile peers (issue 45)
     # The GPU tests of the new GPU code last, in one process (each test under pytest-timeout's limit where
     # that plugin is installed); the dry run only collects them, which imports every module.
     here = [m for m in GPU_TEST_MODULES if (ROOT / m).is_file()]

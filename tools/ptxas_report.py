@@ -23,12 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 #: compile them inside a small kernel.)
 SOURCES = [("single-pass scan", "course.scan.singlepass", "SINGLE_PASS_SOURCE"),
            ("training step", "course.backprop.step_kernels", "KERNEL_SOURCE"),
+           ("training step, bfloat16 and float16", "course.backprop.mixed_kernels", "MIXED_SOURCE"),
            ("vector ReLU", "course.vectorize.gpu", "VECTOR_RELU_SOURCE"),
            ("launch latency", "course.throughput.latency", "LAUNCH_SOURCE"),
            ("memory chase", "course.throughput.memory", "CHASE_KERNEL"),
            ("timing lead spin", "course.lead_spin", "LEAD_SPIN_SOURCE"),
            ("fused attention forward", "course.attention.fused", "FUSED_FORWARD_SOURCE"),
            ("BPPSA chunk phases", "course.bppsa.chunk_kernels", "CHUNK_SOURCE"),
+           ("staged diagonal loop", "course.recurrences.kernels", "STAGED_SOURCE"),
+           ("BPPSA's sequential baseline", "course.bppsa.fast", "SEQUENTIAL_SOURCE"),
            ("GEMM ladder", "course.gemm.ladder", "GEMM_SOURCE")]
 
 

@@ -13,9 +13,12 @@ from .timing import attention_sweep, cache_sizes, memory_sweep
 def sweep(devices, quick, progress):
     """float32, head size 64, no mask.  CPU: one head, n from 256 (NumPy's naive pass, the tiled NumPy pass with
     64 × 64 tiles, PyTorch's scaled_dot_product_attention).  GPU: 8 heads, the same two on CuPy, the fused CUDA C
-    kernel, and PyTorch's attention with its own choice of backend, its math and memory-efficient backends alone
-    (float32, TF32 off on both sides) and its FlashAttention backend, which runs in float16 only (labelled).  Each
-    device's copy bandwidth is measured in the same run; each record carries its counted memory bytes."""
+    kernel, and PyTorch's attention with its own choice of backend and each backend forced alone on 4-D inputs
+    (1, heads, n, d): math (float32), memory-efficient (float32: CUTLASS kernels, float32-accurate, which ignore the
+    TF32 flags; the float32 peer) and FlashAttention in bfloat16 and in float16 (half precision only, labelled).
+    TF32 is off on both sides.  Each PyTorch record names its backend and precision; a backend that refuses its
+    inputs is recorded as refused with PyTorch's reason.  Each device's copy bandwidth is measured in the same run;
+    each record carries its counted memory bytes."""
     rs = ResultSet("attention_sweep", params={"d": 64, "dtype": "float32"})
     for dev in devices:
         top = by_size(quick, 12 if dev == "cpu" else 14, 11 if dev == "cpu" else 13, 9)

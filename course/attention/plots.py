@@ -43,7 +43,8 @@ MAX_TREE = 16
 METHOD_STYLE = {"naive": (PALETTE["vermillion"], "o"), "online": (PALETTE["orange"], "v"),
                 "flash": (PALETTE["blue"], "s"), "fused": (PALETTE["green"], "D"),
                 "torch sdpa": (PALETTE["black"], "^"), "torch math": (PALETTE["purple"], "P"),
-                "torch efficient": (PALETTE["sky blue"], "X"), "torch flash (float16)": ("0.45", "*")}
+                "torch efficient": (PALETTE["sky blue"], "X"), "torch flash (float16)": ("0.45", "*"),
+                "torch flash (bfloat16)": ("0.25", "p")}
 _ALGORITHM_STYLE = {"naive": (PALETTE["vermillion"], "o"), "flash, K/V outer": (PALETTE["purple"], "^"),
                     "flash, Q outer": (PALETTE["blue"], "s")}
 

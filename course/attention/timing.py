@@ -8,9 +8,14 @@ its arrays to it).  The methods, by name:
 * ``"flash"``: :func:`~course.attention.flash_attention`, the tiled NumPy/CuPy code (64 × 64 tiles);
 * ``"fused"`` (GPU): the CUDA C kernel of :mod:`course.attention.fused`;
 * ``"torch sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with PyTorch's own choice of
-  backend; on a GPU also ``"torch math"`` and ``"torch efficient"`` (one backend each, float32) and
-  ``"torch flash (float16)"``: PyTorch's FlashAttention backend runs in half precision only, so that
-  record is labelled with its dtype and is not a like-for-like ratio.
+  backend; on a GPU also each backend alone, forced with ``torch.nn.attention.sdpa_kernel`` on 4-D inputs
+  ``(1, heads, n, d)`` (:data:`TORCH_BACKENDS`): ``"torch math"`` (float32, the unfused reference),
+  ``"torch efficient"`` (the memory-efficient backend in float32: CUTLASS kernels, float32-accurate,
+  which ignore PyTorch's TF32 flags: the course's float32 peer), and ``"torch flash (bfloat16)"`` and
+  ``"torch flash (float16)"``: FlashAttention runs in half precision only, so those records say their
+  precision and are not a like-for-like ratio with a float32 kernel.  Every PyTorch record names its
+  ``backend`` and its ``precision``; a backend that refuses its inputs here is recorded as
+  ``kind="refused"`` with PyTorch's reason, never as a timing.
 
 Both sides of a comparison run with TF32 off (PyTorch's switches set, CuPy's read) and say so in the
 record.  Each record carries the counted global-memory bytes of its algorithm where the course knows
@@ -43,16 +48,24 @@ from .forward import flash_attention, memory_held, naive_attention, online_atten
 from .fused import KEYS_PER_TILE, ROWS_PER_BLOCK, fused_attention
 from .traffic import count_traffic, tile_traffic
 
-__all__ = ["METHODS", "TORCH_BACKENDS", "BLOCK", "FLASH_MAX_TILES", "attention_input", "attention_function",
+__all__ = ["METHODS", "TORCH_BACKENDS", "BackendRefusedError", "torch_backend_precision", "BLOCK", "FLASH_MAX_TILES",
+           "attention_input", "attention_function",
            "time_attention", "attention_sweep",
            "peak_memory", "memory_sweep", "cache_sizes", "attention_flops", "counted_bytes"]
 
 #: The methods timed on each device, in the order the figures list them.
 METHODS = {"cpu": ("naive", "flash", "torch sdpa"),
-           "gpu": ("naive", "flash", "fused", "torch sdpa", "torch math", "torch efficient", "torch flash (float16)")}
-#: PyTorch's attention backends by the course's name (``torch.nn.attention.SDPBackend`` members).
-TORCH_BACKENDS = {"torch math": "MATH", "torch efficient": "EFFICIENT_ATTENTION",
-                  "torch flash (float16)": "FLASH_ATTENTION"}
+           "gpu": ("naive", "flash", "fused", "torch sdpa", "torch math", "torch efficient", "torch flash (bfloat16)",
+                   "torch flash (float16)")}
+#: PyTorch's attention backends by the course's name: (``torch.nn.attention.SDPBackend`` member, the dtype its
+#: inputs are given in, what it runs at that dtype).
+TORCH_BACKENDS = {"torch math": ("MATH", "float32", "float32, unfused (scores in memory)"),
+                  "torch efficient": ("EFFICIENT_ATTENTION", "float32",
+                                      "float32: CUTLASS kernels, float32-accurate, ignoring the TF32 flags"),
+                  "torch flash (bfloat16)": ("FLASH_ATTENTION", "bfloat16",
+                                             "bfloat16 inputs, float32 accumulation (tensor cores)"),
+                  "torch flash (float16)": ("FLASH_ATTENTION", "float16",
+                                            "float16 inputs, float32 accumulation (tensor cores)")}
 #: The tiles of the NumPy/CuPy ``"flash"`` method here, and the most tiles one timed call may walk on each device
 #: (each tile is about ten library calls: on a GPU, ten kernel launches).
 BLOCK = 64
@@ -103,30 +116,58 @@ def counted_bytes(method: str, n: int, d: int, heads: int = 1, itemsize: int = 4
     return float(heads * itemsize * tile_traffic(n, n, d, d, *tiles, causal=causal)["numbers"])
 
 
+class BackendRefusedError(BadInputError):
+    """PyTorch's attention backend refused these inputs here: ``reason`` says why, in PyTorch's words."""
+
+    def __init__(self, method: str, reason: str):
+        self.method, self.reason = method, reason
+        super().__init__(f"{method} cannot run here: {reason}")
+
+
+def torch_backend_precision(method: str) -> tuple[str, str]:
+    """``(backend, precision)`` of a PyTorch method: the ``SDPBackend`` it is forced to (or PyTorch's own choice)
+    and what it computes in.
+
+    >>> torch_backend_precision("torch efficient")[0]
+    'EFFICIENT_ATTENTION'
+    """
+    if method not in ("torch sdpa", *TORCH_BACKENDS):
+        raise BadInputError(f"{method!r} is not a PyTorch method; choose one of {['torch sdpa', *TORCH_BACKENDS]}.")
+    if method == "torch sdpa":
+        return "PyTorch's choice", "float32 (PyTorch's choice of backend)"
+    backend, _, precision = TORCH_BACKENDS[method]
+    return backend, precision
+
+
 def _torch_call(method: str, q, k, v, causal: bool, dev: str) -> Callable[[], Any]:
+    import warnings
+
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from ..devices import to_numpy
 
     tdev = torch_device(dev)                  # a clear error where PyTorch has no CUDA device
-    half = method == "torch flash (float16)"
+    dtype = getattr(torch, TORCH_BACKENDS[method][1]) if method in TORCH_BACKENDS else torch.float32
     # (1, heads, n, d): PyTorch's FlashAttention and memory-efficient backends take 4-D inputs only (batch, heads,
     # length, head size); given (heads, n, d) they refuse, and its own choice falls back to the math backend
-    tq, tk, tv = (torch.as_tensor(to_numpy(a), device=tdev).to(torch.float16 if half else torch.float32)[None]
-                  for a in (q, k, v))
+    tq, tk, tv = (torch.as_tensor(to_numpy(a), device=tdev).to(dtype)[None] for a in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     if method == "torch sdpa":
         return lambda: sdpa(tq, tk, tv, is_causal=causal)
-    backend = getattr(SDPBackend, TORCH_BACKENDS[method])
+    backend = getattr(SDPBackend, TORCH_BACKENDS[method][0])
 
     def run():
         with sdpa_kernel(backend):
             return sdpa(tq, tk, tv, is_causal=causal)
-    try:
-        run()
-    except RuntimeError as exc:
-        raise BadInputError(f"{method} cannot run here: {str(exc).splitlines()[0]}") from None
+    with warnings.catch_warnings(record=True) as said:      # PyTorch warns why each backend declined
+        warnings.simplefilter("always")
+        try:
+            run()
+        except RuntimeError as exc:
+            why = [str(w.message).splitlines()[0] for w in said if "not used because" in str(w.message)
+                   or "kernel" in str(w.message).lower()]
+            raise BackendRefusedError(method, "; ".join(why[:3] + [str(exc).splitlines()[0]])) from None
     return run
 
 
@@ -182,10 +223,12 @@ def time_attention(method: str, n: int, d: int = 64, heads: int = 1, device: Any
     tf32 = {"tf32": False, **(torch_tf32_flags() or {})} if torch_side else {"tf32": cupy_tf32() if dev == "gpu"
                                                                              else False}
     extra = {"counted_bytes": nbytes, "gb_per_s": nbytes / t.median / 1e9} if nbytes else {"counted_bytes": None}
+    named = dict(zip(("backend", "precision"), torch_backend_precision(method))) if torch_side else {
+        "precision": f"{dtype.name}" + (" (TF32 products)" if tf32["tf32"] else "")}
     return t.as_record(method=method, n=n, d=d, heads=heads, causal=bool(causal), block=block if method == "flash"
                        else None,
-                       dtype="float16" if method == "torch flash (float16)" else dtype.name, flops=flops,
-                       gflops=flops / t.median / 1e9, **extra, **tf32)
+                       dtype=TORCH_BACKENDS[method][1] if method in TORCH_BACKENDS else dtype.name, flops=flops,
+                       gflops=flops / t.median / 1e9, **named, **extra, **tf32)
 
 
 @arguments(ns=Wholes(hint="each is a sequence length"), d=Whole(hint="the head size"), heads=Whole(),
@@ -218,6 +261,10 @@ def attention_sweep(ns: Sequence[int], d: int = 64, heads: int = 1, methods: Seq
             continue
         try:
             rs.add(kind="time", **time_attention(method, n, d, heads, dev, dtype, causal, repeat, budget_s))
+        except BackendRefusedError as exc:         # PyTorch's backend refused these inputs: a record, not a time
+            backend, precision = torch_backend_precision(method)
+            rs.add(kind="refused", device=dev, method=method, n=n, d=d, heads=heads, backend=backend,
+                   precision=precision, reason=exc.reason)
         except GPUUnavailableError as exc:         # missing here at every size: said once
             unavailable.add((dev, method))
             rs.notes.append(f"{dev} {method}: skipped ({str(exc).splitlines()[0]})")

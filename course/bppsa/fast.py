@@ -40,11 +40,13 @@ from ..capture import capture_graph, matmul_into
 from ..devices import array_device, cupy_module, get_xp, xp_of
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
+from ..standin import register_kernel
 from .algorithm import validate_chain
 from .chunk_kernels import MAX_STATE, chunk_products, chunk_walk, fused_available
 
 __all__ = ["backprop_chunked", "rnn_hidden_gradients", "default_chunk", "chunked_steps", "RNNBackwardPlan",
-           "validate_plan_weight"]
+           "validate_plan_weight", "SEQUENTIAL_SOURCE", "SEQUENTIAL_KERNELS", "SEQUENTIAL_STAGE",
+           "sequential_walk_reference", "SequentialBackwardPlan", "validate_walk_arrays"]
 
 
 def default_chunk(T: int) -> int:
@@ -362,3 +364,167 @@ class RNNBackwardPlan:
         else:                                               # on the current stream, after the copies
             self.graph.launch(cupy_module().cuda.get_current_stream())
         return self.out[self.pad:]
+
+
+# ----------------------------------------------------------------------------- the sequential GPU baseline
+
+#: Steps of the Jacobians' diagonals ``d_t`` each lane holds in registers ahead of its chain, per element type.
+SEQUENTIAL_STAGE = {"float32": 16, "float64": 8}
+SEQUENTIAL_KERNELS = {"float32": "rnn_sequential_walk_f32", "float64": "rnn_sequential_walk_f64"}
+
+SEQUENTIAL_SOURCE = r"""
+#define MAX_STATE 32
+
+template <typename T, int S>
+__device__ void sequential_walk(const T* __restrict__ d, const T* __restrict__ W, const T* __restrict__ g,
+                                T* __restrict__ out, const long long steps, const int B, const int n)
+{   // the sequential backward a GPU programmer writes: one warp per batch row b walks the T steps back,
+    // v <- (v * d_t) W, lane l holding v_l and column l of W in registers; u_j = v_j d_tj reaches every lane
+    // by a warp shuffle.  The next S steps of d are loaded before this tile's dependent steps run, and the
+    // n products of a step are summed in four independent chains.
+    const int l = threadIdx.x;
+    const long long b = blockIdx.x;
+    if (b >= B) return;
+    T w[MAX_STATE];
+    #pragma unroll
+    for (int j = 0; j < MAX_STATE; ++j) w[j] = (j < n && l < n) ? W[j * n + l] : T(0);
+    T v = l < n ? g[b * n + l] : T(0);
+    T dp[S];
+    #pragma unroll
+    for (int k = 0; k < S; ++k) {
+        const long long t = steps - 1 - k;
+        dp[k] = (t >= 0 && l < n) ? __ldg(d + (t * B + b) * n + l) : T(0);
+    }
+    for (long long t0 = steps - 1; t0 >= 0; t0 -= S) {
+        T nd[S];
+        #pragma unroll
+        for (int k = 0; k < S; ++k) {                   // the next tile's diagonals, issued first
+            const long long t = t0 - S - k;
+            nd[k] = (t >= 0 && l < n) ? __ldg(d + (t * B + b) * n + l) : T(0);
+        }
+        #pragma unroll
+        for (int k = 0; k < S; ++k) {
+            const long long t = t0 - k;
+            if (t >= 0) {                               // warp-uniform: every lane takes the same branch
+                const T u = v * dp[k];
+                T acc[4] = {T(0), T(0), T(0), T(0)};
+                #pragma unroll
+                for (int j = 0; j < MAX_STATE; ++j) acc[j & 3] += __shfl_sync(0xffffffffu, u, j) * w[j];
+                v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                if (l < n) out[(t * B + b) * n + l] = v;
+            }
+        }
+        #pragma unroll
+        for (int k = 0; k < S; ++k) dp[k] = nd[k];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32)
+rnn_sequential_walk_f32(const float* d, const float* W, const float* g, float* out, long long steps, int B, int n)
+{ sequential_walk<float, 16>(d, W, g, out, steps, B, n); }
+
+extern "C" __global__ void __launch_bounds__(32)
+rnn_sequential_walk_f64(const double* d, const double* W, const double* g, double* out, long long steps, int B,
+                        int n)
+{ sequential_walk<double, 8>(d, W, g, out, steps, B, n); }
+"""
+
+
+def sequential_walk_reference(d: np.ndarray, W: np.ndarray, g: np.ndarray, out: np.ndarray, stage: int) -> None:
+    """The sequential kernel in NumPy, every batch row's warp at once, tile by tile as the kernel walks: the
+    diagonals of the next ``stage`` steps read before this tile's steps, ``v ← (v · d_t) W`` back from ``g``,
+    ``out[t] = v`` for t = T-1 … 0 (``d (T, B, n)``, ``out (≥ T, B, n)``)."""
+    validate_walk_arrays(d, W, g, out, stage)
+    T = d.shape[0]
+    v = g.astype(out.dtype, copy=True)
+    tiles = list(range(T - 1, -1, -stage))
+    dp = d[max(T - stage, 0):T][::-1].copy()
+    for t0 in tiles:
+        lo = t0 - 2 * stage + 1
+        nd = d[max(lo, 0):max(t0 - stage + 1, 0)][::-1].copy()
+        for k in range(min(stage, t0 + 1)):
+            v = (v * dp[k]) @ W
+            out[t0 - k] = v
+        dp = nd
+
+
+def validate_walk_arrays(d: Any, W: Any, g: Any, out: Any, stage: Any) -> int:
+    """``stage`` as an int when ``d (T, B, n)``, ``W (n, n)``, ``g (B, n)`` and ``out (>= T, B, n)`` fit each other."""
+    stage = whole_number("stage", stage, hint="steps prefetched")
+    ds, ws, gs, os_ = (tuple(getattr(x, "shape", ())) for x in (d, W, g, out))
+    if len(ds) != 3 or ws != (ds[2], ds[2]) or gs != ds[1:] or len(os_) != 3 or os_[1:] != ds[1:] or os_[0] < ds[0]:
+        raise BadInputError(f"d must be (T, B, n), W (n, n), g (B, n) and out (>= T, B, n); got {ds}, {ws}, {gs}, "
+                            f"{os_}")
+    return stage
+
+
+def _sequential_twin(grid: tuple, block: tuple, args: tuple) -> None:
+    d, W, g, out, steps, B, n = (np.asarray(a) for a in args)
+    steps, B, n = int(steps), int(B), int(n)
+    if tuple(block)[:1] != (32,) or tuple(grid)[0] != B or not 1 <= n <= MAX_STATE:
+        raise RuntimeError(f"rnn_sequential_walk launched with grid {grid}, block {block}; needs ({B},), (32,)")
+    sequential_walk_reference(d[:steps], W, g.reshape(B, n), out, SEQUENTIAL_STAGE[out.dtype.name])
+
+
+for _dtype, _name in SEQUENTIAL_KERNELS.items():        # the stand-in GPU runs the twin instead
+    register_kernel(_name, _sequential_twin)
+
+_SEQUENTIAL: list = [None, {}]
+
+
+def _sequential_kernels() -> dict:
+    cp = cupy_module()
+    if _SEQUENTIAL[0] is not cp:
+        mod = cp.RawModule(code=SEQUENTIAL_SOURCE, options=("--std=c++14",))
+        _SEQUENTIAL[:] = [cp, {dt: mod.get_function(name) for dt, name in SEQUENTIAL_KERNELS.items()}]
+    return _SEQUENTIAL[1]
+
+
+def _require_sequential_plan(T: int, B: int, n: int, W: Any, graph: bool) -> None:
+    if array_device(W) != "gpu" or not fused_available(n, W.dtype):
+        raise BadInputError(f"SequentialBackwardPlan runs a CUDA C kernel: it needs W on the GPU, float32 or float64, "
+                            f"and a state of at most {MAX_STATE}; got W on {array_device(W)}, {W.dtype}, n = {n}.")
+    require_fits((2 * T + 2) * B * n * W.dtype.itemsize, "gpu", what=f"a sequential backward plan for T = {T:,}")
+
+
+class SequentialBackwardPlan:
+    """The sequential GPU backward of the tanh RNN, the baseline BPPSA is held to: G = dL/dh_t ``(T+1, B, n)`` for
+    ``d (T, B, n)`` and ``grad (B, n)``, by one kernel (:data:`SEQUENTIAL_SOURCE`): one warp per batch row walks
+    the T steps back with its state and W's columns in registers and the diagonals prefetched a tile ahead.
+    ``graph=True`` records the kernel (and the copy of ``grad`` into ``G[T]``) as a CUDA graph, replayed on each
+    call.  The returned G is the plan's own buffer.
+    """
+
+    @arguments(T=Whole(hint="the chain's length"), B=Whole(hint="the batch"), n=Whole(hint="the state size"),
+               W=Given(validate_plan_weight, earlier=["n"]), then=_require_sequential_plan)
+    def __init__(self, T: int, B: int, n: int, W: Any, graph: bool = True):
+        xp = self.xp = xp_of(W)
+        self.T, self.B, self.n = T, B, n
+        self.W = xp.ascontiguousarray(W)
+        self.d_in = xp.zeros((T, B, n), dtype=W.dtype)
+        self.grad_in = xp.zeros((B, n), dtype=W.dtype)
+        self.out = xp.empty((T + 1, B, n), dtype=W.dtype)
+        self.graph, self.capture_failed = None, None
+        if graph:
+            captured = capture_graph(self._run, what="the sequential RNN backward (SequentialBackwardPlan)",
+                                     warmup=self._run)
+            self.graph, self.capture_failed = captured.graph, captured.reason
+
+    def _run(self) -> None:
+        kernel = _sequential_kernels()[np.dtype(self.W.dtype).name]
+        kernel((self.B,), (32,), (self.d_in, self.W, self.grad_in, self.out, np.int64(self.T), np.int32(self.B),
+                                  np.int32(self.n)))
+        self.xp.copyto(self.out[self.T], self.grad_in)
+
+    def __call__(self, d: Any, grad: Any) -> Any:
+        """G for ``d (T, B, n)`` and ``grad (B, n)``, in the plan's own buffer (the next call overwrites it)."""
+        if tuple(d.shape) != (self.T, self.B, self.n) or tuple(grad.shape) != (self.B, self.n):
+            raise BadInputError(f"this plan is for d of shape {(self.T, self.B, self.n)} and grad "
+                                f"{(self.B, self.n)}; got {tuple(d.shape)} and {tuple(grad.shape)}: make a new plan.")
+        self.xp.copyto(self.d_in, d)
+        self.xp.copyto(self.grad_in, grad)
+        if self.graph is None:
+            self._run()
+        else:
+            self.graph.launch(cupy_module().cuda.get_current_stream())
+        return self.out

@@ -51,7 +51,10 @@ METHOD_STYLE = {"sequential": (PALETTE["black"], "sequential backprop (T steps)"
                 "jacobian": (PALETTE["purple"], "sequential over formed Jacobians"),
                 "scan": (PALETTE["orange"], "BPPSA: Blelloch scan (2·log2 T levels)"),
                 "fast": (PALETTE["sky blue"], "BPPSA without copies: chunked reduce-then-scan"),
-                "torch": (PALETTE["green"], "PyTorch nn.RNN backward (cuDNN on a GPU)")}
+                "torch": (PALETTE["green"], "PyTorch nn.RNN backward (cuDNN on a GPU)"),
+                "sequential kernel": (PALETTE["vermillion"], "sequential GPU kernel, one CUDA graph"),
+                "cudnn graph": (PALETTE["blue"], "cuDNN nn.RNN backward in a CUDA graph"),
+                "fast chain": (PALETTE["yellow"], "BPPSA's chain alone, one CUDA graph")}
 
 
 class _Span:

@@ -62,10 +62,11 @@ from ..torch_peer import (
     validate_tf32,
 )
 from .algorithm import backprop_scan, backprop_sequential, work_counts
-from .fast import chunked_steps
+from .fast import RNNBackwardPlan, SequentialBackwardPlan, chunked_steps
 from .models import METHODS, TanhRNN
 
-__all__ = ["rnn_timings", "torch_rnn_timings", "torch_available", "rnn_sweep", "speedups", "tf32_setting",
+__all__ = ["rnn_timings", "torch_rnn_timings", "chain_peer_timings", "torch_rnn_graph_timings", "CHAIN_PEERS",
+           "best_peer", "torch_available", "rnn_sweep", "speedups", "tf32_setting",
            "PAPER", "SWEEP_T", "QUICK_T", "random_chain", "regime_sweep", "speedup_grid", "crossover_n",
            "REGIME_NS", "REGIME_TS"]
 
@@ -198,6 +199,124 @@ def torch_rnn_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size
     return {"forward": f, "backward": b, "backward_s": b.median, "tf32": tf32 and gpu}
 
 
+# ------------------------------------------------------------------ the GPU peers, each a CUDA graph
+
+#: The GPU baselines beside the eager ones, each replayed from a CUDA graph: method -> what it times.
+CHAIN_PEERS = {"fast chain": "BPPSA's hidden-state gradients alone (RNNBackwardPlan, fused, one CUDA graph)",
+               "sequential kernel": "the sequential GPU backward's hidden-state gradients (SequentialBackwardPlan: one "
+                                    "warp per batch row walks T steps, W in registers, d prefetched; one CUDA graph)",
+               "cudnn graph": "cuDNN's whole nn.RNN backward (PyTorch, TF32 off), captured in torch.cuda.graph"}
+
+
+@arguments(**{k: _RNN_SIZES[k] for k in ("T", "hidden_size", "batch")}, repeat=_REPEAT, seed=Whole(lo=0))
+def chain_peer_timings(T: int, hidden_size: int = 20, batch: int = 16, repeat: int = 5, seed: int = 0) -> dict:
+    """On the GPU, the hidden-state gradients of one tanh-RNN chain (``d (T, B, n)`` in (0, 1), W scaled by 1/√n)
+    by BPPSA's plan and by the sequential kernel, both replayed from CUDA graphs, in alternating rounds on the same
+    inputs.  Returns ``{"backward_s": {method: s}, "backward": {method: Timing}, "max_grad_diff", "captured"}``
+    (``captured``: method -> None, or why it ran uncaptured)."""
+    from ..devices import require_gpu
+
+    require_gpu()
+    xp, n, B = get_xp("gpu"), hidden_size, batch
+    rng = np.random.default_rng(seed)
+    W = xp.asarray((rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32))
+    d = xp.asarray(rng.uniform(0.0, 1.0, (T, B, n)).astype(np.float32))
+    g = xp.asarray(rng.standard_normal((B, n)).astype(np.float32))
+    plans = {"fast chain": RNNBackwardPlan(T, B, n, W, graph=True),
+             "sequential kernel": SequentialBackwardPlan(T, B, n, W, graph=True)}
+    got = {m: plan(d, g).copy() for m, plan in plans.items()}
+    scale = float(xp.abs(got["sequential kernel"]).max()) or 1.0
+    diff = float(xp.abs(got["fast chain"] - got["sequential kernel"]).max()) / scale
+    t = interleaved_rounds({m: (lambda p=p: p(d, g)) for m, p in plans.items()}, "gpu", warmup=1, repeat=repeat)
+    return {"backward_s": {m: t[m].median for m in plans}, "backward": {m: t[m] for m in plans},
+            "max_grad_diff": diff, "captured": {m: p.capture_failed for m, p in plans.items()}}
+
+
+@arguments(**_RNN_SIZES, repeat=_REPEAT, seed=Whole(lo=0))
+def torch_rnn_graph_timings(T: int, hidden_size: int = 20, batch: int = 16, input_size: int = 1, repeat: int = 5,
+                            seed: int = 0) -> dict:
+    """cuDNN's backward of PyTorch's ``nn.RNN`` (tanh) + readout + cross-entropy, TF32 off, captured once in
+    ``torch.cuda.graph`` and timed as graph replays: the forward runs eagerly on a side stream, two backward
+    passes warm it up there (gradients allocated), then one backward (``retain_graph=True``) is captured on that
+    stream.  Returns ``{"backward": Timing, "backward_s": float, "tf32": False}``; :class:`GPUUnavailableError`
+    where PyTorch has no CUDA device."""
+    tdev = torch_device("gpu")                        # a clear error without PyTorch's CUDA build
+    import torch
+
+    with torch_tf32(False):
+        torch.manual_seed(seed)
+        rnn = torch.nn.RNN(input_size, hidden_size, nonlinearity="tanh").to(tdev)
+        head = torch.nn.Linear(hidden_size, 10).to(tdev)
+        x = torch.randn(T, batch, input_size, device=tdev)
+        y = torch.randint(0, 10, (batch,), device=tdev)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            _, h = rnn(x)
+            loss = torch.nn.functional.cross_entropy(head(h[-1]), y)
+            for _ in range(2):
+                loss.backward(retain_graph=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=side):
+                loss.backward(retain_graph=True)
+        torch.cuda.current_stream().wait_stream(side)
+        t = benchmark_torch(graph.replay, device="gpu", warmup=1, repeat=repeat, name=f"cuDNN graph T={T}")
+    return {"backward": t, "backward_s": t.median, "tf32": False}
+
+
+def best_peer(record_times: dict[str, float]) -> tuple[str, float] | None:
+    """The fastest of the peers' backward times ``{method: seconds}`` (None and non-positive times left out).
+
+    >>> best_peer({"torch": 2e-3, "sequential kernel": 1e-3, "cudnn graph": None})
+    ('sequential kernel', 0.001)
+    """
+    if not isinstance(record_times, dict):
+        raise BadInputError(f"record_times must map method names to seconds, got {type(record_times).__name__}")
+    times = [(s, m) for m, s in record_times.items() if isinstance(s, (int, float)) and s > 0]
+    return (min(times)[1], min(times)[0]) if times else None
+
+
+def _gpu_peers(rs: ResultSet, T: int, h: int, B: int, input_size: int, repeat: int) -> None:
+    """The graph-replayed GPU peers at one size, then the headline of ``fast`` against the best peer."""
+    peers: dict[str, float] = {}
+    try:
+        c = chain_peer_timings(T, h, B, repeat)
+    except Exception as exc:  # noqa: BLE001 - a peer that cannot run here is said, the sweep goes on
+        rs.notes.append(f"gpu T={T}: the graph-replayed chain peers not timed ({type(exc).__name__}: {exc})")
+    else:
+        for m, t in c["backward"].items():
+            rs.add(device="gpu", T=T, method=m, hidden_size=h, batch=B, backward_s=t.median, backward_q25_s=t.q25,
+                   backward_q75_s=t.q75, noisy=bool(t.noisy), max_grad_diff=c["max_grad_diff"],
+                   graph=c["captured"][m] is None, what=CHAIN_PEERS[m], tf32=cupy_tf32())
+        peers["sequential kernel"] = c["backward_s"]["sequential kernel"]
+        fast_chain = rs.select(device="gpu", T=T, method="fast chain", hidden_size=h, batch=B)[-1]
+        fast_chain["vs_sequential_kernel"] = c["backward_s"]["sequential kernel"] / c["backward_s"]["fast chain"]
+    try:
+        g = torch_rnn_graph_timings(T, h, B, input_size, repeat)
+    except Exception as exc:  # noqa: BLE001 - PyTorch without CUDA, or a capture it refuses: said, not timed
+        note = f"cuDNN's graph-captured backward not timed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        if note not in rs.notes:
+            rs.notes.append(note)
+    else:
+        t = g["backward"]
+        rs.add(device="gpu", T=T, method="cudnn graph", hidden_size=h, batch=B, backward_s=t.median,
+               backward_q25_s=t.q25, backward_q75_s=t.q75, noisy=bool(t.noisy), graph=True,
+               what=CHAIN_PEERS["cudnn graph"], tf32=False)
+        peers["cudnn graph"] = t.median
+    eager = rs.select(device="gpu", T=T, method="torch", hidden_size=h, batch=B)
+    if eager:
+        peers["torch"] = eager[-1]["backward_s"]
+    fast = rs.select(device="gpu", T=T, method="fast", hidden_size=h, batch=B)
+    best = best_peer(peers)
+    if fast and best:
+        f = fast[-1]
+        f.update(best_peer=best[0], best_peer_s=best[1], vs_best_peer=best[1] / f["backward_s"],
+                 vs_peers={m: s / f["backward_s"] for m, s in peers.items()},
+                 headline=f"BPPSA's backward ({f['backward_s'] * 1e3:.3g} ms) is {best[1] / f['backward_s']:.2f}× "
+                          f"the best peer, {best[0]} ({best[1] * 1e3:.3g} ms; the sequential kernel's time is its "
+                          "hidden-state chain alone, a lower bound of its whole backward)")
+
+
 # ------------------------------------------------------------------ the sweep
 
 def _sizes(name: str, v: Any) -> list[int]:
@@ -211,7 +330,7 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
               input_size: int = 1, devices: Sequence[str] | None = None,
               methods: Sequence[str] = ("sequential", "scan"), include_torch: bool = True,
               dtype: Any = "float32", repeat: int = 3, budget_s: float | None = 30.0,
-              progress: Callable | None = None, experiment: str = "bppsa_rnn") -> ResultSet:
+              progress: Callable | None = None, experiment: str = "bppsa_rnn", gpu_peers: bool = True) -> ResultSet:
     """Backward time of each method against sequence length T (batch size, hidden size), on each device.
 
     One record per (device, T, batch, hidden size, method) with ``forward_s``,
@@ -221,6 +340,10 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
     ``budget_s`` bounds the whole sweep: settings not reached are listed in the notes.
     A setting that does not fit in the device's memory (the scan keeps its whole tree:
     about 3 GB at the paper's T = 30,000) is listed in the notes too, and the sweep goes on.
+
+    On a GPU with ``gpu_peers`` (and ``"fast"`` among the methods) each size also gets the graph-replayed
+    peers of :data:`CHAIN_PEERS` (``method="fast chain"``, ``"sequential kernel"``, ``"cudnn graph"``), and
+    the ``fast`` record its ratio to the best of them (``best_peer``, ``vs_best_peer``, ``headline``).
     """
     import time
 
@@ -277,6 +400,8 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
                        backward_q25_s=tr["backward"].q25, backward_q75_s=tr["backward"].q75,
                        full_s=tr["forward"].median + tr["backward"].median, noisy=bool(tr["backward"].noisy),
                        tf32=tr["tf32"])
+        if d == "gpu" and gpu_peers and "fast" in methods:
+            _gpu_peers(rs, T, h, B, input_size, repeat)
         synchronize(d)
     if skipped:
         rs.notes.append(f"stopped by the {budget_s:.0f} s budget before: {', '.join(skipped)}")

@@ -39,11 +39,13 @@ _STYLE = {("diagonal", "loop"): (PALETTE["green"], "o"), ("diagonal", "scan"): (
           ("dense", "loop"): (PALETTE["purple"], "^"), ("dense", "scan"): (PALETTE["orange"], "D"),
           ("diagonal", "torch loop"): (PALETTE["black"], "v"),
           ("diagonal", "numba chunked"): (PALETTE["vermillion"], "P"),
-          ("diagonal", "numba per-channel"): (PALETTE["blue"], "X")}
+          ("diagonal", "numba per-channel"): (PALETTE["blue"], "X"),
+          ("diagonal", "staged per-channel"): (PALETTE["yellow"], "*")}
 _KIND_COLOR = {"diagonal": PALETTE["green"], "dense": PALETTE["purple"]}
 #: What each method is, in a legend.
 _NAMES = {"loop": "Python loop", "scan": "scan", "torch loop": "PyTorch loop",
-          "numba per-channel": "per-channel kernel", "numba chunked": "chunked kernel"}
+          "numba per-channel": "per-channel kernel", "numba chunked": "chunked kernel",
+          "staged per-channel": "staged kernel"}
 
 
 class _SpanLogLocator(LogLocator):

@@ -10,7 +10,12 @@ events on a GPU).  The implementations, by name:
   the affine operator); dense, lesson 05's :func:`course.bppsa.backprop_scan` (n×n products);
 * ``"torch loop"`` (diagonal): the same loop in PyTorch, timed by :func:`course.torch_peer.benchmark_torch`;
 * ``"numba chunked"`` and ``"numba per-channel"`` (diagonal, GPU only): the hand-written kernels
-  of :mod:`course.recurrences.kernels` with chunks of 64 steps, or one thread per channel.
+  of :mod:`course.recurrences.kernels` with chunks of 64 steps, or one thread per channel: the
+  *unstaged* rung, each step waiting on its own global loads;
+* ``"staged per-channel"`` (diagonal, GPU only): the sequential loop a GPU programmer writes, one thread
+  per channel with ``a`` and ``b`` loaded a tile ahead of the FMA chain
+  (:func:`course.recurrences.kernels.staged_diagonal_scan`, CUDA C): the sequential baseline the
+  scans are held to (:func:`fastest_loop` picks it wherever it was measured and is the fastest).
 
 >>> r = time_recurrence("diagonal", "scan", T=64, n=8, repeat=2)
 >>> r["median_s"] > 0 and r["method"]
@@ -40,11 +45,12 @@ __all__ = ["METHODS", "SEQUENTIAL", "LOOP_MAX_T", "DENSE_SCAN_MAX_FLOPS", "recur
 #: Implementations per (device, kind), in the order the plots list them.
 METHODS = {("cpu", "diagonal"): ("loop", "scan", "torch loop"),
            ("cpu", "dense"): ("loop", "scan"),
-           ("gpu", "diagonal"): ("loop", "scan", "numba per-channel", "numba chunked", "torch loop"),
+           ("gpu", "diagonal"): ("loop", "scan", "staged per-channel", "numba per-channel", "numba chunked",
+                                 "torch loop"),
            ("gpu", "dense"): ("loop", "scan")}
-#: The sequential implementations, each walking the T steps in order: the numba kernel with one thread per
-#: channel (one launch), PyTorch's loop and the Python loop (a few launches per step on a GPU).
-SEQUENTIAL = ("numba per-channel", "torch loop", "loop")
+#: The sequential implementations, each walking the T steps in order: the staged CUDA C kernel and the unstaged
+#: numba kernel (one thread per channel, one launch), PyTorch's loop and the Python loop (launches per step).
+SEQUENTIAL = ("staged per-channel", "numba per-channel", "torch loop", "loop")
 #: Every loop over time (Python's, and PyTorch's) is timed only up to this T: each step is a few
 #: library calls, so past it one call takes seconds while the scans take milliseconds.
 LOOP_MAX_T = 2**14
@@ -108,8 +114,11 @@ def recurrence_function(kind: str, method: str, inputs: tuple, device: Any = "cp
         return lambda: recurrence_scan(x, y)
     if method == "torch loop":
         return _torch_loop(x, y, torch_device(dev))      # a clear error without PyTorch (or its GPU)
-    from .kernels import diagonal_scan, kernels_unavailable_reason
+    from .kernels import diagonal_scan, kernels_unavailable_reason, staged_diagonal_scan
 
+    if method == "staged per-channel":                   # CUDA C through CuPy: needs no numba
+        out = get_xp(dev).empty_like(y)
+        return lambda: staged_diagonal_scan(x, y, out=out)
     if dev != "gpu" or kernels_unavailable_reason():
         raise GPUUnavailableError(f"the numba kernels are timed on a GPU only: "
                                   f"{kernels_unavailable_reason() or 'this is the CPU'}")

@@ -9,7 +9,7 @@ from ..report import by_size, experiment
 from ..results import ResultSet
 from ..timing import benchmark
 from .plots import timing_figure
-from .timing import ALGORITHMS, LIBRARY_OPS, make_input, scan_sweep, time_scan
+from .timing import ALGORITHMS, LIBRARY_OPS, cub_inclusive_sum_in_place, make_input, scan_sweep, time_scan
 
 
 @experiment("scan_sweep", title="Scans against n: library, level-by-level Blelloch, Hillis-Steele, "
@@ -39,8 +39,10 @@ def _(rs, references):
 @experiment("scan_kernel_variants", title="GPU scans at copy speed? Single pass, the numba block scan's variants, "
                                           "CUB and PyTorch against the device copy", lesson="04")
 def scan_kernel_variants(devices, quick, progress):
-    """GPU only, one 1-D contiguous float32 array: the device-to-device copy, cupy.cumsum(x) (a copy of x,
-    then CUB's single pass in place), torch.cumsum (CUB's single pass, out of place), the course's
+    """GPU only, one 1-D contiguous float32 array: the device-to-device copy, CUB's DeviceScan::InclusiveSum in
+    place on a buffer copied before the timing (cupy.cuda.cub.cub_scan: the library at its own limit, n read
+    and n written), cupy.cumsum(x) (a copy of x, then that same scan in place on the copy), torch.cumsum
+    (PyTorch's wrapper, which hands a 1-D scan to CUB out of place), the course's
     single-pass scan (decoupled look-back), and the numba
     block-scan kernel (scan-then-add and reduce-then-scan) with and without the shared-memory padding
     against bank conflicts, for several threads x items tile shapes.  Each in GB/s ((bytes read +
@@ -64,6 +66,15 @@ def scan_kernel_variants(devices, quick, progress):
 
     lib = benchmark(cupy.cumsum, x, device="gpu", repeat=5 if quick else 20, name="cupy.cumsum")
     rs.add_timing(lib, variant="cupy.cumsum", n=n, gb_per_s=8 * n / lib.median / 1e9, of_copy=of_copy(lib))
+    try:           # CUB alone: the buffer is copied before the timing, then scanned in place call after call
+        buf = x.copy()
+        cub = benchmark(cub_inclusive_sum_in_place, buf, device="gpu", repeat=5 if quick else 20,
+                        name="CUB DeviceScan::InclusiveSum in place")
+        rs.add_timing(cub, variant="CUB scan in place", n=n, gb_per_s=8 * n / cub.median / 1e9,
+                      of_copy=of_copy(cub), bytes_moved=8 * n, library="CUB (cupy.cuda.cub.cub_scan)")
+        del buf
+    except (BadInputError, ImportError, AttributeError) as exc:   # a CuPy built without CUB: said, not timed
+        rs.notes.append(f"CUB scan in place: not timed ({type(exc).__name__}: {exc})")
     for alg, label in (("single-pass", "single-pass (look-back)"), ("torch", "torch.cumsum")):
         try:
             rec = time_scan(alg, n, "add", "float32", "gpu", repeat=5 if quick else 20, budget_s=2.0)
@@ -71,14 +82,14 @@ def scan_kernel_variants(devices, quick, progress):
             rs.notes.append(f"{label}: not timed ({exc})")
             continue
         rs.add(**{**rec, "variant": label, "of_copy": rec["gb_per_s"] / copy["gb_per_s"],
-                  "of_library": lib.median / rec["median_s"]})
+                  "of_library": lib.median / rec["median_s"], "bytes_moved": 8 * n})
     shapes = by_size(quick, [(128, 4), (256, 4), (256, 8), (512, 8), (128, 16), (1024, 4)], [(256, 8), (128, 16)],
                      [(32, 4)])
     jobs = [(t, i, cf, st) for t, i in shapes for cf in (True, False)
             for st in ("scan-then-add", "reduce-then-scan")]
     for t, i, cf, st in (progress(jobs, total=len(jobs), desc="kernel variants") if progress else jobs):
         tm = benchmark(block_scan, x, exclusive=False, threads=t, items=i, conflict_free=cf,
-                       strategy=st, device="gpu", repeat=5 if quick else 20,
+                       strategy=st, device="gpu", repeat=by_size(quick, 20, 5, 2),
                        name=f"{st} {t}x{i} {'padded' if cf else 'plain'}")
         rs.add_timing(tm, variant=tm.name, threads=t, items=i, conflict_free=cf, strategy=st, n=n,
                       gb_per_s=8 * n / tm.median / 1e9, of_library=lib.median / tm.median, of_copy=of_copy(tm))
@@ -103,13 +114,16 @@ def _(rs, references):
                      f"({src.label})", unit="GB/s", live=rs if src is rs else None,
                      references=[] if src is rs else [src])
     single, lib = src.select(variant="single-pass (look-back)"), src.select(variant="cupy.cumsum")
-    torch = src.select(variant="torch.cumsum")
+    torch, cub = src.select(variant="torch.cumsum"), src.select(variant="CUB scan in place")
     if single and lib:       # the lesson's question, answered from the bars
         s_gb, l_gb = single[0]["gb_per_s"], lib[0]["gb_per_s"]
         set_takeaway(fig, f"The course's single-pass scan reaches {s_gb:.3g} GB/s"
                           + (f" ({single[0]['of_copy']:.0%} of the device copy)" if single[0].get("of_copy") else "")
-                          + (f", {s_gb / torch[0]['gb_per_s']:.2g}× torch.cumsum's rate (CUB's scan)" if torch else "")
-                          + f", {s_gb / l_gb:.2g}× cupy.cumsum's (a copy, then CUB's scan in place).")
+                          + (f", {s_gb / cub[0]['gb_per_s']:.2g}× the rate of CUB's scan in place" if cub else
+                             ", not yet against CUB's scan in place (not in this record)")
+                          + (f", {s_gb / torch[0]['gb_per_s']:.2g}× torch.cumsum's (PyTorch's wrapper)"
+                             if torch else "")
+                          + f", {s_gb / l_gb:.2g}× cupy.cumsum's (a copy, then CUB's scan).")
     return fig
 
 

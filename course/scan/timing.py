@@ -38,15 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import get_xp, normalize_device, resolve_devices
+from ..devices import array_device, cupy_module, get_xp, normalize_device, require_gpu, resolve_devices
 from ..errors import BadInputError, DeviceMemoryError, whole_number
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
+from ..standin import standin_active
 from ..timing import benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, sequential_scan
 
 __all__ = ["ALGORITHMS", "LIBRARY_OPS", "SEQUENTIAL_MAX_N", "make_input", "scan_function", "time_scan",
-           "scan_sweep", "library_scan", "PEERS", "best_block_scans", "single_pass_standing"]
+           "scan_sweep", "library_scan", "PEERS", "best_block_scans", "single_pass_standing",
+           "CUB_SCAN_DTYPES", "cub_inclusive_sum_in_place", "validate_cub_buffer"]
 
 #: Algorithms per device, in the order the plots list them.
 ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
@@ -102,6 +104,56 @@ def library_scan(x: Any, op: str = "add") -> Any:
     if op == "add":
         return xp.cumsum(x) if x.ndim == 1 else xp.cumsum(x, axis=0)
     return xp.maximum.accumulate(x, axis=0)
+
+
+#: Element types the in-place CUB scan is timed with here.
+CUB_SCAN_DTYPES = ("float32", "float64", "int32", "int64")
+
+
+def cub_inclusive_sum_in_place(buf: Any) -> Any:
+    """Scan the 1-D contiguous CuPy array ``buf`` in place with CUB's ``DeviceScan::InclusiveSum``: ``buf``
+    itself, now holding its running sums.  The library peer of the single-pass scan.
+
+    ``cupy.cumsum(x)`` copies ``x`` (``astype``) and then calls CUB in place on the copy: four passes over
+    memory for a scan that needs two.  ``cupy.cuda.cub.cub_scan(buf, CUPY_CUB_CUMSUM)``, which this calls,
+    is the second half alone: it reads ``n`` values and writes ``n``, taking CUB's temporary storage from
+    the memory pool (so it cannot be captured in a CUDA graph).  CuPy exposes only the inclusive sum this
+    way; the exclusive one is the inclusive one shifted by one element.  Copy the input first when it must
+    survive.  Timed again and again on one buffer, the values change (a sum of sums grows; float32 reaches
+    ``inf`` after a few calls) while the work and the bytes do not: a GPU adds ``inf`` at the same rate.
+
+    On the stand-in GPU: NumPy's ``cumsum`` into the same buffer, counted as one CUB library call (refused
+    while a stream captures, as CuPy refuses it).
+    """
+    validate_cub_buffer(buf)
+    cp = cupy_module()
+    if standin_active():
+        plain = buf.view(np.ndarray)
+        cp.counter.library("CUB DeviceScan::InclusiveSum in place (cupy.cuda.cub.cub_scan)", kind="CUB")
+        np.cumsum(plain, out=plain)
+        return buf
+    from cupy.cuda import cub
+
+    out = cub.cub_scan(buf, cub.CUPY_CUB_CUMSUM)
+    if out is None:                     # CuPy answers None where CUB cannot take the dtype
+        raise BadInputError(f"CuPy's CUB wrapper refuses a scan of {buf.dtype}; use float32.")
+    return out
+
+
+def validate_cub_buffer(buf: Any) -> Any:
+    """``buf`` when it is a 1-D contiguous CuPy array of a dtype in :data:`CUB_SCAN_DTYPES`; a clear error
+    otherwise."""
+    require_gpu()
+    if array_device(buf) != "gpu":
+        raise BadInputError("cub_inclusive_sum_in_place scans a CuPy array in place; move it with "
+                            "course.to_device(x, 'gpu') and copy it (x.copy()) first if the input must survive.")
+    if buf.ndim != 1 or not buf.flags.c_contiguous:
+        raise BadInputError(f"cub_inclusive_sum_in_place scans a 1-D contiguous array, got shape "
+                            f"{tuple(buf.shape)}; pass cupy.ascontiguousarray(x).ravel().")
+    if str(buf.dtype) not in CUB_SCAN_DTYPES:
+        raise BadInputError(f"cub_inclusive_sum_in_place is timed for {list(CUB_SCAN_DTYPES)}, got {buf.dtype}; "
+                            "convert with x.astype('float32').")
+    return buf
 
 
 def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Callable:
@@ -234,7 +286,9 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
 
 #: The single-pass scan's peers in ``scan_kernel_variants``, in the order they are read: variant -> what it is.
 PEERS = {"copy": "device-to-device copy", "single-pass (look-back)": "single-pass (look-back), the course's",
-         "torch.cumsum": "torch.cumsum (CUB's scan)", "cupy.cumsum": "cupy.cumsum (a copy, then CUB's scan)"}
+         "CUB scan in place": "CUB's DeviceScan in place (pre-copied buffer)",
+         "torch.cumsum": "torch.cumsum (PyTorch's wrapper of CUB)",
+         "cupy.cumsum": "cupy.cumsum (a copy, then CUB's scan)"}
 
 
 def best_block_scans(variants: ResultSet) -> list[dict]:
