@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import BadInputError
+
 __all__ = ["CallCounter", "CountingArray", "CountingNumpy", "CapturedGraph", "StreamCaptureError",
            "VIEW_FUNCTIONS", "REDUCTIONS", "LIBRARY_FUNCTIONS"]
 
@@ -80,6 +82,8 @@ class CallCounter:
     capture in progress (if any)."""
 
     def __init__(self, record: bool = False) -> None:
+        if not isinstance(record, (bool, np.bool_)):
+            raise BadInputError(f"record must be True (keep each launch's name and times) or False, got {record!r:.80}")
         self.launches, self.reads, self.allocations, self.library_calls, self.syncs = 0, 0, 0, 0, 0
         self.graph_kernels = 0
         self.names: Counter = Counter()
@@ -406,6 +410,8 @@ class CountingNumpy:
     """
 
     def __init__(self, record: bool = False) -> None:
+        if not isinstance(record, (bool, np.bool_)):
+            raise BadInputError(f"record must be True (keep every operation's times) or False, got {record!r:.80}")
         self.counter = CallCounter(record=record)
 
     def own(self, a: np.ndarray, what: str) -> CountingArray:

@@ -16,8 +16,20 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from .errors import BadInputError
 
 __all__ = ["ARCHS", "nvrtc_compile", "parse_ptxas", "ptxas_rows", "ptxas_text"]
+
+def _validate_source(source: Any, arch: Any = "sm_90") -> None:
+    """Raise a :class:`~course.errors.BadInputError` unless ``source`` is CUDA C++ text and ``arch`` an
+    architecture name such as ``"sm_90"``."""
+    if not isinstance(source, str) or not source.strip():
+        raise BadInputError(f"source must be the CUDA C++ source as a non-empty string; got {source!r:.80}")
+    if not isinstance(arch, str) or not re.fullmatch(r"(sm|compute)_\d+[af]?", arch):
+        raise BadInputError(f"arch must name a GPU architecture such as 'sm_90' (the H100); got {arch!r:.80}")
+
 
 #: The architectures every source is checked for: Colab's T4, the A100, the H100 and H200.
 ARCHS = ("sm_75", "sm_80", "sm_90")
@@ -29,6 +41,10 @@ def nvrtc_compile(source: str, name: str = "kernel.cu",
 
     Raises ``FileNotFoundError`` (saying what to install) where no NVRTC can be loaded.
     """
+    if not isinstance(source, str) or not isinstance(name, str) or isinstance(options, str) or not all(
+            isinstance(o, str) for o in options):
+        raise BadInputError(f"nvrtc_compile needs the source and its name as strings and options as a tuple of "
+                            f"strings; got {type(source).__name__}, {name!r:.40}, {options!r:.60}")
     try:
         from cupy.cuda import nvrtc as cnv
 
@@ -67,6 +83,8 @@ def parse_ptxas(log: str) -> list[dict]:
     ...             "ptxas info    : Used 8 registers, used 0 barriers, 368 bytes cmem[0]")
     [{'kernel': 'k', 'stack': 0, 'spill_stores': 0, 'spill_loads': 0, 'registers': 8, 'smem_bytes': 0}]
     """
+    if not isinstance(log, str):
+        raise BadInputError(f"log must be the text ptxas -v printed, a string; got {log!r:.80}")
     out: list[dict] = []
     for line in log.splitlines():
         m = re.search(r"Compiling entry function '(\w+)'", line)
@@ -89,6 +107,7 @@ def ptxas_rows(source: str, arch: str = "sm_90") -> list[dict]:
     Raises ``FileNotFoundError`` where neither ``nvcc`` nor NVRTC is at hand, and ``RuntimeError``
     (with the compiler's message) when the source does not compile.
     """
+    _validate_source(source, arch)
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         ok, log = nvrtc_compile(source, "kernel.cu", (f"--gpu-architecture={arch}", "--ptxas-options=-v"))
@@ -108,6 +127,7 @@ def ptxas_rows(source: str, arch: str = "sm_90") -> list[dict]:
 def ptxas_text(source: str, arch: str = "sm_90") -> str:
     """:func:`ptxas_rows` as lines to print, one per kernel; without a compiler, or when the source does
     not compile, a line that starts "no ptxas report:" and says why."""
+    _validate_source(source, arch)
     try:
         rows = ptxas_rows(source, arch)
     except (FileNotFoundError, RuntimeError, OSError, subprocess.SubprocessError) as exc:

@@ -24,7 +24,7 @@ import contextlib
 import functools
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ __all__ = [
     "gpu_unavailable_reason",
     "require_gpu",
     "normalize_device",
+    "validate_device",
     "get_xp",
     "array_device",
     "xp_of",
@@ -265,12 +266,12 @@ def normalize_device(device: Any) -> str:
     >>> normalize_device("cuda:0")
     'gpu'
     """
+    if not isinstance(device, (str, Device)):
+        raise BadInputError(f"device must be 'cpu' or 'gpu', got {device!r:.80}")
     if isinstance(device, Device):
         if device.kind == "gpu" and device.index != 0:
             raise BadInputError(_other_gpu_message(f"{device.kind}:{device.index}"))
         return device.kind
-    if not isinstance(device, str):
-        raise BadInputError(f"device must be 'cpu' or 'gpu', got {device!r}")
     d, _, index = device.strip().lower().partition(":")
     if d == "cuda":
         d = "gpu"
@@ -283,6 +284,10 @@ def normalize_device(device: Any) -> str:
         if d == "gpu" and int(index) != 0:
             raise BadInputError(_other_gpu_message(device))
     return d
+
+
+#: The same check under the name every validator has (``d = validate_device(device)`` opens a function).
+validate_device = normalize_device
 
 
 def _other_gpu_message(device: str) -> str:
@@ -306,7 +311,7 @@ def get_xp(device: Any = "cpu") -> Any:
     Asking for the GPU where none answers raises :class:`GPUUnavailableError`
     with instructions.
     """
-    d = normalize_device(device)
+    d = validate_device(device)
     if d == "cpu":
         return np
     require_gpu()
@@ -321,6 +326,9 @@ def resolve_devices(devices: Any = None) -> list[str]:
     >>> resolve_devices(["cpu", "CPU"])
     ['cpu']
     """
+    if devices is not None and (isinstance(devices, (bytes, np.ndarray)) or not isinstance(devices, (str, Iterable))):
+        raise BadInputError(f"devices must be None (every device that answers) or device names such as "
+                            f"['cpu', 'gpu'], got {devices!r:.80}")
     if devices is None:
         return ["cpu", "gpu"] if gpu_available() else ["cpu"]
     if isinstance(devices, str):
@@ -349,7 +357,7 @@ def xp_of(x: Any) -> Any:
 
 def to_device(x: Any, device: Any = "cpu", dtype: Any = None) -> Any:
     """Copy ``x`` to ``device`` (a no-op when it is already there).  An explicit transfer."""
-    d = normalize_device(device)
+    d = validate_device(device)
     if d == "cpu":
         out = to_numpy(x)
         return out if dtype is None else out.astype(dtype, copy=False)
@@ -370,7 +378,8 @@ def synchronize(device: Any = "gpu") -> None:
     GPU calls return as soon as the work is *queued*; a timer read before this
     wait measures the queueing, not the work.
     """
-    if normalize_device(device) == "gpu" and gpu_available():
+    d = validate_device(device)
+    if d == "gpu" and gpu_available():
         cupy_module().cuda.get_current_stream().synchronize()
 
 

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .arguments import OneOf, arguments
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
 from .errors import validate_output_folder
 
@@ -133,6 +134,7 @@ def _run(cmd: list[str], log: Path, timeout: float) -> dict:
     return {"cmd": " ".join(cmd), "status": rc, "seconds": round(time.perf_counter() - t0, 1), "log": log.name}
 
 
+@arguments(collect_only=OneOf(True, False))
 def pytest_gpu_command(junit: Path | None = None, collect_only: bool = False) -> list[str]:
     """``pytest -m gpu`` over the course's tests, needing neither nbval nor Jupyter.
 
@@ -277,6 +279,7 @@ def _same_model(sheet_name: str, device_name: str) -> bool:
     return bool(model and re.search(rf"(?<![A-Za-z0-9]){model}(?![A-Za-z0-9])", device_name, re.IGNORECASE))
 
 
+@arguments(quick=OneOf(True, False))
 def measure_targets(quick: bool = False, progress: Callable[[str], None] = print) -> dict:
     """Measure every GPU target (:data:`TARGETS`); one failure is recorded and the rest still run."""
     out: dict[str, dict] = {}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .cpu import memory_bytes
-from .devices import cupy_module, normalize_device, require_gpu
+from .devices import cupy_module, normalize_device, require_gpu, validate_device
 from .errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError
 
 __all__ = ["validate_dtype", "require_fits", "available_memory", "out_of_memory_errors", "full_nbytes"]
@@ -63,7 +63,7 @@ def validate_dtype(dtype: Any, device: Any = "cpu", floating: bool = False) -> n
 
 def available_memory(device: Any = "cpu") -> int | None:
     """Bytes that can still be allocated on ``device`` (None if unknown)."""
-    d = normalize_device(device)
+    d = validate_device(device)
     if d == "gpu":
         require_gpu()
         free, _total = cupy_module().cuda.Device().mem_info

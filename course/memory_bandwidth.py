@@ -35,7 +35,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .errors import BadInputError, whole_number
+from .errors import BadInputError, finite_number, whole_number
 from .limits import require_fits, validate_dtype
 from .timing import benchmark
 
@@ -73,7 +73,10 @@ def _triad(b, c, a, q):
         a[i] = b[i] + q * c[i]
 
 
-def _same(*arrays: Any) -> None:
+def _validate_streams(*arrays: Any, q: Any = 1.0) -> None:
+    """Raise a :class:`BadInputError` unless the arrays are contiguous 1-d numpy arrays of one shape and dtype,
+    and the scalar ``q`` a finite number."""
+    finite_number("q", q, hint="the scalar the kernel multiplies by, e.g. 3.0")
     first = arrays[0]
     for arr in arrays:
         if not isinstance(arr, np.ndarray) or arr.ndim != 1 or not arr.flags.c_contiguous:
@@ -90,7 +93,7 @@ def stream_copy(a: np.ndarray, c: np.ndarray) -> np.ndarray:
     >>> stream_copy(np.arange(3.0), np.zeros(3))
     array([0., 1., 2.])
     """
-    _same(a, c)
+    _validate_streams(a, c)
     _copy(a, c)
     return c
 
@@ -101,7 +104,7 @@ def stream_scale(c: np.ndarray, b: np.ndarray, q: float = 3.0) -> np.ndarray:
     >>> stream_scale(np.arange(3.0), np.zeros(3), 2.0)
     array([0., 2., 4.])
     """
-    _same(c, b)
+    _validate_streams(c, b, q=q)
     _scale(c, b, c.dtype.type(q))
     return b
 
@@ -112,7 +115,7 @@ def stream_add(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     >>> stream_add(np.ones(2), np.ones(2), np.zeros(2))
     array([2., 2.])
     """
-    _same(a, b, c)
+    _validate_streams(a, b, c)
     _add(a, b, c)
     return c
 
@@ -123,7 +126,7 @@ def stream_triad(b: np.ndarray, c: np.ndarray, a: np.ndarray, q: float = 3.0) ->
     >>> stream_triad(np.ones(2), np.ones(2), np.zeros(2), 3.0)
     array([4., 4.])
     """
-    _same(b, c, a)
+    _validate_streams(b, c, a, q=q)
     _triad(b, c, a, b.dtype.type(q))
     return a
 
@@ -135,17 +138,17 @@ def stream_threads(threads: int | None = None) -> int:
     >>> stream_threads(1)
     1
     """
+    want = None if threads is None else whole_number("threads", threads, hint="the cores to run on")
     from .threads import core_threads
 
-    if threads is None:
+    if want is None:
         want = core_threads()
-    else:
-        want = whole_number("threads", threads, hint="the cores to run on")
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))
 
 
 def warm_up(dtype: Any = "float64") -> None:
     """Compile (or load from numba's cache) the four kernels, so that no timing pays for it."""
+    dtype = validate_dtype(dtype)
     a, b, c = (np.ones(16, dtype=dtype) for _ in range(3))
     stream_copy(a, c), stream_scale(c, b), stream_add(a, b, c), stream_triad(b, c, a)
 

@@ -33,8 +33,16 @@ _GUESSES: dict[str, tuple[float, str]] = {}
 _UNITS: dict[str, str] = {}          # the unit a predict cell names, kept even while its guess is None
 
 
-def _number(what: str, value: Any) -> float:
+def _validate_number(what: str, value: Any) -> float:
     return finite_number(what, value, hint="e.g. 10 or 2.5e6")
+
+
+def _validate_name(name: Any) -> str:
+    """``name`` if it can name a prediction (a non-empty string), else a :class:`BadInputError`."""
+    if not isinstance(name, str) or not name:
+        raise BadInputError(f"name must be the quantity's name, a non-empty string such as 'relu_gbs'; "
+                            f"got {name!r:.80}")
+    return name
 
 
 def _shown(x: float) -> str:
@@ -62,13 +70,14 @@ def predict(name: str, guess: float | None, unit: str = "") -> None:
         print(f"No prediction recorded for {name}: write your guess (a number) in place of None in this cell and "
               "run it again.")
         return
-    value = _number(f"the prediction for {name!r}", guess)
+    value = _validate_number(f"the prediction for {name!r}", guess)
     _GUESSES[name] = (value, unit)
     print(f"Your prediction: {name} = {_shown(value)}{unit}. The measurement below says how far off it is.")
 
 
 def recorded(name: str) -> float | None:
     """The guess recorded for ``name``, or None if its predict cell has not run."""
+    name = _validate_name(name)
     return _GUESSES[name][0] if name in _GUESSES else None
 
 
@@ -82,7 +91,7 @@ def prediction_error(guess: float, measured: float) -> dict:
     >>> prediction_error(10, 40)
     {'factor': 4.0, 'percent': -75.0, 'direction': 'low'}
     """
-    guess, measured = _number("guess", guess), _number("the measurement", measured)
+    guess, measured = _validate_number("guess", guess), _validate_number("the measurement", measured)
     factor = max(measured / guess, guess / measured) if guess > 0 and measured > 0 else None
     percent = 100.0 * (guess / abs(measured) - math.copysign(1.0, measured)) if measured else None  # no overflow
     direction = "exact" if guess == measured else "low" if guess < measured else "high"
@@ -98,10 +107,11 @@ def reveal(name: str, measured: float | None, why: str = "", unit: str | None = 
     when it is not a live measurement (a reference run on another device); ``verb`` is "counted" for a
     number that is counted, not measured.
     """
+    name = _validate_name(name)
     guess, recorded_unit = _GUESSES.get(name, (None, _UNITS.get(name, "")))
     unit = recorded_unit if unit is None else unit
     if measured is not None:
-        measured = _number(f"the measurement of {name!r}", measured)
+        measured = _validate_number(f"the measurement of {name!r}", measured)
     if measured is None:
         print(f"{name} could not be measured here" + (f" ({unmeasured})" if unmeasured else "")
               + (f"; keep your prediction of {_shown(guess)}{unit} for a machine where it can be." if guess is not None

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .arguments import OneOf, arguments
 from .cpu import cpu_info
 from .devices import gpu_available, gpu_info, gpu_unavailable_reason
 from .errors import BadInputError, validate_output_folder
@@ -76,6 +77,7 @@ class Experiment:
 _REGISTRY: dict[str, Experiment] = {}
 
 
+@arguments(quick=OneOf(True, False, SMOKE))
 def by_size(quick: bool | str, full: Any, quick_size: Any, smoke: Any = None) -> Any:
     """The value an experiment uses at its size: ``full``, ``quick_size`` (``--quick``) or ``smoke``
     (``--smoke``; where an experiment gives none, its quick value).
@@ -90,6 +92,9 @@ def by_size(quick: bool | str, full: Any, quick_size: Any, smoke: Any = None) ->
 
 def experiment(name: str, title: str, lesson: str) -> Callable[[Callable[..., ResultSet]], Experiment]:
     """Register ``run(devices, quick, progress) -> ResultSet`` under ``name``."""
+    if not all(isinstance(v, str) and v for v in (name, title, lesson)):
+        raise BadInputError(f"experiment needs a name, a title and a lesson number as non-empty strings; got "
+                            f"{name!r:.40}, {title!r:.40}, {lesson!r:.20}")
     def deco(fn: Callable[..., ResultSet]) -> Experiment:
         exp = Experiment(name=name, title=title, lesson=lesson, run=fn,
                          description=(fn.__doc__ or "").strip())
@@ -227,6 +232,8 @@ class _Signals:
         return False
 
 
+@arguments(quick=OneOf(True, False, SMOKE), record_reference=OneOf(True, False),
+           show_progress=OneOf(True, False))
 def run_report(out: str | os.PathLike, quick: bool | str = True, only: list[str] | None = None,
                devices: list[str] | None = None, record_reference: bool = False,
                show_progress: bool = True, reference_dir: str | os.PathLike | None = None) -> Path:

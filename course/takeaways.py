@@ -17,12 +17,16 @@ import re
 import numpy as np
 from matplotlib.figure import Figure
 
+from .arguments import Whole, arguments
+from .errors import BadInputError
+
 __all__ = ["set_takeaway", "figure_takeaway", "value_text", "power_text", "quantity_and_unit"]
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
+@arguments(base=Whole(lo=2, hint="the base, e.g. 2 or 10"), exponent=Whole(lo=-10**6, hi=10**6))
 def power_text(base: int, exponent: int, coefficient: str = "") -> str:
     """``base`` to the power ``exponent`` in plain text with superscript digits: ``power_text(10, -3)`` is
     ``"10⁻³"``, with ``coefficient="2"`` ``"2×10⁻³"``.  No mathtext: a redraw lays it out much faster.
@@ -38,6 +42,8 @@ def set_takeaway(fig: Figure, text: str) -> Figure:
 
     :class:`course.widgets.LiveApp` prints it under the figure, and :func:`course.plots.figure_to_png` stores it as the
     PNG's description (its alt text)."""
+    if not isinstance(text, str):
+        raise BadInputError(f"a takeaway is one sentence, a string; got {text!r:.80}")
     fig.takeaway = " ".join(str(text).split())
     return fig
 
@@ -61,6 +67,8 @@ def value_text(v: float, unit: str = "") -> str:
     >>> value_text(0.00123, "s"), value_text(48213.5, "GFLOP/s"), value_text(4096), value_text(9.17e14, "FLOP/s")
     ('1.23 ms', '48,200 GFLOP/s', '4,096', '9.17×10¹⁴ FLOP/s')
     """
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise BadInputError(f"value_text needs a real number, got {v!r:.80}")
     v = float(v)
     if unit != "s" and v.is_integer() and abs(v) < 1e9:
         return f"{int(v):,} {unit}".strip()
@@ -84,6 +92,8 @@ def quantity_and_unit(label: str) -> tuple[str, str]:
     >>> quantity_and_unit("peak memory (MiB)"), quantity_and_unit("GB/s (read + write)")
     (('peak memory', 'MiB'), ('rate', 'GB/s'))
     """
+    if not isinstance(label, str):
+        raise BadInputError(f"label must be an axis label, a string such as 'time (s)'; got {label!r:.80}")
     label = " ".join(label.split())
     m = re.match(r"\s*([^(]*?)\s*\(([^)]*)\)", label)
     quantity, inner = (m[1], m[2].split(",")[0].strip()) if m else (label, "")

@@ -18,6 +18,7 @@ import os
 import sys
 from typing import Any
 
+from .arguments import OneOf, arguments
 from .cpu import runnable_processes, usable_cores
 from .errors import BadInputError, whole_number
 
@@ -43,6 +44,7 @@ def _default_threads() -> int:
     return default_threads()[0]
 
 
+@arguments(recheck=OneOf(True, False))
 def default_threads(recheck: bool = False) -> tuple[int, str]:
     """``(threads, why)``: the cores this process may use, or 1 when the machine is oversubscribed
     (``why`` then says so; it is ``""`` otherwise).  Decided once per process, at the first call;
@@ -113,8 +115,9 @@ def set_threads(n: int | None = None) -> int:
     >>> set_threads(None) == before
     True
     """
+    n = None if n is None else validate_threads(n)
     global _threads
-    _threads = None if n is None else validate_threads(n)
+    _threads = n
     return get_threads()
 
 

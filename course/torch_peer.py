@@ -58,7 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from .devices import cupy_module, normalize_device
+from .arguments import Optional, Whole, arguments
+from .devices import cupy_module, validate_device
 from .errors import BadInputError, GPUUnavailableError, whole_number
 from .lead_spin import torch_lead, validate_lead
 from .timing import MAX_REPEAT, Timing, benchmark
@@ -102,7 +103,7 @@ def torch_device(device: Any = "cpu") -> str:
     >>> torch_device("cpu") if torch_available() else "cpu"
     'cpu'
     """
-    dev = normalize_device(device)
+    dev = validate_device(device)
     if not torch_available():
         raise BadInputError("PyTorch is not installed, so there is no PyTorch peer to time "
                             "(pip install torch to add it).")
@@ -112,6 +113,7 @@ def torch_device(device: Any = "cpu") -> str:
     return "cuda" if dev == "gpu" else "cpu"
 
 
+@arguments(n=Optional(Whole(hint="CPU threads PyTorch may use, or None to leave its setting")))
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
     """Inside: PyTorch uses ``n`` CPU threads (``None``: leave its setting); restored afterwards.
@@ -134,7 +136,8 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 def torch_synchronize(device: Any = "gpu") -> None:
     """Wait for PyTorch's queued GPU work (a no-op on the CPU or without PyTorch's CUDA)."""
-    if normalize_device(device) == "gpu" and torch_cuda_available():
+    dev = validate_device(device)
+    if dev == "gpu" and torch_cuda_available():
         import torch
 
         torch.cuda.synchronize()
@@ -164,7 +167,7 @@ def benchmark_torch(fn: Callable, *args: Any, device: Any = "cpu", warmup: int =
     >>> t.repeat
     2
     """
-    dev = normalize_device(device)
+    dev = validate_device(device)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     if dev == "cpu":
         return benchmark(fn, *args, device="cpu", warmup=warmup, repeat=repeat, budget_s=budget_s,
@@ -241,9 +244,9 @@ def torch_tf32_flags(torch: Any = None) -> dict | None:
 def set_torch_tf32(enabled: bool) -> None:
     """Set both of PyTorch's TF32 switches (cuBLAS's matmul and cuDNN's) to ``enabled``: call it outside
     any timed call (as :func:`~course.timing.interleaved_rounds`'s ``before`` hook)."""
+    enabled = validate_tf32(enabled)
     import torch
 
-    enabled = validate_tf32(enabled)
     torch.backends.cuda.matmul.allow_tf32 = enabled     # the legacy setters keep the newer API's state in step
     torch.backends.cudnn.allow_tf32 = enabled
 
@@ -257,6 +260,7 @@ def torch_tf32(enabled: bool) -> Iterator[None]:
     >>> with torch_tf32(False):  # doctest: +SKIP
     ...     step()
     """
+    enabled = validate_tf32(enabled)
     import torch
 
     back = torch.backends

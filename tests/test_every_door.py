@@ -63,6 +63,73 @@ ALLOWED = {
     "course.gemm.machine.Launch": "the emulation's bookkeeping of one launch: made by emulate_launch from its "
                                   "validated arguments",
     "course.gemm.machine.SharedArray": "one shared-memory array of an emulated block: made by Launch.shared",
+    "course.devices.Device": "one device as devices() found it: made by the course's own probe, never by a learner",
+    "course.devices.array_device": "takes any value: whatever is not a GPU array is on the CPU, so no value is bad",
+    "course.devices.xp_of": "takes any value: the namespace of whatever array_device says, so no value is bad",
+    "course.devices.to_numpy": "takes any value np.asarray takes (a GPU array is copied back first): the course's one "
+                               "host copy",
+    "course.counting.CapturedGraph": "made by the stand-in's own stream capture from its counter, never by a learner",
+    "course.counting.CountingArray": "an ndarray view the counting namespace makes (a.view(CountingArray)); numpy's "
+                                     "own constructor checks its shape",
+    "course.lead_spin.cupy_lead": "called only by course.timing.benchmark with the lead it validated (validate_lead) "
+                                  "and its own stream",
+    "course.lead_spin.torch_lead": "called only by course.torch_peer.benchmark_torch with the lead it validated "
+                                   "(validate_lead)",
+    "course.torch_peer.torch_tf32_flags": "reads a torch module or None (the imported one): provenance's own call; "
+                                          "nothing to refuse",
+    "course.arguments.Whole": "a rule class: its bounds are written by the course in @arguments, checked when the "
+                              "decorator is declared",
+    "course.arguments.Wholes": "a rule class: its bounds are written by the course in @arguments; each number is "
+                               "Whole's",
+    "course.arguments.Real": "a rule class: its bounds are written by the course in @arguments, never by a learner",
+    "course.arguments.Dtype": "a rule class: device= names an argument, checked by @arguments when declared",
+    "course.arguments.Given": "a rule class: wraps a validator of the course's own, written in @arguments",
+    "course.arguments.Optional": "a rule class: wraps another rule of the course's own, written in @arguments",
+    "course.takeaways.figure_takeaway": "reads any figure: one with no takeaway and no plotted numbers gives an empty "
+                                        "string, so no value is bad",
+    "course.legends.figure_legend": "called by the course's figure functions on the figure and axes they just drew, "
+                                    "never by a learner",
+    "course.legends.label_points": "called by the course's figure functions on the axes and points they just drew, "
+                                   "never by a learner",
+    "course.legends.place_legend": "called by the course's figure functions on the axes they just drew, never by a "
+                                   "learner",
+    "course.report.Experiment": "the record @experiment registers (the tests make one the same way); run_report "
+                                "validates what it runs",
+    "course.kernels.counts.Counts": "the counts hardware_counts adds up from a simulator trace, never filled in by a "
+                                    "learner",
+    "course.kernels.grading.Grade": "what a check found: made by the course's exercise checks, read by in_words",
+    "course.kernels.grading.worst_counts": "reads a Trace the course's simulator made, inside an exercise check",
+    "course.kernels.tuned.reduce_interleaved": "a reference kernel (out, a) of the lesson, launched only by the "
+                                               "simulator or numba.cuda on arrays the course makes; its body is GPU "
+                                               "code",
+    "course.kernels.tuned.reduce_sequential": "a reference kernel (out, a) of the lesson, launched only by the "
+                                              "simulator or numba.cuda on arrays the course makes; its body is GPU "
+                                              "code",
+    "course.kernels.tuned.reduce_strided_index": "a reference kernel (out, a) of the lesson, launched only by the "
+                                                 "simulator or numba.cuda on arrays the course makes; its body is GPU "
+                                                 "code",
+    "course.kernels.tuned.scan_padded": "a reference kernel (out, a) of the lesson, launched only by the simulator or "
+                                        "numba.cuda on arrays the course makes; its body is GPU code",
+    "course.kernels.tuned.scan_plain": "a reference kernel (out, a) of the lesson, launched only by the simulator or "
+                                       "numba.cuda on arrays the course makes; its body is GPU code",
+    "course.kernels.tuned.transpose_naive": "a reference kernel (out, a) of the lesson, launched only by the simulator"
+                                            " or numba.cuda on arrays the course makes; its body is GPU code",
+    "course.kernels.tuned.transpose_tiled": "a reference kernel (out, a) of the lesson, launched only by the simulator"
+                                            " or numba.cuda on arrays the course makes; its body is GPU code",
+    "course.kernels.tuned.transpose_tiled_padded": "a reference kernel (out, a) of the lesson, launched only by the "
+                                                   "simulator or numba.cuda on arrays the course makes; its body is "
+                                                   "GPU code",
+    "course.kernels.exercises.AtScale": "one exercise's at-scale grading, declared by keyword in the course's own "
+                                        "exercise table",
+    "course.kernels.exercises.Exercise": "one kernel exercise, declared by keyword in the course's own table "
+                                         "(test_names checks the keywords)",
+    "course.kernels.tuning.Tuning": "one optimisation exercise, declared by keyword in the course's own table",
+    "course.kernels.tuning.TuningGrade": "what grade_tuning found: made by the course's own grading, read by "
+                                         "report_tuning",
+    "course.parallel.model.AlphaBeta": "the fit fit_alpha_beta returns (alpha, beta and the records behind them), "
+                                       "never made by a learner",
+    "course.parallel.model.Interconnect": "one data-sheet link of the course's own INTERCONNECTS table, never made by "
+                                          "a learner",
 }
 
 def _debt() -> dict[str, set[str]]:

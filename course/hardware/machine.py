@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import cpu_info, get_xp, gpu_info, normalize_device, resolve_devices, synchronize
+from ..arguments import Dtype, Given, Optional, Real, Seed, Whole, arguments
+from ..devices import cpu_info, get_xp, gpu_info, resolve_devices, synchronize, validate_device
 from ..errors import BadInputError, whole_number
-from ..limits import require_fits, validate_dtype
+from ..limits import require_fits
 from ..results import ResultSet
 from ..timing import benchmark
 
@@ -64,12 +65,17 @@ def vendor_bandwidth(name: str) -> float | None:
     >>> vendor_bandwidth("NVIDIA L40S") / 1e9, vendor_bandwidth("NVIDIA L4") / 1e9
     (864.0, 300.0)
     """
+    if not isinstance(name, str):
+        raise BadInputError(f"name must be a device's name, a string such as 'NVIDIA H100'; got {name!r:.80}")
     for key in sorted(VENDOR_BANDWIDTH_GBPS, key=len, reverse=True):
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, flags=re.IGNORECASE):
             return VENDOR_BANDWIDTH_GBPS[key] * 1e9
     return None
 
 
+@arguments(device=Given(validate_device),
+           nbytes=Whole(lo=4, hint="at least 4 bytes (one float32 value), e.g. 2**26"),
+           threads=Whole(hi=1024, hint="the threads that copy slices at once"))
 def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
                    budget_s: float | None = 2.0, threads: int = 1) -> dict:
     """Measure the bandwidth of copying one array into another on ``device``.
@@ -85,9 +91,7 @@ def copy_bandwidth(device: Any = "cpu", nbytes: int = 2**27, repeat: int = 7,
     >>> copy_bandwidth(nbytes=2**16, repeat=1, threads=2)["threads"]
     2
     """
-    dev = normalize_device(device)
-    nbytes = whole_number("nbytes", nbytes, lo=4, hint="at least 4 bytes (one float32 value), e.g. 2**26")
-    threads = whole_number("threads", threads, hi=1024, hint="the threads that copy slices at once")
+    dev = device
     threads = 1 if dev == "gpu" else threads
     require_fits(2 * nbytes, dev, what=f"two arrays of {nbytes / 2**20:.0f} MiB")
     xp = get_xp(dev)
@@ -123,18 +127,18 @@ def matmul_flops(n: int) -> float:
     return 2.0 * whole_number("n", n, hint="the matrix size n (n×n matrices)") ** 3
 
 
+@arguments(n=Whole(hint="the matrix size n (n×n matrices)"), device=Given(validate_device),
+           dtype=Dtype(device="device"), seed=Seed())
 def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
                 budget_s: float | None = 0.5, seed: int = 0) -> dict:
     """Time ``a @ b`` for two random n×n matrices on ``device``: a record
     (:meth:`course.timing.Timing.as_record`) with n, dtype and ``gflops`` (2n³ flops per call)."""
-    dev = normalize_device(device)
-    n = whole_number("n", n, hint="the matrix size n (n×n matrices)")
-    dt = validate_dtype(dtype, dev)
+    dev, dt = device, dtype
     if dt.kind != "f":
         raise BadInputError(f"time_matmul times float dtypes (float16, float32, float64), got {dt.name}")
     require_fits(3 * int(n) ** 2 * dt.itemsize, dev, what=f"three {n}×{n} {dt.name} matrices")
     xp = get_xp(dev)
-    rng = np.random.default_rng(seed)
+    rng = seed
     a = xp.asarray(rng.standard_normal((n, n)).astype(dt))
     b = xp.asarray(rng.standard_normal((n, n)).astype(dt))
     out = xp.empty((n, n), dtype=dt)
@@ -144,6 +148,7 @@ def time_matmul(n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int
     return t.as_record(n=n, dtype=dt.name, gflops=matmul_flops(n) / t.median / 1e9)
 
 
+@arguments(dtype=Dtype())
 def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
                  devices: Sequence[str] | None = None, repeat: int = 5,
                  budget_s: float | None = 0.25, progress: Callable | None = None) -> ResultSet:
@@ -158,7 +163,7 @@ def matmul_sweep(sizes: Sequence[int] = DEFAULT_SIZES, dtype: Any = "float32",
     if not sizes:
         raise BadInputError("matmul_sweep needs at least one size")
     devs = resolve_devices(devices or None)
-    dt = validate_dtype(dtype, "cpu")
+    dt = dtype
     rs = ResultSet("matmul_sweep", params={"sizes": sizes, "dtype": dt.name, "devices": devs,
                                            "repeat": repeat, "budget_s": budget_s})
     jobs = [(d, n) for d in devs for n in sizes]
@@ -196,6 +201,7 @@ def hardware_summary() -> list[dict]:
     return rows
 
 
+@arguments(measured_cpu_gbps=Optional(Real(above=0, hint="GB/s measured here")))
 def hardware_html(rows: list[dict] | None = None, measured_cpu_gbps: float | None = None,
                   measured_how: str = "a copy") -> str:
     """The summary as an HTML table for the notebook; a CPU without a vendor figure shows

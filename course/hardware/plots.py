@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..arguments import Optional, Whole, arguments
 from ..plots import COLORS, mark_point, sweep_figure
 
 if TYPE_CHECKING:
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["matmul_figure"]
 
 
+@arguments(highlight=Optional(Whole(hint="the size the slider marks")))
 def matmul_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), dtype: str = "float32",
                   highlight: int | None = None, points: Sequence[tuple[str, float]] = ()) -> Figure:
     """GFLOP/s of an n×n product against n for each device (references dashed), with the GPU's

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..arguments import Whole, Wholes, arguments
 from ..devices import gpu_available
 from ..results import ResultSet
 from ..timing import noisy_note
@@ -29,6 +30,7 @@ def _cached_sweep(device: str, dtype: str, sizes: Sequence[int]) -> ResultSet:
     return _SWEEPS[key]
 
 
+@arguments(sizes=Wholes(hint="the matrix sizes of the sweep"), size=Whole(hint="the size the slider starts at"))
 def matmul_app(sizes: Sequence[int] = tuple(2 ** k for k in range(4, 12)), size: int = 256) -> LiveApp:
     """The lesson-00 widget: pick a size, dtype and device; see the time, GFLOP/s and the sweep.
 

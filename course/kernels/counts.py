@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInputError
-from .simulator import simulate
+from .simulator import simulate, validate_kernel
 from .trace import Trace
 
 __all__ = ["WARP", "SECTOR_BYTES", "BANKS", "Counts", "hardware_counts", "count", "counts_table"]
@@ -183,6 +183,7 @@ def count(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> Counts:
     >>> count(column, 1, 32, out=np.zeros(32, np.float32), a=np.ones((32, 32), np.float32)).global_sectors
     36
     """
+    validate_kernel(kernel)
     _res, trace = simulate(kernel, blocks, threads, **arrays)
     return hardware_counts(trace, threads)
 
@@ -193,6 +194,8 @@ def counts_table(named: dict) -> str:
     >>> counts_table({"empty": Counts()}).split()[:3]
     ['empty', 'global_sectors', '0']
     """
+    if not isinstance(named, dict) or not named or not all(isinstance(c, Counts) for c in named.values()):
+        raise BadInputError(f"counts_table takes a dict of name -> Counts (from count(...)), got {named!r:.80}")
     names = list(named)
     width = max([10] + [len(n) + 2 for n in names])
     lines = [" " * 18 + "".join(f"{n:>{width}}" for n in names)]

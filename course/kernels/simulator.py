@@ -72,11 +72,15 @@ def python_function(kernel: Any) -> Callable:
     >>> python_function(k) is k
     True
     """
-    fn = getattr(kernel, "py_func", kernel)
-    if not callable(fn) or not hasattr(fn, "__globals__"):
+    if not callable(getattr(kernel, "py_func", kernel)) or not hasattr(getattr(kernel, "py_func", kernel),
+                                                                      "__globals__"):
         raise BadInputError(f"kernel must be a Python function (optionally under @cuda.jit), got "
                             f"{type(kernel).__name__}")
-    return fn
+    return getattr(kernel, "py_func", kernel)
+
+
+#: The same check under the name every validator has (``fn = validate_kernel(kernel)`` opens a function).
+validate_kernel = python_function
 
 
 def _dims(shape: Any, what: str) -> tuple[int, int, int]:
@@ -234,7 +238,7 @@ def simulate(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> tuple[dic
     >>> len(tr.accesses)
     2
     """
-    fn = python_function(kernel)
+    fn = validate_kernel(kernel)
     grid, block = _dims(blocks, "blocks"), _dims(threads, "threads")
     total = int(np.prod(grid) * np.prod(block))
     if total > MAX_SIMULATED_THREADS:
@@ -274,7 +278,7 @@ def run_on_gpu(kernel: Any, blocks: Any, threads: Any, **arrays: Any) -> dict:
     >>> gpu_kernels_available() or True
     True
     """
-    fn = python_function(kernel)
+    fn = validate_kernel(kernel)
     grid, block = _dims(blocks, "blocks"), _dims(threads, "threads")
     if not gpu_kernels_available():
         raise GPUUnavailableError("no CUDA GPU answers numba here: the kernels run on the simulator instead")

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from numba import cuda, float32
 
+from ..arguments import OneOf, Whole, arguments
+
 __all__ = ["TR_TILE", "TR_ROWS", "TR_TILE_PADDED", "RED_T", "SCAN_T", "SCAN_ITEMS", "SCAN_TILE", "SCAN_TILE_PADDED",
            "SCAN_T_PADDED", "transpose_naive", "transpose_tiled",
            "transpose_tiled_padded", "reduce_interleaved", "reduce_strided_index", "reduce_sequential",
@@ -107,6 +109,8 @@ def reduce_sequential(out, a):
         out[cuda.blockIdx.x] = cache[0]
 
 
+@arguments(threads=Whole(lo=32, hi=1024, hint="threads per block, a multiple of 32"),
+           items=Whole(hi=32, hint="elements per thread"), padded=OneOf(True, False))
 def block_scan_kernel(threads: int, items: int, padded: bool) -> Callable:
     """Lesson 04's ``scan_tiles`` for one tile shape: each block writes the exclusive scan of its tile of
     ``threads * items`` float32.  ``padded`` stores shared index ``i`` at ``i + i // 32``."""

@@ -124,13 +124,7 @@ def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_byt
     >>> occupancy(256, registers_per_thread=64)["limited_by"], occupancy(256, 64)["occupancy"]
     ('registers', 0.5)
     """
-    lim = H100_LIMITS if limits is None else limits
-    t = whole_number("threads_per_block", threads_per_block, 1, lim["threads_per_block"],
-                     hint="threads in one block")
-    r = whole_number("registers_per_thread", registers_per_thread, 1, lim["registers_per_thread"],
-                     hint="nvcc -Xptxas -v prints it")
-    s = whole_number("shared_bytes_per_block", shared_bytes_per_block, 0, lim["shared_per_block"],
-                     hint="static plus dynamic shared memory of one block")
+    t, r, s, lim = _validate_occupancy(threads_per_block, registers_per_thread, shared_bytes_per_block, limits)
     warps = -(-t // 32)
     per_warp = -(-r * 32 // lim["register_unit"]) * lim["register_unit"]
     smem = -(-(s + lim["shared_reserved_per_block"]) // lim["shared_unit"]) * lim["shared_unit"]
@@ -142,17 +136,42 @@ def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_byt
             "limited_by": min(by, key=lambda k: (by[k], k != "warps")), "blocks_by_limit": by}
 
 
+def _validate_occupancy(threads_per_block: Any, registers_per_thread: Any, shared_bytes_per_block: Any,
+                        limits: Any) -> tuple[int, int, int, dict]:
+    """The three sizes as ints within the limits (:data:`H100_LIMITS` for None), and the limits."""
+    lim = H100_LIMITS if limits is None else limits
+    if not isinstance(lim, dict) or set(H100_LIMITS) - set(lim):
+        raise BadInputError(f"limits must be None (the H100's) or a dict with the keys of H100_LIMITS "
+                            f"({', '.join(sorted(H100_LIMITS))}); got {limits!r:.80}")
+    t = whole_number("threads_per_block", threads_per_block, 1, lim["threads_per_block"],
+                     hint="threads in one block")
+    r = whole_number("registers_per_thread", registers_per_thread, 1, lim["registers_per_thread"],
+                     hint="nvcc -Xptxas -v prints it")
+    s = whole_number("shared_bytes_per_block", shared_bytes_per_block, 0, lim["shared_per_block"],
+                     hint="static plus dynamic shared memory of one block")
+    return t, r, s, lim
+
+
+def _validate_shapes(shapes: Any) -> list[tuple[int, int]]:
+    """``shapes`` as a list of ``(threads, items)`` the simulator can run; else a :class:`BadInputError`."""
+    if isinstance(shapes, (str, bytes, np.ndarray)) or not hasattr(shapes, "__iter__") or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 for p in shapes):
+        raise BadInputError(f"shapes must be (threads, items) pairs such as ((128, 4), (256, 4)); got {shapes!r:.80}")
+    for threads, items in shapes:
+        if not (isinstance(threads, int) and 32 <= threads <= 256 and threads & (threads - 1) == 0):
+            raise BadInputError(f"threads must be a power of two from 32 to 256 (the simulator runs one Python "
+                                f"thread each), got {threads!r}")
+        whole_number("items", items, 1, 32, hint="elements per thread")
+    return [tuple(p) for p in shapes]
+
+
 def scan_padding_rows(shapes: tuple = ((128, 4), (256, 4), (128, 16))) -> list[dict]:
     """Lesson 04's tile scan, plain and padded, counted for one tile of each ``(threads, items)`` shape.
 
     Per element of the tile: the shared-memory wavefronts of each layout, the global sectors (the same in
     both), and the blocks per SM each layout allows on an H100 (data-sheet limits, 32 registers assumed).
     """
-    for threads, items in shapes:
-        if not (isinstance(threads, int) and 32 <= threads <= 256 and threads & (threads - 1) == 0):
-            raise BadInputError(f"threads must be a power of two from 32 to 256 (the simulator runs one Python "
-                                f"thread each), got {threads!r}")
-        whole_number("items", items, 1, 32, hint="elements per thread")
+    shapes = _validate_shapes(shapes)
     rows = []
     for threads, items in shapes:
         n = threads * items

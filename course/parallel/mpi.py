@@ -69,6 +69,8 @@ def mpi_family(text: str) -> str | None:
     >>> mpi_family("MPICH Version: 4.2.3"), mpi_family("mpiexec (OpenRTE) 4.1.2"), mpi_family("?")
     ('MPICH', 'Open MPI', None)
     """
+    if not isinstance(text, str):
+        raise BadInputError(f"text must be what mpiexec --version printed, a string; got {text!r:.80}")
     t = text.lower()
     if "open mpi" in t or "openrte" in t:
         return "Open MPI"
@@ -125,6 +127,7 @@ def max_ranks() -> int:
     return max(8, 4 * cores())
 
 
+@arguments(p=Given(validate_workers))
 def oversubscribed(p: int) -> bool:
     """True when p ranks are more than the cores here (they take turns, so timings stretch)."""
     return p > cores()

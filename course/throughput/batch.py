@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Devices, Dtype, Real, Whole, Wholes, arguments
+from ..arguments import Devices, Dtype, Optional, Real, Whole, Wholes, arguments
 from ..backprop import MLP
 from ..devices import cupy_module, get_xp, synchronize
 from ..errors import BadInputError, GPUUnavailableError, UnsupportedDtypeError
@@ -87,6 +87,7 @@ def batch_for_fraction(batch_sizes: Sequence[float], samples_per_s: Sequence[flo
 STILL_RISING_PER_DOUBLING = 1.1
 
 
+@arguments(peak_flops=Optional(Real(above=0, hint="the device's peak FLOP/s, or None")))
 def batch_reading(records: Sequence[dict], peak_flops: float | None = None) -> str:
     """One device's batch sweep in words: did samples/s level off within the batches measured, and how busy did
     the device get (the step's FLOP/s as a share of ``peak_flops``, the float32 matrix-product roof measured on

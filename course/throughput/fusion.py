@@ -79,9 +79,10 @@ def fusion_chain(steps: int) -> list[str]:
 
 def unfused(x: Any, steps: int) -> Any:
     """Run the chain one array call per step (``steps`` kernels, a temporary each)."""
+    k = validate_steps(steps)
     xp = get_xp("gpu") if type(x).__module__.startswith("cupy") else np
     t = x
-    for _, f, _ in FUSION_STEPS[:validate_steps(steps)]:
+    for _, f, _ in FUSION_STEPS[:k]:
         t = f(xp, t)
     return t
 

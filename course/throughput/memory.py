@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Devices, Real, Whole, Wholes, arguments
+from ..arguments import Devices, Given, Real, Whole, Wholes, arguments
 from ..devices import cupy_module, get_xp, normalize_device, synchronize
-from ..errors import whole_number
+from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 from ..results import ResultSet
 from ..standin import register_kernel
@@ -114,14 +114,13 @@ def chase(nxt: Any, hops: int) -> int:
     return int(_cpu_chase()(nxt, int(hops)))
 
 
+@arguments(device=Given(normalize_device),
+           hops=Whole(hi=MAX_HOPS, hint="each hop is one dependent load of ~100 ns, so 2**26 hops take seconds"),
+           nbytes=Whole(lo=2 * LINE_BYTES, hint="the working set needs at least two 64-byte cache lines"))
 def memory_latency(nbytes: int = 2 ** 26, device: Any = "cpu", hops: int = 2 ** 18, repeat: int = 3,
                    budget_s: float | None = 1.0) -> dict:
     """Latency of one dependent load with a working set of ``nbytes``: ``seconds_per_hop`` and its record."""
-    dev = normalize_device(device)
-    hops = whole_number("hops", hops, 1, MAX_HOPS, hint="each hop is one dependent load of ~100 ns, so 2**26 "
-                        "hops take seconds")
-    nbytes = whole_number("nbytes", nbytes, 2 * LINE_BYTES,
-                          hint="the working set needs at least two 64-byte cache lines")
+    dev = device
     require_fits(int(nbytes), dev, what=f"a {int(nbytes) / 2**20:.1f} MiB pointer chase")
     xp = get_xp(dev)
     nxt = xp.asarray(random_cycle(nbytes))
@@ -171,5 +170,8 @@ def in_flight_text(fl: dict) -> str:
     >>> in_flight_text(bytes_in_flight(2e12, 400e-9, "gpu"))
     '781.2 KiB = 6,250 lines of 128 bytes (25,000 sectors of 32)'
     """
+    if not isinstance(fl, dict) or not {"bytes", "lines", "line_bytes"} <= fl.keys():
+        raise BadInputError(f"in_flight_text takes what bytes_in_flight returns (a dict with bytes, lines and "
+                            f"line_bytes); got {fl!r:.80}")
     text = f"{fl['bytes'] / 1024:,.1f} KiB = {fl['lines']:,.0f} lines of {fl['line_bytes']} bytes"
     return text + (f" ({fl['sectors']:,.0f} sectors of {GPU_SECTOR_BYTES})" if "sectors" in fl else "")

@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Real, arguments
 from ..devices import xp_of
 from ..errors import BadInputError
 
 __all__ = ["leaky_relu", "leaky_relu_loop", "softmax_rows", "softmax_rows_loop"]
 
 
+@arguments(slope=Real(hint="the slope below zero, e.g. 0.01"))
 def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
     """Leaky ReLU, one element at a time: ``v if v > 0 else slope * v``.  Exercise 1 starts here."""
     x = _floats(np.asarray(x), "leaky_relu")
@@ -32,6 +34,7 @@ def leaky_relu_loop(x: np.ndarray, slope: float = 0.01) -> np.ndarray:
     return out
 
 
+@arguments(slope=Real(hint="the slope below zero, e.g. 0.01"))
 def leaky_relu(x: Any, slope: float = 0.01) -> Any:
     """Leaky ReLU, vectorized for numpy or CuPy arrays."""
     xp = xp_of(x)
@@ -41,7 +44,7 @@ def leaky_relu(x: Any, slope: float = 0.01) -> Any:
 
 def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
     """Row-wise softmax with loops, subtracting each row's maximum first.  Exercise 2 starts here."""
-    x = _rows(np.asarray(x))
+    x = _validate_rows(np.asarray(x))
     out = np.empty_like(x)
     for i in range(x.shape[0]):
         m = max(x[i, j] for j in range(x.shape[1]))
@@ -56,15 +59,15 @@ def softmax_rows_loop(x: np.ndarray) -> np.ndarray:
 
 def softmax_rows(x: Any) -> Any:
     """Row-wise softmax, vectorized: subtract the row maximum (no overflow), exp, normalise."""
+    x = _validate_rows(xp_of(x).asarray(x))
     xp = xp_of(x)
-    x = _rows(xp.asarray(x))
     e = xp.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
 
 
-def _rows(x: Any) -> Any:
+def _validate_rows(x: Any) -> Any:
     """``x`` if it is a 2-D float array (one softmax per row); else a clear error."""
     if x.ndim != 2:
         raise BadInputError(f"softmax_rows takes a 2-D array (one softmax per row), got shape {x.shape}; "

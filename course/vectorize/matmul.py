@@ -47,8 +47,11 @@ MATMUL_LIMITS = {"loop": 96, "dots": 384}
 CPU_FLOAT16_MATMUL_MAX_N = 512
 
 
-def require_product_shapes(a: Any, b: Any, rung: str) -> None:
-    """Refuse two arrays that are not an (m, k) and a (k, n) matrix, or too big for a slow ``rung``."""
+def validate_product_shapes(a: Any, b: Any, rung: str) -> tuple[Any, Any]:
+    """``(a, b)`` as arrays (nested lists become numpy arrays; the loop takes numpy arrays only); refused when
+    they are not an (m, k) and a (k, n) matrix, or too big for a slow ``rung``."""
+    if rung == "loop" or not hasattr(a, "ndim") or not hasattr(b, "ndim"):
+        a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise BadInputError(f"matmul needs a (m, k) and a (k, n) matrix, got shapes {a.shape} and {b.shape}")
     limit = MATMUL_LIMITS[rung]
@@ -56,12 +59,12 @@ def require_product_shapes(a: Any, b: Any, rung: str) -> None:
         why, instead = (("the triple loop takes n³ Python steps", "rung='dots' or 'blas'") if rung == "loop"
                         else ("rung 'dots' makes n² calls", "rung='blas'"))
         raise BadInputError(f"{why}; shapes {a.shape}, {b.shape} are too big for it (at most {limit}). Use {instead}.")
+    return a, b
 
 
 def matmul_loop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """SISD: three nested loops, one multiply-add per step (accumulated in float64)."""
-    a, b = np.asarray(a), np.asarray(b)
-    require_product_shapes(a, b, "loop")
+    a, b = validate_product_shapes(a, b, "loop")
     A, B = a.tolist(), b.tolist()
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     out = [[0.0] * n for _ in range(m)]
@@ -76,9 +79,7 @@ def matmul_loop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def matmul_dots(a: Any, b: Any) -> Any:
     """One vectorized dot product per output element: n² library calls of length n."""
-    if not hasattr(a, "ndim") or not hasattr(b, "ndim"):  # nested lists: as numpy arrays
-        a, b = np.asarray(a), np.asarray(b)
-    require_product_shapes(a, b, "dots")
+    a, b = validate_product_shapes(a, b, "dots")    # nested lists: as numpy arrays
     xp = xp_of(a)
     out = xp.empty((a.shape[0], b.shape[1]), dtype=xp.result_type(a, b))
     bt = xp.ascontiguousarray(b.T)  # each column of b as a contiguous row
@@ -90,6 +91,9 @@ def matmul_dots(a: Any, b: Any) -> Any:
 
 def matmul_blas(a: Any, b: Any, out: Any = None) -> Any:
     """The whole product in one library call: BLAS on the CPU, cuBLAS on the GPU."""
+    if not all(isinstance(m, (list, tuple)) or getattr(m, "ndim", None) == 2 for m in (a, b)):
+        raise BadInputError(f"matmul multiplies two matrices (2-D arrays), got {type(a).__name__} of shape "
+                            f"{getattr(a, 'shape', '?')} and {type(b).__name__} of shape {getattr(b, 'shape', '?')}")
     return xp_of(a).matmul(a, b, out=out)
 
 
@@ -100,14 +104,14 @@ def matmul(a: Any, b: Any, rung: str = "blas", out: Any = None) -> Any:
     >>> float(matmul(a, a, rung="dots")[0, 0])
     3.0
     """
+    if not isinstance(rung, str) or rung not in MATMUL_RUNGS:
+        raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r:.80}"
+                            + ("; PyTorch's product is timed by course.vectorize.timing" if rung == "torch" else ""))
     if rung == "blas" or rung == "gpu":
         return matmul_blas(a, b, out=out)
     if rung == "loop":
         return matmul_loop(a, b)
-    if rung == "dots":
-        return matmul_dots(a, b)
-    raise BadInputError(f"rung must be one of {MATMUL_RUNGS}, got {rung!r}"
-                        + ("; PyTorch's product is timed by course.vectorize.timing" if rung == "torch" else ""))
+    return matmul_dots(a, b)
 
 
 def require_float_matrices_fit(n: int, dtype: np.dtype, device: str) -> None:

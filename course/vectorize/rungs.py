@@ -416,6 +416,7 @@ def effective_bandwidth(seconds: float, n: int, dtype: Any) -> float:
     return bytes_moved(n, dtype) / seconds
 
 
+@arguments(dtype=Dtype())
 def tolerance(dtype: Any) -> dict:
     """``rtol``/``atol`` for comparing two rungs in ``dtype`` (rounding differs by pass count)."""
     name = np.dtype(dtype).name

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Dtype, arguments
 from ..errors import BadInputError
 
 __all__ = ["OP_UFUNCS", "LEVELS", "ufunc_dispatch", "dispatch_table_html"]
@@ -81,6 +82,7 @@ def _meaning(target: str) -> str:
     return LEVELS.get(key, "")
 
 
+@arguments(dtype=Dtype())
 def dispatch_table_html(dtype: Any = "float32", ops: tuple[str, ...] = tuple(OP_UFUNCS)) -> str:
     """An HTML table: op, ufunc, the SIMD target numpy runs here, what that target means."""
     import html

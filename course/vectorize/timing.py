@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Dtype, Whole, arguments
+from ..arguments import Dtype, Given, OneOf, Whole, arguments
 from ..cpu import cpu_info
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize, to_device, to_numpy
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
@@ -59,6 +59,7 @@ _SLOW = ("loop", "lanes")
 ORACLE_MAX = 2**14
 
 
+@arguments(dtype=Dtype())
 def agree(result: Any, reference: np.ndarray, dtype: Any) -> tuple[bool, float]:
     """(equal within the dtype's tolerance, largest absolute difference)."""
     got = to_numpy(result).astype(np.float64)
@@ -184,6 +185,8 @@ def _add_speedups(rs: ResultSet) -> None:
             r["speedup_vs_loop"] = loop[0]["s_per_element"] / r["s_per_element"]
 
 
+@arguments(device=Given(normalize_device), rounds=Whole(hi=1000, hint="interleaved rounds of measurements, e.g. 3"),
+           dtype=Dtype(device="device"), threads=OneOf(True, False))
 def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", rounds: int = 3,
                    repeat: int = 5, budget_s: float = 3.0, threads: bool = True) -> dict:
     """ReLU's effective bandwidth with ``out=`` and with a new array per call, against copy.
@@ -201,9 +204,7 @@ def relu_bandwidth(n: int = 2**24, dtype: Any = "float32", device: Any = "cpu", 
     >>> 0 < r["out_fraction"]
     True
     """
-    dev = normalize_device(device)
-    rounds = whole_number("rounds", rounds, hi=1000, hint="interleaved rounds of measurements, e.g. 3")
-    dt = validate_dtype(dtype, dev)
+    dev, dt = device, dtype
     xp = get_xp(dev)
     x = random_input(n, dt, dev)
     out = xp.empty_like(x)
@@ -262,6 +263,7 @@ def torch_matrices(n: int, dtype: Any = "bfloat16", device: Any = "cpu", seed: i
     return a, b, torch.empty(a.shape, dtype=tdt, device=tdev)
 
 
+@arguments(rung=OneOf(*LADDER_RUNGS))
 def matmul_operands(rung: str, n: int, dtype: Any = "float32", device: Any = "cpu") -> tuple[Any, Any, Callable]:
     """Two random n×n matrices for ``rung`` and the call that multiplies them, into a preallocated output
     where the rung takes one (``torch``: PyTorch tensors and ``torch.matmul``)."""
