@@ -12,7 +12,7 @@ UNVALIDATED = {
     "course.backprop.data": "Dataset",
     "course.backprop.gradcheck": "gradient_check rel_error",
     "course.backprop.layers": "mse_backward softmax_cross_entropy_backward",
-    "course.backprop.plots": "ablation_figure checkpoint_figure footprint_figure ladder_figure "
+    "course.backprop.plots": "ablation_figure checkpoint_figure ladder_figure "
         "ladder_timeline_figure mixed_precision_figure trace_figure training_figure",
     "course.backprop.step_kernels": "bias_relu_reference mask_bias_grad_reference mean_loss_reference "
         "ptxas_report sgd_flat_reference softmax_xent_reference",

@@ -408,3 +408,13 @@ def test_gpu_run_refuses_an_out_or_a_budget_it_cannot_use_in_words(how, tmp_path
                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
     assert run.returncode == 2 and "Traceback" not in run.stderr and "error:" in run.stderr, run.stderr
     assert a_file.read_text() == "mine" and not (tmp_path / "out" / "summary.md").exists()
+
+
+@pytest.mark.parametrize("bad", [{"n_params": -10}, {"n_params": 0}, {"n_params": 2.5}, {"memory_bytes": -1},
+                                 {"highlight": ("float64", "adam")}])
+def test_the_footprint_figure_refuses_a_model_or_memory_that_cannot_be(bad):
+    from course.backprop.plots import footprint_figure
+    from course.errors import CourseError
+
+    with pytest.raises(CourseError):
+        footprint_figure(**({"n_params": 10**6} | bad))

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import offset_copy
 
+from ..arguments import Given, Optional, Whole, arguments
 from ..counting import CountingNumpy
 from ..cpu import cpu_info
 from ..devices import to_numpy
@@ -490,6 +491,17 @@ def mixed_precision_figure(runs: dict[str, dict], loss_weight: float = 1.0) -> F
     return fig
 
 
+def validate_highlight(highlight: Any) -> tuple[str, str]:
+    """``highlight`` if it is one (precision, optimiser) pair the figure draws, else a clear error."""
+    pairs = [(p, o) for p in MEMORY_PRECISIONS for o in OPTIMIZERS]
+    if not isinstance(highlight, tuple) or highlight not in pairs:
+        raise BadInputError(f"highlight must be a (precision, optimiser) pair such as {pairs[0]}, got "
+                            f"{highlight!r:.60}")
+    return highlight
+
+
+@arguments(n_params=Whole(hint="the model's parameters"), memory_bytes=Optional(Whole(hint="bytes of a memory")),
+           highlight=Optional(Given(validate_highlight)))
 def footprint_figure(n_params: int, memory_bytes: int | None = None, highlight: tuple[str, str] | None = None,
                      memory_label: str = "") -> Figure:
     """The bytes of training state of a model of ``n_params`` parameters, for every precision and optimiser,
