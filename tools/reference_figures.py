@@ -172,14 +172,7 @@ def readme_with_summary(text: str) -> str:
 
 def readme_with_figures(text: str) -> str:
     """``text`` (the README) with its list between the markers written anew; refuses a README without them."""
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        backwards = BEGIN in text and END in text and text.index(BEGIN) > text.index(END)
-        found = f"{text.count(BEGIN)} {BEGIN} and {text.count(END)} {END}" + (", the end before the begin"
-                                                                             if backwards else "")
-        raise SystemExit(f"README.md needs one {BEGIN} ... {END} block (begin first) to write the reference figures "
-                         f"into; it has {found}")
-    head, rest = text.split(BEGIN, 1)
-    return head + figures() + rest.split(END, 1)[1]
+    return _between(text, BEGIN, END, figures(), "the reference figures")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..capture import cublas_library_path
-from ..devices import array_device, cupy_module, require_gpu
+from ..devices import cupy_module, require_gpu
 from ..errors import BadInputError
 from ..standin import standin_active
-from .ladder import PRECISIONS, product_at_precision, to_bfloat16_bits
+from .ladder import PRECISIONS, product_at_precision, require_device_matrices, to_bfloat16_bits
 
 __all__ = ["COMPUTE_TYPES", "validate_cublas", "cublas_matmul"]
 
@@ -44,14 +44,7 @@ def validate_cublas(a: Any, b: Any, precision: str) -> tuple[int, int, int]:
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise BadInputError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r:.60}")
     require_gpu()
-    ok = ("float32", "uint16") if precision == "bfloat16" else ("float32",)
-    for name, x in (("a", a), ("b", b)):
-        if array_device(x) != "gpu":
-            raise BadInputError(f"{name} must be a CuPy array on the GPU: move it with course.to_device({name}, 'gpu')")
-        if x.ndim != 2:
-            raise BadInputError(f"{name} must be a matrix (2-D), got shape {tuple(x.shape)}")
-        if np.dtype(x.dtype).name not in ok:
-            raise BadInputError(f"{name} must be {' or '.join(ok)} for precision {precision!r}, got {x.dtype}")
+    require_device_matrices(a, b, precision, f"precision {precision!r}")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2 or min(m, n, k) < 1 or max(m, n, k) >= 2**31:
         raise BadInputError(f"a {tuple(a.shape)} @ b {tuple(b.shape)} does not multiply: a's columns must equal b's "

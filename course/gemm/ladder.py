@@ -44,7 +44,8 @@ from .cuda_sources import COMMON, RUNG_SOURCES, TO_BF16_SOURCE
 from .fragments import round_to_tf32
 
 __all__ = ["GPU_RUNGS", "GPU_RUNG_SPECS", "PRECISIONS", "RungSpec", "GEMM_SOURCE", "kernel_source", "device_arch",
-           "validate_gemm", "gpu_matmul", "padded_sizes", "to_bfloat16_bits", "from_bfloat16_bits",
+           "validate_gemm", "require_device_matrices", "gpu_matmul", "padded_sizes", "to_bfloat16_bits",
+           "from_bfloat16_bits",
            "bfloat16_bits_numpy", "product_at_precision", "validate_host_floats",
            "validate_bfloat16_bits", "validate_host_product", "validate_device_floats", "require_launch",
            "ptxas_table", "PTXAS_RECORD", "recorded_ptxas_table"]
@@ -281,6 +282,20 @@ def padded_sizes(rung: str, m: int, n: int, k: int) -> tuple[int, int, int]:
     return tuple(-(-int(v) // q) * q for v, q in zip((m, n, k), mults))
 
 
+def require_device_matrices(a: Any, b: Any, precision: str, what: str) -> None:
+    """Raise a clear error unless ``a`` and ``b`` are CuPy matrices of a dtype ``precision`` reads (float32, or
+    uint16 bfloat16 bits for ``"bfloat16"``); ``what`` names the reader in the message."""
+    ok = ("float32", "uint16") if precision == "bfloat16" else ("float32",)
+    for name, x in (("a", a), ("b", b)):
+        if array_device(x) != "gpu":
+            raise BadInputError(f"{name} must be a CuPy array on the GPU: move it with course.to_device({name}, 'gpu')")
+        if x.ndim != 2:
+            raise BadInputError(f"{name} must be a matrix (2-D), got shape {tuple(x.shape)}")
+        if np.dtype(x.dtype).name not in ok:
+            raise BadInputError(f"{name} must be {' or '.join(ok)} for {what} (uint16: bfloat16 bits), got "
+                                f"{x.dtype}; convert with {name}.astype('float32')")
+
+
 def validate_gemm(a: Any, b: Any, rung: str) -> tuple[RungSpec, int, int, int]:
     """``(spec, m, n, k)`` for ``a (m, k) @ b (k, n)`` on this rung, or a clear error naming what is wrong:
     an unknown rung, no GPU, a host array, not 2-D, a dtype the rung does not read, shapes that do not
@@ -289,15 +304,7 @@ def validate_gemm(a: Any, b: Any, rung: str) -> tuple[RungSpec, int, int, int]:
         raise BadInputError(f"rung must be one of {', '.join(GPU_RUNGS)}; got {rung!r:.60}")
     spec = GPU_RUNG_SPECS[rung]
     require_gpu()
-    ok = ("float32", "uint16") if spec.precision == "bfloat16" else ("float32",)
-    for name, x in (("a", a), ("b", b)):
-        if array_device(x) != "gpu":
-            raise BadInputError(f"{name} must be a CuPy array on the GPU: move it with course.to_device({name}, 'gpu')")
-        if x.ndim != 2:
-            raise BadInputError(f"{name} must be a matrix (2-D), got shape {tuple(x.shape)}")
-        if np.dtype(x.dtype).name not in ok:
-            raise BadInputError(f"{name} must be {' or '.join(ok)} for rung {rung!r} (uint16: bfloat16 bits), got "
-                                f"{x.dtype}; convert with {name}.astype('float32')")
+    require_device_matrices(a, b, spec.precision, f"rung {rung!r}")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2 or min(m, n, k) < 1:
         raise BadInputError(f"a {tuple(a.shape)} @ b {tuple(b.shape)} does not multiply: a's columns must equal b's "
