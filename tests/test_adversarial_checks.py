@@ -47,7 +47,7 @@ RIGHT = {
     "check_sigmoid_backward": lambda: (lambda d, o: d * o * (1 - o)),
     "check_softmax_rows": lambda: softmax_rows,
     "check_up_sweep_level": lambda: up_sweep_level,
-} | {name: (lambda name=name: answer(name)) for name in EXERCISES}
+} | {name: (lambda name=name: answer(name)) for name in EXERCISES if not name.startswith("check_kernel_")}
 
 #: the checks whose learner answer is a kernel (run on the simulator), not a function of arrays
 KERNEL_CHECKS = sorted(name for name in course.check.__all__ if name.startswith("check_kernel_"))

@@ -233,8 +233,7 @@ def _gpu_panel(ax, sets: Sequence[ResultSet]) -> str:
     """The GPU rungs of the first set with GPU records (live, or recorded: hatched), cuBLAS as lines."""
     src = _gpu_source(sets)
     if src is None:
-        ax.text(0.5, 0.5, "GPU: no GPU here, and no reference\nresults recorded yet", ha="center", va="center",
-                fontsize=10, transform=ax.transAxes)
+        ax.set_title("GPU: no GPU here, and no reference\nresults recorded yet", fontsize=10, y=0.45)
         ax.axis("off")
         return ""
     recorded = src.source == "reference"
@@ -317,9 +316,8 @@ _PRODUCT_TEXT = {"forward": "Y = X @ W", "input_grad": "dX = dY @ W.T", "weight_
 def _products_panel(ax, src: ResultSet | None, device: str) -> str:
     recs = [] if src is None else [r for r in src.select(device=device) if r.get("gflops")]
     if not recs:
-        ax.text(0.5, 0.5, f"{device.upper()}: " + ("no GPU here, and no reference\nresults recorded yet"
-                                                   if device == "gpu" else "not measured"),
-                ha="center", va="center", fontsize=10, transform=ax.transAxes)
+        ax.set_title(f"{device.upper()}: " + ("no GPU here, and no reference\nresults recorded yet"
+                                              if device == "gpu" else "not measured"), fontsize=10, y=0.45)
         ax.axis("off")
         return ""
     w = max(r["width"] for r in recs)
