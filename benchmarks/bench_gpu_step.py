@@ -27,8 +27,9 @@ import numpy as np
 
 from course.backprop import MLP
 from course.backprop.fast_step import FastStep
+from course.backprop.readers import ladder_table
 from course.backprop.step_kernels import REFERENCE, ptxas_report
-from course.backprop.timing import GPU_RUNGS, ladder_sweep, ladder_table, step_counts
+from course.backprop.timing import GPU_RUNGS, ladder_sweep, step_counts
 from course.capture import cublas_status
 from course.devices import gpu_available, gpu_info, gpu_unavailable_reason, to_device, to_numpy
 

@@ -21,6 +21,8 @@ __all__ = [
     "finite_number",
     "shown_value",
     "validate_output_folder",
+    "validate_text",
+    "validate_function",
     "random_generator",
     "CourseError",
     "BadInputError",
@@ -124,6 +126,27 @@ def random_generator(seed: object) -> np.random.Generator:
         return seed
     return np.random.default_rng(whole_number("seed", seed, lo=0, hint="a whole number such as 0, or a "
                                               "numpy Generator from np.random.default_rng(0)"))
+
+
+def validate_text(value: object, what: str = "text", empty: bool = True) -> str:
+    """``value`` if it is a string (a non-empty one unless ``empty``); else a :class:`BadInputError` naming
+    ``what``: a label, a record's key, a name.
+
+    >>> validate_text(3, "title")
+    Traceback (most recent call last):
+    ...
+    course.errors.BadInputError: title must be a string, got 3
+    """
+    if not isinstance(value, str) or not (empty or value.strip()):
+        raise BadInputError(f"{what} must be a{'' if empty else ' non-empty'} string, got {shown_value(value)}")
+    return value
+
+
+def validate_function(fn: object, what: str = "fn") -> object:
+    """``fn`` if it can be called; else a :class:`BadInputError` naming ``what``."""
+    if not callable(fn):
+        raise BadInputError(f"{what} must be a function to call, got {type(fn).__name__} {shown_value(fn)}")
+    return fn
 
 
 def validate_output_folder(out: object, flag: str = "--out", room: int = 48) -> Path:

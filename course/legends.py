@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import offset_copy
 
-__all__ = ["MIN_FONT_PT", "place_legend", "figure_legend", "label_points"]
+__all__ = ["MIN_FONT_PT", "REFERENCE_STYLES", "place_legend", "figure_legend", "label_points", "devices_to_caption"]
 
 #: The smallest text a figure may carry, in points, at the size it is drawn in the notebook.
 MIN_FONT_PT = 9.0
@@ -164,3 +164,109 @@ def label_points(ax: Any, points: Sequence[tuple[float, float, str]], fontsize: 
         placed.append((x0, y0, x0 + tw, y0 + th))
         ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color,
                     ha="left" if dx > 0 else "right" if dx < 0 else "center", va="bottom" if dy > 0 else "top")
+
+
+#: How one figure tells the references of different devices apart: the first device's curves dashed, the next
+#: dotted, then dash-dotted; the caption (:func:`course.plots.add_footer`) says which is which, once.
+REFERENCE_STYLES = (("--", "Dashed"), (":", "Dotted"), ("-.", "Dash-dotted"))
+
+
+def _tags(ref: Any) -> list[tuple[str, str]]:
+    """The texts by which a legend entry names ``ref``'s device and date, longest first, each with what takes its
+    place: nothing, or "GPU" where the device's name is the subject of the entry ("<GPU> vs its host CPU")."""
+    gpu = ref.gpu_name or ""
+    tags = [(f" ({ref.label})", ""), (f"({ref.label})", ""), (ref.label, "")]
+    if gpu:
+        tags += [(f" (host of the {gpu} reference machine, recorded {ref.date})", ""),
+                 (f"{gpu} (recorded {ref.date})", "GPU"), (f": {gpu}", ""), (f", {gpu}", ""), (f"GPU {gpu}", "GPU"),
+                 (gpu, "GPU")]
+    return tags
+
+
+def _strip(label: str, tags: Sequence[tuple[str, str]]) -> str | None:
+    """``label`` with each of ``tags`` it holds replaced (and what that leaves dangling tidied), or None if it holds
+    none."""
+    out = label
+    for tag, by in tags:
+        if tag and tag in out:
+            out = out.replace(tag, by).replace("()", "").replace(" ,", ",").strip(" ,:")
+    return None if out == label else out or label
+
+
+def devices_to_caption(fig: Figure, references: Sequence[Any]) -> list[str | None]:
+    """Take every reference's device and date out of ``fig``'s legend entries, to be said once in the caption.
+
+    A legend of fourteen entries each ending "(recorded on NVIDIA H100 80GB HBM3, 2026-11-27)" was larger than
+    its plots.  Each curve labelled with a reference's device loses that text; where the figure draws more than
+    one device's references, the second device's curves are dotted and the third's dash-dotted
+    (:data:`REFERENCE_STYLES`), and a curve that looks like the same series of an earlier device shares its legend
+    entry.  Legends already drawn are placed again.  Returns, per reference, the word the caption uses for its
+    style ("Dashed", "Dotted", ...), or None for a reference none of whose curves is labelled.
+    """
+    refs = list(references)
+    words: list[str | None] = [None] * len(refs)
+    found: list[list[Any]] = [[] for _ in refs]
+    changed = set()
+    before = {ax: ax.get_legend_handles_labels()[1] for ax in fig.axes}
+    for ax in fig.axes:
+        for artist in list(ax.lines) + list(ax.collections):
+            label = artist.get_label()
+            if not label or label.startswith("_"):
+                continue
+            for k, ref in enumerate(refs):      # an entry of this reference carries its date (not another set's)
+                base = _strip(label, _tags(ref)) if ref.date and ref.date in label else None
+                if base is not None:
+                    artist.set_label(base)
+                    found[k].append((ax, artist))
+                    changed.add(ax)
+                    break
+    drawn = [k for k in range(len(refs)) if found[k]]
+    for order, k in enumerate(drawn):
+        ls, word = REFERENCE_STYLES[min(order, len(REFERENCE_STYLES) - 1)]
+        if any(getattr(a, "get_linestyle", lambda: None)() == "--" for _, a in found[k]):
+            words[k] = word
+        for ax, artist in found[k]:
+            if order and hasattr(artist, "get_linestyle") and artist.get_linestyle() == "--":
+                artist.set_linestyle(ls)
+            if order:
+                _share_entry(ax, artist, refs[k])
+    for ax in changed:
+        _relegend(ax, before[ax])
+    if changed and fig.legends:
+        heading = fig.legends[0].get_title().get_text()
+        for leg in list(fig.legends):
+            leg.remove()
+        figure_legend(fig, [a for a in fig.axes if a.get_legend_handles_labels()[0]], heading=heading)
+    return words
+
+
+def _relegend(ax: Any, labels_before: list[str]) -> None:
+    """Draw ``ax``'s legend again from its curves' new labels, where it stood, with as many columns and lines as
+    wide; a legend of handles made by hand (its entries are not the curves' labels) is left as it is."""
+    old = ax.get_legend()
+    if old is None or [t.get_text().replace("\n", " ") for t in old.get_texts()] != \
+            [lab.replace("\n", " ") for lab in labels_before]:
+        return
+    width = max((len(x) for t in old.get_texts() for x in t.get_text().split("\n")), default=40)
+    size = old.get_texts()[0].get_fontsize() if old.get_texts() else MIN_FONT_PT
+    anchor, loc, ncols, frame = old._bbox_to_anchor, old._loc, old._ncols, old.get_frame_on()
+    where = {} if anchor is None else {"bbox_to_anchor": anchor._bbox.bounds, "bbox_transform": anchor._transform}
+    old.remove()
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, [textwrap.fill(lab, max(width, 24)) for lab in labels], loc=loc, ncols=ncols,
+                  fontsize=max(size, MIN_FONT_PT), frameon=frame, **where)
+
+
+def _share_entry(ax: Any, artist: Any, ref: Any) -> None:
+    """Hide ``artist``'s legend entry where an earlier curve of ``ax`` has its label and look (the same series of
+    another device); name its device where the label is taken by a curve that looks different."""
+    label = artist.get_label()
+    for other in ax.lines:
+        if other is artist or other.get_label() != label:
+            continue
+        same = (getattr(other, "get_color", lambda: None)() == getattr(artist, "get_color", lambda: None)()
+                and getattr(other, "get_marker", lambda: None)() == getattr(artist, "get_marker", lambda: None)())
+        model = next((w for w in (ref.gpu_name or "").split() if any(c.isdigit() for c in w)), ref.gpu_name or "GPU")
+        artist.set_label("_" + label if same else f"{label} ({model})")
+        return

@@ -36,17 +36,21 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from cycler import cycler
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import is_color_like
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
+from .arguments import Given, OneOf, Optional, Real, Whole, arguments
 from .cpu import cpu_info
 from .devices import gpu_info
-from .legends import MIN_FONT_PT, figure_legend, label_points, place_legend
-from .results import ResultSet
+from .errors import BadInputError, validate_text
+from .legends import MIN_FONT_PT, devices_to_caption, figure_legend, label_points, place_legend
+from .results import ResultSet, validate_references, validate_results
 from .takeaways import figure_takeaway, power_text, set_takeaway, value_text
 
 __all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MARKERS", "SERIES_COLORS",
@@ -54,7 +58,8 @@ __all__ = ["COLORS", "PALETTE", "MARKERS", "LIVE_LS", "REFERENCE_LS", "SERIES_MA
            "add_footer", "live_device_text",
            "figure_to_png", "new_figure", "mark_point", "mark_noisy", "noisy_flags", "NOISY_LABEL", "log2_x",
            "power_text", "plain_tick_labels", "footer_text", "place_legend", "figure_legend", "label_points",
-           "set_takeaway", "figure_takeaway", "value_text", "figure_html", "source_tag"]
+           "set_takeaway", "figure_takeaway", "value_text", "figure_html", "source_tag", "validate_figure",
+           "validate_axes", "MAX_POINTS"]
 
 #: The Okabe–Ito palette: eight colours told apart with every common colour-vision deficiency.  Every
 #: figure of the course draws with these (and greys); a colour never carries meaning alone: each
@@ -74,6 +79,134 @@ matplotlib.rcParams["axes.prop_cycle"] = cycler(color=SERIES_COLORS)
 matplotlib.rcParams["legend.fontsize"] = MIN_FONT_PT
 
 
+# ----------------------------------------------------------------------------- the arguments a figure takes
+
+#: The most points one curve of a figure may hold (a sweep holds dozens): more is a mistake, refused unread.
+MAX_POINTS = 10_000_000
+
+
+def validate_figure(fig: Any, what: str = "fig") -> Figure:
+    """``fig`` if it is a matplotlib ``Figure`` (what :func:`new_figure` and every figure function return)."""
+    if not isinstance(fig, Figure):
+        raise BadInputError(f"{what} must be a matplotlib Figure (new_figure() makes one), got {type(fig).__name__} "
+                            f"{fig!r:.60}")
+    return fig
+
+
+def validate_axes(ax: Any, what: str = "ax") -> Axes:
+    """``ax`` if it is one matplotlib ``Axes`` (one of the list :func:`new_figure` returns)."""
+    if not isinstance(ax, Axes):
+        raise BadInputError(f"{what} must be one matplotlib Axes (fig, (ax,) = new_figure()), got "
+                            f"{type(ax).__name__} {ax!r:.60}")
+    return ax
+
+
+def _require_points(values: Any, what: str) -> None:
+    """A list, tuple, range or array of at most :data:`MAX_POINTS` entries (its size read, not its entries)."""
+    size = values.size if isinstance(values, np.ndarray) else (
+        len(values) if isinstance(values, (list, tuple, range)) else None)
+    if size is None or size > MAX_POINTS:
+        raise BadInputError(f"{what} must be a list of at most {MAX_POINTS:,} entries, one per point, got "
+                            f"{type(values).__name__} {values!r:.60}")
+
+
+def _validate_values(values: Any, what: str) -> np.ndarray:
+    """``values`` as a 1-D float array of at most :data:`MAX_POINTS` numbers (NaN allowed: a gap)."""
+    _require_points(values, what)
+    try:
+        out = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise BadInputError(f"{what} must be a list of numbers, got {values!r:.60}") from None
+    if out.ndim != 1:
+        raise BadInputError(f"{what} must be one list of numbers, got an array of shape {out.shape}")
+    return out
+
+
+def _validate_flags(flags: Any) -> np.ndarray:
+    """``flags`` as one bool per point (None, as a record may hold, is False)."""
+    _require_points(flags, "noisy")
+    try:
+        out = np.asarray(flags, dtype=bool)
+    except (TypeError, ValueError):
+        raise BadInputError(f"noisy must be one True/False per point, got {flags!r:.60}") from None
+    if out.ndim != 1:
+        raise BadInputError(f"noisy must be one True/False per point, got an array of shape {out.shape}")
+    return out
+
+
+def _same_length(xs: np.ndarray, ys: np.ndarray, noisy: np.ndarray) -> None:
+    if not len(xs) == len(ys) == len(noisy):
+        raise BadInputError(f"xs, ys and noisy must hold one entry per point; got {len(xs)}, {len(ys)} and "
+                            f"{len(noisy)}")
+
+
+def _validate_records(records: Any) -> list[dict]:
+    if isinstance(records, (str, bytes, dict, np.ndarray)) or not isinstance(records, Iterable):
+        raise BadInputError(f"records must be a list of records (dicts), got {type(records).__name__} "
+                            f"{records!r:.60}")
+    records = list(records)
+    if not all(isinstance(r, dict) for r in records):
+        raise BadInputError("records must hold only records (dicts), as ResultSet.select(...) returns")
+    return records
+
+
+def _validate_devices(devices: Any) -> list[str]:
+    """``devices`` as a list of "cpu" / "gpu" (a bare string is refused: "cpu" is not a list of devices)."""
+    if isinstance(devices, (str, bytes, dict, np.ndarray)) or not isinstance(devices, Iterable):
+        raise BadInputError(f"devices must be a list such as ['cpu'] or ['cpu', 'gpu'], got {devices!r:.60}")
+    out = [d.strip().lower() if isinstance(d, str) else d for d in devices]
+    if not all(d in ("cpu", "gpu") for d in out):
+        raise BadInputError(f"devices must name 'cpu' or 'gpu' only, got {list(devices)!r:.80}")
+    return out
+
+
+def _validate_color(color: Any) -> Any:
+    if isinstance(color, np.ndarray) or not is_color_like(color):
+        raise BadInputError(f"color must be a matplotlib colour (a name such as 'k', a grey such as '0.35', or "
+                            f"'#0072B2'), got {color!r:.60}")
+    return color
+
+
+def _validate_where(where: Any) -> dict:
+    if not isinstance(where, dict):
+        raise BadInputError(f"where must be a dict of record fields and values (such as {{'dtype': 'float32'}}), "
+                            f"got {where!r:.60}")
+    return where
+
+
+def _validate_items(items: Any) -> list[tuple[str, float, str]]:
+    """``items`` as a list of (label, value, device): a string, a finite number, a device name."""
+    if isinstance(items, (str, bytes, dict, np.ndarray)) or not isinstance(items, Iterable):
+        raise BadInputError(f"items must be a list of (label, value, device), got {items!r:.60}")
+    items = list(items)
+    for item in items:
+        ok = isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str) \
+            and isinstance(item[2], str)
+        try:
+            ok = ok and bool(np.isfinite(float(item[1])))
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise BadInputError(f"items must hold (label, value, device) with a finite value, got {item!r:.80}")
+    return items
+
+
+def _has_axes(fig: Figure) -> None:
+    if not fig.axes:
+        raise BadInputError("fig has no axes to mark a point on: draw the curve first (fig, (ax,) = new_figure())")
+
+
+_FIG = Given(validate_figure)
+_AX = Given(validate_axes)
+_FLAG = OneOf(True, False)
+_COLOR = Given(_validate_color)
+_INCHES = Real(above=0, hi=400, hint="inches")
+
+
+def _text(what: str, empty: bool = True) -> Given:
+    return Given(validate_text, what=what, empty=empty)
+
+
 def tint(name: str, amount: float = 0.25) -> str:
     """A light shade of a :data:`PALETTE` colour (``amount`` of it on white), for the fill of a diagram's box.
 
@@ -88,6 +221,7 @@ def tint(name: str, amount: float = 0.25) -> str:
     return "#" + "".join(f"{round(255 - amount * (255 - c)):02x}" for c in rgb)
 
 
+@arguments(i=Whole(lo=0, hint="the series' number in its figure, from 0"), recorded=_FLAG)
 def series_style(i: int, recorded: bool = False) -> dict:
     """Colour, marker and line style of the ``i``-th series of a figure: no two of the first 77 look alike.
 
@@ -102,6 +236,7 @@ def series_style(i: int, recorded: bool = False) -> dict:
             "ls": REFERENCE_LS if recorded else LIVE_LS}
 
 
+@arguments(device=OneOf("cpu", "gpu"), recorded=_FLAG)
 def device_style(device: str, recorded: bool = False) -> dict:
     """Colour, marker and line style of a device's curve: blue circles for the CPU, vermillion squares for
     the GPU; solid when measured live, dashed when recorded elsewhere.
@@ -117,11 +252,15 @@ def device_style(device: str, recorded: bool = False) -> dict:
 NOISY_LABEL = "hollow: noisy (runs disagree or machine busy)"
 
 
+@arguments(records=Given(_validate_records))
 def noisy_flags(records: Sequence[dict]) -> np.ndarray:
     """One bool per record: True where the record says its timing was noisy."""
     return np.array([bool(r.get("noisy")) for r in records], dtype=bool)
 
 
+@arguments(ax=_AX, xs=Given(_validate_values, what="xs"), ys=Given(_validate_values, what="ys"),
+           noisy=Given(_validate_flags), color=_COLOR, ms=Real(above=0, hi=100, hint="the marker size in points"),
+           then=_same_length)
 def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequence[bool], color: str = "k",
                ms: float = 6.0) -> bool:
     """Draw hollow markers over the noisy points of a curve, labelled once per axes with :data:`NOISY_LABEL`.
@@ -142,6 +281,7 @@ def mark_noisy(ax: Any, xs: Sequence[float], ys: Sequence[float], noisy: Sequenc
     return True
 
 
+@arguments(ncols=Whole(hi=32, hint="axes side by side"), width=_INCHES, height=_INCHES)
 def new_figure(ncols: int = 1, width: float = 9.0, height: float = 4.0) -> tuple[Figure, list]:
     """A figure with ``ncols`` axes side by side (not registered with pyplot)."""
     fig = Figure(figsize=(width, height), layout="constrained")
@@ -149,6 +289,7 @@ def new_figure(ncols: int = 1, width: float = 9.0, height: float = 4.0) -> tuple
     return fig, axes
 
 
+@arguments(devices=Optional(Given(_validate_devices)))
 def live_device_text(devices: Iterable[str] | None = None) -> str:
     """``"CPU: <model> (N cores)"`` plus ``"GPU: <name>"`` for each GPU answering here; only the
     ``devices`` named (``"cpu"``, ``"gpu"``) when given, so that a CPU figure names no GPU."""
@@ -159,6 +300,8 @@ def live_device_text(devices: Iterable[str] | None = None) -> str:
     return " + ".join(parts) or "no device"
 
 
+@arguments(fig=_FIG, live=Optional(Given(validate_results, what="live")), references=Given(validate_references),
+           extra=_text("extra"), devices=Optional(Given(_validate_devices)), measured=_FLAG)
 def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[ResultSet] = (),
                extra: str = "", devices: Iterable[str] | None = None, measured: bool = True) -> None:
     """Name the devices behind a figure at its foot: those of ``live``'s records, else ``devices``
@@ -181,10 +324,13 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
         lines.append(f"Nothing measured in this run. This machine: {live_device_text(devices)}")
     else:
         lines.append(f"Measured live on {live_device_text(devices)}")
+    # each reference's device and date said here once, not in every legend entry; its curves' style named
+    words = devices_to_caption(fig, references)
     # "Dashed" only where a dashed curve is drawn: bars and dots from a reference are labelled as such instead
-    dashed = any(line.get_linestyle() == REFERENCE_LS for ax in fig.axes for line in ax.lines)
-    for ref in references:
-        lines.append(f"Dashed: reference results {ref.label} (not measured in this run)" if dashed else
+    dashed = len(references) == 1 and any(line.get_linestyle() == REFERENCE_LS for ax in fig.axes for line in ax.lines)
+    for ref, word in zip(references, words):
+        word = word or ("Dashed" if dashed else None)
+        lines.append(f"{word}: reference results {ref.label} (not measured in this run)" if word else
                      f"Reference results {ref.label}, labelled as such (not measured in this run)")
     if extra:
         lines.append(extra)
@@ -194,6 +340,7 @@ def add_footer(fig: Figure, live: ResultSet | None = None, references: Iterable[
 _FOOTER_PT = 9.0
 
 
+@arguments(fig=_FIG, text=_text("text"), color=_COLOR)
 def footer_text(fig: Figure, text: str, color: str = "0.35") -> None:
     """Write small grey ``text`` under everything else in ``fig``, left-aligned.
 
@@ -231,6 +378,7 @@ def _series(rs: ResultSet, device: str, x: str, y: str, where: dict | None):
     return xs, ys, lo, hi, noisy_flags(recs)
 
 
+@arguments(rs=Given(validate_results, what="rs"), device=OneOf("cpu", "gpu"), live=_text("live"))
 def source_tag(rs: ResultSet, device: str, live: str = " (live)") -> str:
     """What follows a curve's device name in a legend: ``live`` for a live set; for a reference, where and
     when it was recorded.  A reference's CPU curve names the GPU machine it is the host of, so that
@@ -252,6 +400,12 @@ def _device_name(rs: ResultSet, device: str) -> str:
     return rs.cpu_name
 
 
+@arguments(live=Optional(Given(validate_results, what="live")), references=Given(validate_references),
+           x=_text("x", empty=False), y=_text("y", empty=False), xlabel=Optional(_text("xlabel")),
+           ylabel=Optional(_text("ylabel")), title=_text("title"), highlight=Optional(Real()), speedup=_FLAG,
+           where=Optional(Given(_validate_where)), higher_is_better=_FLAG, logy=_FLAG,
+           speedup_sources=Optional(Given(validate_references, what="speedup_sources")),
+           speedup_note=Optional(_text("speedup_note")))
 def sweep_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), x: str = "n",
                  y: str = "median_s", xlabel: str | None = None, ylabel: str | None = None,
                  title: str = "", highlight: float | None = None, speedup: bool = True,
@@ -353,6 +507,9 @@ def _gpu_over_cpu(cpu: tuple, gpu: tuple, higher_is_better: bool) -> tuple[np.nd
     return common, (g / c if higher_is_better else c / g), noisy
 
 
+@arguments(ax=_AX, sources=Given(validate_references, what="sources", none=True), x=_text("x", empty=False),
+           y=_text("y", empty=False), where=Optional(Given(_validate_where)), higher_is_better=_FLAG,
+           xlabel=Optional(_text("xlabel")), highlight=Optional(Real()), empty_note=Optional(_text("empty_note")))
 def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "median_s",
                  where: dict | None = None, higher_is_better: bool = False,
                  xlabel: str | None = None, highlight: float | None = None, empty_note: str | None = None) -> None:
@@ -406,6 +563,7 @@ def speedup_axes(ax: Any, sources: Sequence[ResultSet], x: str = "n", y: str = "
         ax.set_yticks([])
 
 
+@arguments(ax=_AX)
 def log2_x(ax: Any) -> None:
     """Log-2 x axis labelled with plain numbers (1,024 rather than 2^10)."""
     ax.set_xscale("log", base=2)
@@ -432,6 +590,7 @@ class _PlainLogFormatter(LogFormatterSciNotation):
         return power_text(int(m[2]), int(m[3]), m[1] or "") if m else label
 
 
+@arguments(fig=_FIG)
 def plain_tick_labels(fig: Figure) -> Figure:
     """Give every log axis of ``fig`` plain-text labels (``10³`` drawn as text, not mathtext).
 
@@ -447,6 +606,7 @@ def plain_tick_labels(fig: Figure) -> Figure:
     return fig
 
 
+@arguments(fig=_FIG, x=Real(), y=Real(), label=_text("label"), color=_COLOR, then=_has_axes)
 def mark_point(fig: Figure, x: float, y: float, label: str = "this run", color: str = "k") -> None:
     """Mark the measurement just made on the figure's first axes (a star)."""
     ax = fig.axes[0]
@@ -454,6 +614,8 @@ def mark_point(fig: Figure, x: float, y: float, label: str = "this run", color: 
     place_legend(ax)
 
 
+@arguments(items=Given(_validate_items), title=_text("title"), unit=_text("unit"),
+           live=Optional(Given(validate_results, what="live")), references=Given(validate_references))
 def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: str = "s",
                live: ResultSet | None = None, references: Sequence[ResultSet] = ()) -> Figure:
     """Horizontal bars, one per ``(label, value, device)``; colour by device, value printed."""
@@ -473,6 +635,7 @@ def bar_figure(items: Sequence[tuple[str, float, str]], title: str = "", unit: s
     return fig
 
 
+@arguments(fig=_FIG, dpi=Whole(lo=10, hi=600, hint="dots per inch"))
 def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     """Render a figure to PNG bytes and release it; its takeaway (:func:`figure_takeaway`) is stored as the
     PNG's description, so the picture carries its own alt text.
@@ -501,6 +664,7 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     return buf.getvalue()
 
 
+@arguments(fig=_FIG)
 def figure_html(fig: Figure) -> str:
     """``fig`` as HTML: its PNG with the takeaway as alt text, and the takeaway printed under it."""
     said = figure_takeaway(fig)

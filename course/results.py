@@ -1,9 +1,10 @@
-"""Measurements with their provenance: what was measured, on what, when, with what.
+"""Measurements with their provenance, stored: the result set and the shipped references.
 
 A :class:`ResultSet` is one experiment's records (plain dicts: parameters and
 measured values) plus a *provenance* block naming the CPU model, every GPU that
-answered, driver and runtime versions, library versions and the date.  It is
-stored as JSON (never pickle), written atomically, and validated on load.
+answered, driver and runtime versions, library versions and the date (read by
+:mod:`course.environment`).  It is stored as JSON (never pickle), written
+atomically, and validated on load.
 
 **Reference results** are result sets recorded on real GPUs and shipped in
 ``course/reference/``.  Plots overlay them, labelled "recorded on <device>,
@@ -19,31 +20,26 @@ reference can only come from a real GPU run.
 
 from __future__ import annotations
 
-import datetime as _dt
-import functools
 import json
 import math
 import os
-import platform
-import shutil
-import subprocess
-import sys
+import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .cpu import cpu_info
+from .arguments import Given, Optional, arguments
 from .devices import gpu_available, gpu_info
-from .errors import ResultsError
+from .environment import provenance
+from .errors import BadInputError, ResultsError
 from .standin import standin_active
 from .torch_peer import torch_tf32_flags
 
-__all__ = ["ResultSet", "provenance", "gpu_environment", "git_commit", "load_reference", "save_reference",
+__all__ = ["ResultSet", "load_reference", "save_reference", "validate_results", "validate_references",
            "REFERENCE_DIR", "SCHEMA_VERSION", "shared_file_mode"]
 
 
@@ -59,116 +55,6 @@ def shared_file_mode() -> int:
 
 SCHEMA_VERSION = 1
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
-_LIBRARIES = ("numpy", "scipy", "matplotlib", "ipywidgets", "numba", "numba-cuda", "cupy",
-              "cupy-cuda12x", "cupy-cuda13x", "torch", "jax", "course")
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def provenance(gpu: bool | None = None) -> dict:
-    """Where and with what a measurement is made: date, CPU, GPUs, versions.
-
-    ``gpu=None`` describes the GPUs that answer now; ``False`` leaves them out.
-    """
-    cpu = cpu_info()
-    gpus = gpu_info() if (gpu is None or gpu) else []
-    libs = {name: v for name in _LIBRARIES if (v := _version(name))}
-    return {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
-        "cpu": {k: cpu[k] for k in ("model", "architecture", "logical_cores", "simd_width_bits",
-                                    "memory_bytes")} | {"simd_used": cpu["simd_used"]},
-        "gpus": [{k: g.get(k) for k in ("name", "compute_capability", "multiprocessors",
-                                         "memory_bytes", "driver_version", "runtime_version",
-                                         "memory_bandwidth_bytes_per_s")} for g in gpus],
-        "libraries": libs,
-    } | ({"gpu_environment": gpu_environment()} if gpus else {}) | ({"git": g} if (g := _git_once()) else {})
-
-
-@functools.lru_cache(maxsize=1)
-def _git_once() -> dict:
-    """The checkout's commit, read once per process (every result set asks)."""
-    return git_commit()
-
-
-def _run_quietly(cmd: list[str]) -> str | None:
-    """``cmd``'s output, or None if it is not installed or fails (provenance never stops a run)."""
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-#: nvidia-smi's fields read (never set) for each GPU: clocks now and at most, power limits, persistence.
-_SMI_FIELDS = ("driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem", "power.limit",
-               "power.default_limit", "persistence_mode")
-#: Environment variables that change what a GPU run computes or how fast.
-_GPU_ENV = ("CUPY_ACCELERATORS", "CUPY_TF32", "NVIDIA_TF32_OVERRIDE", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING")
-
-
-def _attempt(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return None
-
-
-def gpu_environment(run: Callable[[list[str]], str | None] = _run_quietly, env: Mapping[str, str] | None = None,
-                    modules: Mapping[str, Any] | None = None) -> dict:
-    """What a GPU record also depends on, each item as read and left out where nothing says.
-
-    The driver release and each GPU's clocks and power limits (``nvidia-smi``, read only); cuBLAS's
-    and cuDNN's versions as CuPy and PyTorch report them; PyTorch's process-wide TF32 switches
-    (:func:`course.torch_peer.torch_tf32_flags`); the environment variables of :data:`_GPU_ENV`.  Only
-    libraries already imported (``modules``, default ``sys.modules``) are asked: describing a run never
-    imports PyTorch (that costs seconds).  PyTorch imported later is read when the results are saved
-    (:meth:`ResultSet.to_dict`).  Each PyTorch record's own ``tf32`` field, which says the setting it
-    ran under, is the authoritative one.  ``run`` and ``env`` are there for tests.
-    """
-    env = os.environ if env is None else env
-    mods = sys.modules if modules is None else modules
-    out: dict[str, Any] = {}
-    smi = run(["nvidia-smi", f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader,nounits"])
-    rows = [[v.strip() for v in line.split(",")] for line in (smi or "").splitlines() if line.strip()]
-    rows = [dict(zip(_SMI_FIELDS, r)) for r in rows if len(r) == len(_SMI_FIELDS)]
-    if rows:
-        out["driver_release"] = rows[0]["driver_version"]
-        out["clocks_and_power"] = [{k: v for k, v in r.items() if k != "driver_version"} for r in rows]
-    cp, torch = mods.get("cupy"), mods.get("torch")
-    if cp is not None:
-        v = _attempt(lambda: cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle()))
-        out |= {"cublas_version": v} if v is not None else {}
-        v = _attempt(lambda: cp.cuda.cudnn.getVersion())
-        out |= {"cudnn_version_cupy": v} if v is not None else {}
-    if torch is not None:
-        v = _attempt(lambda: torch.backends.cudnn.version())
-        out |= {"cudnn_version_torch": v} if v is not None else {}
-        tf32 = _attempt(lambda: torch_tf32_flags(torch))
-        out |= {"tf32": tf32, "tf32_read": "when the result set was made"} if tf32 else {}
-    set_env = {k: env[k] for k in _GPU_ENV if k in env}
-    out |= {"environment": set_env} if set_env else {}
-    return out
-
-
-def git_commit(run: Callable[[list[str]], str | None] = _run_quietly, root: Path | None = None) -> dict:
-    """``{"commit", "dirty"}`` of the course's checkout, or ``{}`` outside one (an installed wheel)."""
-    root = Path(__file__).resolve().parent.parent if root is None else root
-    if not (root / ".git").exists():
-        return {}
-    commit = run(["git", "-C", str(root), "rev-parse", "HEAD"])
-    if not commit:
-        return {}
-    status = run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
-    return {"commit": commit} | ({"dirty": bool(status)} if status is not None else {})
 
 
 #: How a number that is not finite is written in JSON (plain JSON has no NaN or infinity): as one of
@@ -276,6 +162,26 @@ class ResultSet:
     schema: int = SCHEMA_VERSION
     source: str = "live"  # "live" or "reference"
 
+    def __post_init__(self) -> None:
+        """Fields of the wrong kind are refused at once; :meth:`validate` checks the rest when the set is saved
+        or loaded (a set being filled in may hold a GPU record before its provenance is complete)."""
+        self._validate_fields()
+
+    def _validate_fields(self) -> None:
+        if not isinstance(self.experiment, str):
+            raise ResultsError(f"experiment must be a string naming the experiment, got {self.experiment!r:.80}")
+        if self.source not in ("live", "reference"):
+            raise ResultsError(f"source must be 'live' or 'reference', got {self.source!r:.80}")
+        name = self.experiment                      # "" is an empty placeholder; validate() refuses to save it
+        if not isinstance(self.params, dict):
+            raise ResultsError(f"params of {name!r} must be an object, got {type(self.params).__name__}")
+        if not isinstance(self.notes, list) or not all(isinstance(n, str) for n in self.notes):
+            raise ResultsError(f"notes of {name!r} must be a list of strings")
+        if not isinstance(self.provenance, dict):
+            raise ResultsError(f"provenance of {name!r} must be an object, got {type(self.provenance).__name__}")
+        if not isinstance(self.records, list):
+            raise ResultsError(f"records of {name!r} must be a list")
+
     # ------------------------------------------------------------ recording
     def add(self, **record: Any) -> None:
         """Append one record (must name its ``device``)."""
@@ -284,7 +190,7 @@ class ResultSet:
         self.records.append(_plain(record))
 
     def add_timing(self, timing: Any, **params: Any) -> None:
-        """Append a :class:`~course.timing.Timing` with the parameters it was measured at."""
+        """Append a :class:`~course.measurement.Timing` with the parameters it was measured at."""
         self.add(**(timing.as_record() | params))
 
     def extend(self, other: ResultSet) -> None:
@@ -339,7 +245,10 @@ class ResultSet:
         env = self.provenance.get("gpu_environment") if isinstance(self.provenance, dict) else None
         if self.source != "live" or not isinstance(env, dict) or "tf32" in env:
             return
-        flags = _attempt(torch_tf32_flags)            # None while PyTorch is not imported
+        try:
+            flags = torch_tf32_flags()                # None while PyTorch is not imported
+        except Exception:
+            flags = None
         if flags:
             env.update(tf32=flags, tf32_read="when the results were saved")
 
@@ -363,14 +272,8 @@ class ResultSet:
                                "re-record them with this version of the course")
         if not isinstance(self.experiment, str) or not self.experiment:
             raise ResultsError("results have no experiment name")
-        name = self.experiment
-        if not isinstance(self.params, dict):
-            raise ResultsError(f"params of {name!r} must be an object, got {type(self.params).__name__}")
-        if not isinstance(self.notes, list) or not all(isinstance(n, str) for n in self.notes):
-            raise ResultsError(f"notes of {name!r} must be a list of strings")
-        prov = self.provenance
-        if not isinstance(prov, dict):
-            raise ResultsError(f"provenance of {name!r} must be an object, got {type(prov).__name__}")
+        self._validate_fields()
+        name, prov = self.experiment, self.provenance
         for key, kind in (("date", str), ("cpu", dict), ("libraries", dict), ("gpus", list)):
             if key not in prov:
                 raise ResultsError(f"results for {name!r} lack provenance field {key!r}")
@@ -496,6 +399,46 @@ class ResultSet:
             raise ResultsError(f"{path.name}: {exc}") from None
 
 
+def validate_results(rs: object, what: str = "results") -> ResultSet:
+    """``rs`` if it is a :class:`ResultSet`; else a :class:`~course.errors.BadInputError` naming ``what``."""
+    if not isinstance(rs, ResultSet):
+        raise BadInputError(f"{what} must be a course.results.ResultSet (what a sweep returns, or "
+                            f"load_reference(name)), got {type(rs).__name__} {rs!r:.60}")
+    return rs
+
+
+def validate_references(sets: object, what: str = "references", none: bool = False) -> list[ResultSet]:
+    """``sets`` as a list of :class:`ResultSet` (a list, tuple or generator of them; one alone is refused);
+    ``none=True`` lets None stand among them (a live set that is not there)."""
+    if isinstance(sets, (str, bytes, dict, ResultSet, np.ndarray)) or not isinstance(sets, Iterable):
+        raise BadInputError(f"{what} must be a list of course.results.ResultSet (load_reference(name) gives one), "
+                            f"got {type(sets).__name__} {sets!r:.60}")
+    sets = list(sets)
+    bad = [s for s in sets if not isinstance(s, ResultSet) and not (none and s is None)]
+    if bad:
+        raise BadInputError(f"{what} must hold only course.results.ResultSet, got a {type(bad[0]).__name__} among "
+                            "them")
+    return sets
+
+
+_EXPERIMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _validate_experiment(name: object) -> str:
+    if not isinstance(name, str) or not _EXPERIMENT.fullmatch(name):
+        raise BadInputError(f"experiment must be an experiment's name (letters, digits and _, such as "
+                            f"'matmul_sweep'), got {name!r:.60}")
+    return name
+
+
+def _validate_directory(directory: object) -> Path:
+    if not isinstance(directory, (str, os.PathLike)) or not str(directory).strip():
+        raise BadInputError(f"directory must be a folder's path (a str or Path) or None for course/reference/, "
+                            f"got {type(directory).__name__} {directory!r:.60}")
+    return Path(directory)
+
+
+@arguments(experiment=Given(_validate_experiment), directory=Optional(Given(_validate_directory)))
 def load_reference(experiment: str, directory: str | os.PathLike | None = None) -> list[ResultSet]:
     """Reference result sets recorded on real GPUs for ``experiment`` (maybe none).
 
@@ -512,7 +455,7 @@ def load_reference(experiment: str, directory: str | os.PathLike | None = None) 
         except ResultsError as exc:
             import warnings
 
-            warnings.warn(f"skipping a reference file: {exc}", stacklevel=2)
+            warnings.warn(f"skipping a reference file: {exc}", stacklevel=3)   # the caller, past the door
             continue
         if rs.experiment != experiment:
             continue
@@ -531,6 +474,7 @@ def _slug(s: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in s).strip("-").lower() or "gpu"
 
 
+@arguments(rs=Given(validate_results, what="rs"), directory=Optional(Given(_validate_directory)))
 def save_reference(rs: ResultSet, directory: str | os.PathLike | None = None) -> Path:
     """Store ``rs`` as a reference result in ``course/reference/``.
 

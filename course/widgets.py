@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import base64
 import html
+import math
+import numbers
 import os
 import re
 import time
@@ -43,11 +45,14 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import ipywidgets as widgets
+import numpy as np
 
+from .arguments import Given, OneOf, Optional, Real, Whole, Wholes, arguments
 from .devices import gpu_available, gpu_unavailable_reason
-from .errors import BadInputError, CourseError, GPUUnavailableError
-from .plots import figure_takeaway, figure_to_png
-from .timing import benchmark, noisy_note
+from .errors import BadInputError, CourseError, GPUUnavailableError, validate_function, validate_text
+from .measurement import noisy_note, validate_timing_records
+from .plots import figure_takeaway, figure_to_png, validate_figure
+from .timing import benchmark
 
 __all__ = ["LiveApp", "MeasurementCache", "size_slider", "log2_slider", "dtype_dropdown", "device_buttons",
            "control_panel", "progress", "error_message", "noise_html", "IPYWIDGETS_MAJOR", "WIDGET_LIMIT_S",
@@ -61,7 +66,64 @@ STATIC_ENV = "COURSE_STATIC"
 
 IPYWIDGETS_MAJOR = int(widgets.__version__.split(".")[0])
 
+_FLAG = OneOf(True, False)
 
+
+def _text(what: str, empty: bool = True) -> Given:
+    return Given(validate_text, what=what, empty=empty)
+
+
+def _validate_exception(exc: Any) -> BaseException:
+    if not isinstance(exc, BaseException):
+        raise BadInputError(f"exc must be the exception a callback raised, got {type(exc).__name__} {exc!r:.60}")
+    return exc
+
+
+def _validate_output(out: Any) -> widgets.Output:
+    if not isinstance(out, widgets.Output):
+        raise BadInputError(f"out must be an ipywidgets Output, got {type(out).__name__} {out!r:.60}")
+    return out
+
+
+def _validate_controls(controls: Any) -> dict:
+    """``controls`` as a dict name -> widget, each widget with a ``value`` (a slider, a dropdown, buttons)."""
+    if not isinstance(controls, dict):
+        raise BadInputError(f"controls must be a dict of name -> widget (such as {{'n': size_slider([64, 128])}}), "
+                            f"got {type(controls).__name__} {controls!r:.60}")
+    bad = [k for k, w in controls.items() if not isinstance(k, str) or not isinstance(w, widgets.Widget)
+           or not hasattr(w, "value")]
+    if bad:
+        raise BadInputError(f"controls must map names (strings) to widgets with a value; these do not: {bad!r:.80}")
+    return dict(controls)
+
+
+def _validate_names(names: Any, what: str = "names", empty: bool = True) -> list[str]:
+    """``names`` as a list of strings (a bare string is refused: "float32" is not a list of dtypes)."""
+    if isinstance(names, (str, bytes, dict)) or not isinstance(names, (list, tuple)):
+        raise BadInputError(f"{what} must be a list of names (such as ['float32', 'float64']), got {names!r:.60}")
+    if not all(isinstance(n, str) for n in names) or not (empty or names):
+        raise BadInputError(f"{what} must hold at least one name, each a string; got {names!r:.80}")
+    return list(names)
+
+
+def _validate_key(key: Any) -> Hashable:
+    try:
+        hash(key)
+    except TypeError:
+        raise BadInputError(f"key must be hashable (a tuple of the settings the rate depends on), got "
+                            f"{type(key).__name__} {key!r:.60}") from None
+    return key
+
+
+def _validate_seconds(seconds: Any) -> float:
+    """A duration: a number >= 0 (an estimate may be infinite; NaN is refused)."""
+    if isinstance(seconds, (bool, np.bool_)) or not isinstance(seconds, numbers.Real) or math.isnan(seconds) \
+            or seconds < 0:
+        raise BadInputError(f"seconds must be a number of seconds >= 0, got {seconds!r:.60}")
+    return float(seconds)
+
+
+@arguments(exc=Given(_validate_exception))
 def error_message(exc: BaseException) -> str:
     """What a learner should read when a callback fails."""
     if isinstance(exc, CourseError):
@@ -77,6 +139,7 @@ NO_GPU_STYLE = ("border-left:4px solid #0072B2;background:#eef4fa;padding:6px 10
                 "white-space:normal;word-break:normal;overflow-wrap:anywhere;font-family:inherit")
 
 
+@arguments(text=_text("text"), head=_FLAG)
 def no_gpu_html(text: str = "", head: bool = True) -> str:
     """The note every app shows where a GPU was asked for and none answers: one look, everywhere.
 
@@ -92,6 +155,7 @@ def no_gpu_html(text: str = "", head: bool = True) -> str:
     return f"<div class='course-no-gpu' role='note' style='{NO_GPU_STYLE}'>{lead}{text}</div>"
 
 
+@arguments(out=Given(_validate_output))
 def clear_area(out: widgets.Output) -> None:
     """Empty an ``Output`` widget, the views of the widgets it showed included.
 
@@ -155,6 +219,7 @@ class MeasurementCache:
         self._items.clear()
 
 
+@arguments(timings=Given(validate_timing_records))
 def noise_html(timings: Iterable[Any]) -> str:
     """An HTML line saying how many of these timings (or records) are noisy, or ``""`` if none is.
 
@@ -165,6 +230,7 @@ def noise_html(timings: Iterable[Any]) -> str:
     return f"<p style='color:#a40'><i>{html.escape(note)}</i></p>" if note else ""
 
 
+@arguments(fig=Given(validate_figure))
 def figure_words(fig: Any) -> str:
     """The words a figure shows (titles, legend entries, notes), one line each: its text description.
 
@@ -210,6 +276,13 @@ def describe_figures() -> None:
     shell.events.register("post_execute", register)
 
 
+def _known_view_only(controls: dict, view_only: list[str]) -> None:
+    unknown = [k for k in view_only if k not in controls]
+    if unknown:
+        raise BadInputError(f"view_only names controls this app does not have: {unknown}; "
+                            f"its controls are {list(controls)}")
+
+
 class LiveApp:
     """Controls + a function of their values, redrawn whenever a value changes.
 
@@ -235,15 +308,14 @@ class LiveApp:
     progress_area : an ``Output`` where progress bars drawn during an update appear.
     """
 
+    @arguments(update=Given(validate_function, what="update"), controls=Given(_validate_controls),
+               title=Optional(_text("title")), run_now=_FLAG, view_only=Given(_validate_names, what="view_only"),
+               then=_known_view_only)
     def __init__(self, update: Callable[..., Any], controls: dict[str, widgets.Widget],
                  title: str | None = None, run_now: bool = True, view_only: Iterable[str] = ()):
         self.update_fn = update
         self.controls = dict(controls)
         self.view_only = tuple(view_only)
-        unknown = [k for k in self.view_only if k not in self.controls]
-        if unknown:
-            raise ValueError(f"view_only names controls this app does not have: {unknown}; "
-                             f"its controls are {list(self.controls)}")
         self.status = widgets.HTML()
         self.progress_area = widgets.Output()
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
@@ -392,6 +464,8 @@ WIDGET_LIMIT_S = 10.0
 _RATES: dict = {}
 
 
+@arguments(key=Given(_validate_key), work=Real(above=0, hint="units of work one call of fn does"),
+           fn=Given(validate_function, what="fn"))
 def measured_rate(key: Hashable, work: float, fn: Callable[[], Any]) -> float:
     """Units of ``work`` per second: ``work`` over the fastest of a few calls of ``fn()``, measured once per ``key``.
 
@@ -411,11 +485,14 @@ def measured_rate(key: Hashable, work: float, fn: Callable[[], Any]) -> float:
     return _RATES[key]
 
 
+@arguments(work=Real(lo=0, hint="units of work"), rate=Real(above=0, hint="units of work per second"))
 def estimate_s(work: float, rate: float) -> float:
     """Estimated seconds of ``work`` at a measured ``rate`` (work per second)."""
     return float(work) / max(float(rate), 1e-30)
 
 
+@arguments(what=_text("what"), seconds=Given(_validate_seconds), how=_text("how"), instead=_text("instead"),
+           limit_s=Real(above=0, hint="seconds one refresh may take"))
 def cost_error(what: str, seconds: float, how: str, instead: str,
                limit_s: float = WIDGET_LIMIT_S) -> BadInputError:
     """The error an app shows for a setting estimated to take ``seconds`` (over ``limit_s``)."""
@@ -435,6 +512,13 @@ def _fmt_size(n: int) -> str:
     return f"{n:,}"
 
 
+def _value_among(sizes: list[int], value: int | None) -> None:
+    if value is not None and value not in sizes:
+        raise BadInputError(f"value must be one of the slider's sizes {sizes!r:.120}, got {value}")
+
+
+@arguments(sizes=Wholes(hint="the sizes the slider offers, e.g. powers of two"), value=Optional(Whole()),
+           description=_text("description"), then=_value_among)
 def size_slider(sizes: Sequence[int], value: int | None = None, description: str = "n") -> widgets.SelectionSlider:
     """A slider over the given sizes (e.g. powers of two), labelled with thousands separators."""
     sizes = [int(s) for s in sizes]
@@ -447,12 +531,22 @@ def size_slider(sizes: Sequence[int], value: int | None = None, description: str
                                    layout=widgets.Layout(width="360px"))
 
 
+@arguments(lo=Whole(lo=0, hi=62, hint="the smallest size is 2**lo"),
+           hi=Whole(lo="lo", hi=62, hint="the largest size is 2**hi"), value=Optional(Whole()),
+           description=_text("description"))
 def log2_slider(lo: int, hi: int, value: int | None = None, description: str = "n") -> widgets.SelectionSlider:
     """A slider over 2**lo ... 2**hi."""
     return size_slider([2 ** k for k in range(lo, hi + 1)],
                        None if value is None else value, description)
 
 
+def _dtype_among(dtypes: list[str], value: str | None) -> None:
+    if value and value not in dtypes:
+        raise BadInputError(f"value must be one of the dropdown's dtypes {dtypes}, got {value!r}")
+
+
+@arguments(dtypes=Given(_validate_names, what="dtypes", empty=False), value=Optional(_text("value")),
+           description=_text("description"), then=_dtype_among)
 def dtype_dropdown(dtypes: Iterable[str] = ("float32", "float64"), value: str | None = None,
                    description: str = "dtype") -> widgets.Dropdown:
     dtypes = list(dtypes)
@@ -460,6 +554,12 @@ def dtype_dropdown(dtypes: Iterable[str] = ("float32", "float64"), value: str | 
                             layout=widgets.Layout(width="200px"))
 
 
+def _both_offered(value: str | None, include_both: bool) -> None:
+    if value == "both" and not include_both:
+        raise BadInputError("value 'both' needs include_both=True: the buttons offer only CPU and GPU otherwise")
+
+
+@arguments(value=Optional(OneOf("cpu", "gpu", "both")), include_both=_FLAG, then=_both_offered)
 def device_buttons(value: str | None = None, include_both: bool = False) -> widgets.ToggleButtons:
     """CPU / GPU buttons.  GPU is offered even without one: choosing it then explains
     what to do and shows the reference results instead."""
@@ -472,6 +572,8 @@ def device_buttons(value: str | None = None, include_both: bool = False) -> widg
                                  style={"button_width": "70px"})
 
 
+@arguments(sizes=Optional(Wholes()), size=Optional(Whole()), dtypes=Optional(Given(_validate_names, what="dtypes")),
+           device=_FLAG, size_name=_text("size_name", empty=False))
 def control_panel(sizes: Sequence[int] | None = None, size: int | None = None,
                   dtypes: Iterable[str] | None = ("float32", "float64"), device: bool = True,
                   size_name: str = "n") -> dict[str, widgets.Widget]:
@@ -486,6 +588,7 @@ def control_panel(sizes: Sequence[int] | None = None, size: int | None = None,
     return out
 
 
+@arguments(total=Optional(Whole(lo=0)), desc=Optional(_text("desc")), disable=Optional(_FLAG))
 def progress(iterable: Iterable | None = None, total: int | None = None, desc: str | None = None,
              disable: bool | None = None, **kwargs: Any) -> Any:
     """A progress bar for sweeps: a widget in notebooks, text in a terminal (``tqdm.auto``)."""

@@ -81,7 +81,7 @@ def test_naive_step_does_the_same_arithmetic_as_the_course_step():
 
 def test_speed_ablation_times_three_versions_and_draws_them():
     from course.backprop.bench import speed_ablation
-    from course.backprop.plots import ablation_figure
+    from course.backprop.ladder_plots import ablation_figure
 
     t = speed_ablation((20, 16, 4), batch=8, rounds=2, repeat=1)
     assert set(t) == {"course", "allocating", "float64 data"} and all(v > 0 for v in t.values())

@@ -238,8 +238,9 @@ def test_each_cuda_kernel_matches_its_numpy_version():
 # ----------------------------------------------------------------------------- the ladder, timed and counted
 
 def test_the_cpu_ladder_records_rungs_a_and_b_with_their_counts_and_no_dtype_field():
-    from course.backprop.plots import ladder_figure
-    from course.backprop.timing import ladder_sweep, ladder_table
+    from course.backprop.ladder_plots import ladder_figure
+    from course.backprop.readers import ladder_table
+    from course.backprop.timing import ladder_sweep
     from course.results import ResultSet
 
     rs = ladder_sweep(widths=(8, 16), batch=4, devices=["cpu"], repeat=3, budget_s=0.05)
@@ -281,7 +282,7 @@ def _made_up_ladders():
 
 
 def test_the_ladder_lines_give_the_speed_up_from_the_fastest_rung_beside_the_teaching_steps():
-    from course.backprop.timing import ladder_lines, ladder_table, ladder_widths_table
+    from course.backprop.readers import ladder_lines, ladder_table, ladder_widths_table
 
     cpu, gpu = _made_up_ladders()
     text = "\n".join(ladder_lines(cpu, gpu, 512, gemm_gflops=100_000.0, gemm_label="of a made-up product"))
@@ -303,14 +304,18 @@ def test_the_ladder_lines_give_the_speed_up_from_the_fastest_rung_beside_the_tea
 def test_the_ladder_figure_draws_each_rung_once_with_the_gemm_bound_and_says_the_fastest_steps():
     from _figure_checks import figure_problems
 
-    from course.backprop.plots import ladder_figure
+    from course.backprop.ladder_plots import ladder_figure
     from course.plots import figure_takeaway
 
     cpu, gpu = _made_up_ladders()
     fig = ladder_figure(cpu, [gpu], gemm_gflops=100_000.0, gemm_label="made up")
-    labels = [line.get_label() for line in fig.axes[0].lines]
-    assert sum(lab.startswith("GPU") for lab in labels) == 7 and sum(lab.startswith("CPU") for lab in labels) == 2
-    assert any("GEMM rate" in lab for lab in labels)
+    # three panels on one time axis: the CPU's rungs, the GPU's rungs, the GPU's best rung beside PyTorch's steps
+    assert [ax.get_title() for ax in fig.axes] == ["CPU: the rungs", "GPU: each rung removes a host cost",
+                                                   "GPU: the best rung (d) beside PyTorch"]
+    labels = [[line.get_label() for line in ax.lines if not line.get_label().startswith("_")] for ax in fig.axes]
+    assert [sum(lab.startswith(d) for lab in labels[k]) for k, d in enumerate(("CPU", "GPU", "GPU"))] == [2, 4, 4]
+    assert sum(lab.startswith("GPU (d)") for lab in labels[2]) == 1          # the best rung, beside the peers
+    assert all(any("GEMM rate" in lab for lab in labels[k]) for k in (1, 2))
     said = figure_takeaway(fig)
     assert "100 µs at width 64 (rung d), 400 µs at width 4,096 (rung d)" in said, said
     assert "fastest step 10 ms at width 512 (rung b);" in said, said          # one width: said once

@@ -12,7 +12,8 @@ from course.backprop.checkpointing import checkpointed_backward, kept_pattern
 from course.backprop.data import batches, load_digits
 from course.backprop.layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
 from course.backprop.plots import checkpoint_figure, digits_figure, trace_figure, training_figure
-from course.backprop.timing import step_time_sweep, time_train_step, trace_from_results, trace_step, trace_to_results
+from course.backprop.readers import trace_from_results, trace_to_results
+from course.backprop.timing import step_time_sweep, time_train_step, trace_step
 from course.backprop.trace import random_batch, trace_html
 from course.backprop.train import accuracy, train
 from course.errors import BadInputError

@@ -91,6 +91,8 @@ ALLOWED = {
                                     "never by a learner",
     "course.legends.label_points": "called by the course's figure functions on the axes and points they just drew, "
                                    "never by a learner",
+    "course.legends.devices_to_caption": "called by add_footer on the figure it was given and the references that "
+                                         "figure drew, never by a learner",
     "course.legends.place_legend": "called by the course's figure functions on the axes they just drew, never by a "
                                    "learner",
     "course.report.Experiment": "the record @experiment registers (the tests make one the same way); run_report "
@@ -130,6 +132,29 @@ ALLOWED = {
                                        "never made by a learner",
     "course.parallel.model.Interconnect": "one data-sheet link of the course's own INTERCONNECTS table, never made by "
                                           "a learner",
+    # -- parallel, recurrences, kernels --
+    "course.parallel.collectives.Message": "one message of a simulated step: made by the course's own all-reduces, "
+                                           "read by the figures",
+    "course.parallel.collectives.Step": "one simulated step's messages and buffers: made by the course's own "
+                                        "all-reduces, never by a learner",
+    "course.parallel.collectives.AllreduceRun": "what a simulated all-reduce returns: made by its validated run; "
+                                                "the figures that take one check it (validate_run)",
+    "course.parallel.tensor_parallel.TensorShard": "one rank's slice of the block: made by split_block from its "
+                                                   "validated arguments; rank_step checks it (validate_shard)",
+    "course.parallel.tensor_parallel.TensorParallelRun": "what simulate_tensor_parallel returns: made by the "
+                                                         "course's own simulation, never by a learner",
+    # -- throughput, scan, vectorize --
+    # -- backprop, bppsa, attention --
+    "course.backprop.checkpointing.CheckpointRun": "the record checkpointed_backward returns, filled from its own "
+                                                   "validated run, never made by a learner",
+    "course.backprop.trace.LayerTrace": "one layer's record, made by describe_step or rebuilt by trace_from_results "
+                                        "from a validated ResultSet",
+    "course.backprop.trace.StepTrace": "the record describe_step returns (or trace_from_results rebuilds); the "
+                                       "functions that read one check it is a StepTrace",
+    "course.backprop.train.History": "the record train() fills epoch by epoch, never made by a learner",
+    # -- plots, widgets, results, standin, timing --
+    "course.standin.StandinArray": "an ndarray view the stand-in's namespace makes (a.view(StandinArray)), as "
+                                   "CountingArray is; numpy's own constructor checks its shape",
 }
 
 def _debt() -> dict[str, set[str]]:

@@ -139,7 +139,7 @@ def _scan_variants():
 
 def _step_ladder():
     """Lesson 01's training-step ladder, live CPU rungs beside recorded GPU ones (made-up times)."""
-    from course.backprop.plots import ladder_figure
+    from course.backprop.ladder_plots import ladder_figure
 
     live = ResultSet("backprop_train_step")
     for w in (128, 512):

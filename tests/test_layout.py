@@ -22,8 +22,8 @@ LESSONS = {"hardware": "00", "backprop": "01", "vectorize": "02", "throughput": 
 #: The spine; ``report``, ``check``, ``gpu_machine`` and ``__main__`` gather the lessons at run time.
 SPINE = {"__init__", "__main__", "errors", "cpu", "devices", "limits", "threads", "timing", "results", "plots",
          "widgets", "report", "check", "grading", "torch_peer", "memory_bandwidth", "gpu_machine", "predictions",
-         "cuda_c", "kernel_runtime", "legends", "takeaways", "arguments", "counting", "standin", "capture", "timeline",
-         "timeline_plots", "lead_spin"}
+         "cuda_c", "kernel_runtime", "legends", "takeaways", "arguments", "counting", "standin", "standin_cuda",
+         "capture", "timeline", "timeline_plots", "lead_spin", "environment", "measurement"}
 GATHERERS = {"course.__main__", "course.gpu_machine"}
 #: The one place a lesson reaches forward, on purpose: lesson 03's roofline can place lesson 04's
 #: scan among its points (imported only when that point is asked for).
@@ -180,15 +180,18 @@ def test_a_lesson_imports_only_earlier_lessons(lesson):
 #: Where a lesson's apparatus lives: only these modules draw (matplotlib, ipywidgets, tqdm, course.plots,
 #: course.widgets, or a lesson's own plots/widgets/experiments).
 DRAWING_ROOMS = {"plots", "widgets", "experiments"}
-#: In the lessons whose subject is an algorithm, only these also measure (course.timing, course.torch_peer,
-#: course.results, course.report): a lesson's timing.py, lesson 01's benchmark code (bench.py), and the
-#: exercise checks (checks.py), which time a learner's function where the exercise is about speed.
-MEASURING_ROOMS = DRAWING_ROOMS | {"timing", "bench", "checks"}
+#: In the lessons whose subject is an algorithm, only these also measure (course.timing and course.measurement,
+#: course.torch_peer, course.results and course.environment, course.report): a lesson's timing.py, lesson 01's
+#: benchmark code (bench.py), the exercise checks (checks.py), which time a learner's function where the
+#: exercise is about speed, and lesson 01's readers (readers.py), which turn recorded result sets into tables and
+#: sentences.  A room split by job keeps the room's name last: ``ladder_plots.py`` is a plots room.
+MEASURING_ROOMS = DRAWING_ROOMS | {"timing", "bench", "checks", "readers"}
 #: The lessons whose subject is measurement (00: this machine, 03: latency and throughput): any module may
 #: time, none but the drawing rooms may draw.
 MEASURING_LESSONS = {"hardware", "throughput"}
 DRAWING = ("matplotlib", "ipywidgets", "tqdm", "course.plots", "course.widgets")
-MEASURING = ("course.timing", "course.torch_peer", "course.results", "course.report")
+MEASURING = ("course.timing", "course.measurement", "course.torch_peer", "course.results", "course.environment",
+             "course.report")
 def _all_imports(name: str):
     """Yield (module, line) for every import of ``name``, third-party ones too (``from a import b`` yields
     ``a`` and ``a.b``)."""
@@ -198,10 +201,17 @@ def _all_imports(name: str):
             yield f"{mod}.{n}", line
 
 
+def _room(module: str) -> str:
+    """The room of a module's last name: itself, or the room it ends with (``ladder_plots`` -> ``plots``)."""
+    last = module.rsplit(".", 1)[-1]
+    suffix = last.rsplit("_", 1)[-1]
+    return suffix if last not in MEASURING_ROOMS and suffix in MEASURING_ROOMS else last
+
+
 def _apparatus(name: str) -> dict[str, int]:
     """What apparatus ``name`` imports that its room does not allow: {what: line}."""
     parts = name.split(".")
-    lesson, room = parts[1], parts[-1]
+    lesson, room = parts[1], _room(name)
     if room in DRAWING_ROOMS or name == f"course.{lesson}":
         return {}
     measuring = lesson in MEASURING_LESSONS or room in MEASURING_ROOMS
@@ -211,9 +221,9 @@ def _apparatus(name: str) -> dict[str, int]:
             if mod == root or mod.startswith(root + "."):
                 found.setdefault(root, line)
         bits = mod.split(".")
-        if len(bits) >= 3 and bits[0] == "course" and bits[1] != lesson and bits[2] in DRAWING_ROOMS:
+        if len(bits) >= 3 and bits[0] == "course" and bits[1] != lesson and _room(bits[2]) in DRAWING_ROOMS:
             found.setdefault(".".join(bits[:3]), line)       # another lesson's figures or apps
-        elif len(bits) >= 3 and bits[:2] == ["course", lesson] and bits[2] in DRAWING_ROOMS:
+        elif len(bits) >= 3 and bits[:2] == ["course", lesson] and _room(bits[2]) in DRAWING_ROOMS:
             found.setdefault(".".join(bits[:3]), line)       # this lesson's
     return found
 

@@ -101,7 +101,38 @@ def test_bad_counts_and_names_get_a_clear_error():
         bytes_per_worker("ring", 10, 0)
     with pytest.raises(BadInputError, match="N"):
         bytes_per_worker("ring", 0, 4)
-    with pytest.raises(BadInputError, match="unknown all-reduce"):
+    with pytest.raises(BadInputError, match="algorithm must be one of 'naive', 'tree', 'ring'"):
         allreduce(np.ones((2, 2)), "butterfly")
     with pytest.raises(BadInputError, match="step"):
         ring_chunks(0, 6, 4)
+
+
+class _Rank:
+    """A communicator's size and rank, no messages: enough for the MPI collectives' door, which refuses first."""
+
+    def __init__(self, p, r):
+        self.p, self.r = p, r
+
+    def Get_size(self):
+        return self.p
+
+    def Get_rank(self):
+        return self.r
+
+    def Sendrecv(self, *args, **kwargs):           # never reached: the door refuses before a message
+        raise AssertionError("a refused call sent a message")
+
+
+def test_the_mpi_collectives_refuse_a_shard_or_out_buffer_that_would_be_broadcast():
+    from course.parallel.ring_mpi import ring_all_gather_mpi, ring_allreduce_mpi
+
+    # rank 0 of 2 owns 3 of n = 6 elements: one number used to be broadcast over its whole chunk
+    with pytest.raises(BadInputError, match="holds 3 elements"):
+        ring_all_gather_mpi(_Rank(2, 0), np.ones(1), 6)
+    with pytest.raises(BadInputError, match="out must have x's shape"):
+        ring_allreduce_mpi(_Rank(2, 0), np.ones(4), np.empty(8))
+    with pytest.raises(BadInputError, match="comm must be an MPI communicator"):
+        ring_allreduce_mpi(None, np.ones(4))
+    with pytest.raises(BadInputError, match="contiguous 1-D numpy array of floats"):
+        ring_allreduce_mpi(_Rank(2, 0), np.ones((2, 2)))
+    assert ring_allreduce_mpi(_Rank(1, 0), np.arange(3.0)).tolist() == [0.0, 1.0, 2.0]   # one rank: x itself

@@ -92,3 +92,26 @@ def test_stages_split_the_layers_and_the_bubble_formula():
 @pytest.mark.parametrize("p, m", [(1, 1), (2, 4), (3, 8), (4, 2)])
 def test_the_ideal_timeline_has_exactly_the_formula_bubble(p, m):
     assert measured_bubble(ideal_timeline(p, m), p) == pytest.approx(bubble_fraction(p, m))
+
+
+def test_apply_update_refuses_a_flat_vector_of_another_length():
+    from course.parallel.data_parallel import apply_update
+
+    model = MLP([3, 4, 2], dtype="float64", seed=0)
+    before = [q.copy() for q in model.parameters()]
+    longer = np.ones(model.n_parameters() + 5)         # used to be read in part, the rest silently ignored
+    with pytest.raises(BadInputError, match=f"model's {model.n_parameters()} parameters"):
+        apply_update(model, longer, 0.1)
+    assert all((q == b).all() for q, b in zip(model.parameters(), before))
+    apply_update(model, np.ones(model.n_parameters()), 0.1)
+    assert np.allclose(model.parameters()[0], before[0] - 0.1)
+
+
+def test_gather_gradients_refuses_shards_out_of_rank_order():
+    from course.parallel.tensor_parallel import gather_gradients, simulate_tensor_parallel
+
+    run = simulate_tensor_parallel([4, 6, 3], np.ones((5, 4)), np.array([0, 1, 2, 0, 1]), p=2)
+    for got, want in zip(gather_gradients(run.shards), run.gradients):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(BadInputError, match="in rank order"):      # used to stitch the columns in the wrong order
+        gather_gradients(run.shards[::-1])

@@ -109,3 +109,13 @@ def test_layer_on_cupy_equals_numpy():
     assert abs(loss - loss_g) < 1e-9
     for k in g:
         np.testing.assert_allclose(cupy.asnumpy(g_g[k]), g[k], atol=1e-9)
+
+
+def test_mse_loss_refuses_a_target_that_would_broadcast():
+    from course.recurrences.selective import mse_loss
+
+    y_last = np.array([[1.0], [3.0]])
+    with pytest.raises(BadInputError, match=r"target must have the shape"):   # (2,) against (2, 1): a (2, 2) diff
+        mse_loss(y_last, np.array([0.0, 3.0]))
+    loss, grad = mse_loss(y_last, np.array([[0.0], [3.0]]))
+    assert loss == 0.5 and grad.shape == (2, 1)

@@ -232,7 +232,7 @@ class _FakeTorch:
 
 
 def test_gpu_environment_reads_driver_clocks_libraries_tf32_and_env_and_leaves_out_what_is_absent():
-    from course.results import gpu_environment
+    from course.environment import gpu_environment
 
     seen = []
 
@@ -255,7 +255,7 @@ def test_gpu_environment_reads_driver_clocks_libraries_tf32_and_env_and_leaves_o
 
 
 def test_git_commit_is_read_where_there_is_a_checkout_and_left_out_elsewhere(tmp_path):
-    from course.results import git_commit
+    from course.environment import git_commit
 
     assert git_commit(run=lambda cmd: "abc123", root=tmp_path) == {}          # no .git here
     (tmp_path / ".git").mkdir()

@@ -189,3 +189,25 @@ def test_each_tree_level_is_one_operator_call_over_all_its_pairs(n):
     calls.clear()
     hillis_steele_scan(np.ones(n), op=counting_add, identity=0.0)
     assert len(calls) == levels + len(probe)
+
+
+@pytest.mark.parametrize("op, a, b, words", [
+    (add, [1, 2], [3, 4], "add: a must be a stack"),                  # a list: + would concatenate, not add
+    (maximum, np.ones(3), 5.0, "maximum: b must be a stack"),
+    (matmul, np.ones(2), np.ones(2), "matmul: a must be a stack"),     # 1-d: @ would be a dot product
+    (affine, np.ones((4, 3)), np.ones((4, 3)), r"\(m, \.\.\., 2\)"),   # no pairs: columns 0 and 1 read as (m, c)
+])
+def test_the_ready_operators_refuse_what_is_not_a_stack_instead_of_answering_wrong(op, a, b, words):
+    with pytest.raises(BadInputError, match=words):
+        op(a, b)
+
+
+def test_the_scans_doors_refuse_a_bad_operator_or_flag_before_scanning():
+    with pytest.raises(BadInputError, match="op must be a function"):
+        blelloch_scan(np.ones(4), op="add")
+    with pytest.raises(BadInputError, match="exclusive must be one of"):
+        sequential_scan(np.ones(4), exclusive="no")              # a truthy string would have meant True
+    with pytest.raises(BadInputError, match="at least 3 sample elements"):
+        associative_on_samples(add, np.ones(2))
+    with pytest.raises(BadInputError, match="dtype must be the dtype"):
+        identity_for(add, (2,), None)                            # numpy would read None as float64

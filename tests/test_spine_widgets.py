@@ -43,10 +43,12 @@ def test_sweep_figure_names_the_live_device_and_says_when_there_is_no_speedup():
 def test_reference_overlay_is_dashed_and_labelled_recorded_on():
     fig = sweep_figure(_sweep(), [_sweep("reference", gpu=True)], x="n")
     labels = _labels(fig)
-    assert any("recorded on Test GPU, 2026-01-02" in lab for lab in labels)
-    dashed = [ln for ax in fig.axes for ln in ax.lines if "recorded on" in ln.get_label()]
-    assert dashed and all(ln.get_linestyle() == "--" for ln in dashed)
-    assert "reference results recorded on Test GPU" in _texts(fig)
+    # the device and date are said once, in the caption, not in every legend entry
+    assert not any("Test GPU" in lab or "2026-01-02" in lab for lab in labels), labels
+    live = sweep_figure(_sweep(), [], x="n")
+    dashed = fig.axes[0].lines[len(live.axes[0].lines):]
+    assert dashed and all(ln.get_linestyle() == "--" for ln in dashed if len(ln.get_xdata()) > 1)
+    assert "Dashed: reference results recorded on Test GPU, 2026-01-02" in _texts(fig)
     speed = [ln for ln in fig.axes[1].lines if "vs its host CPU" in ln.get_label()]
     assert speed and list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
 
@@ -56,11 +58,12 @@ def test_a_reference_with_gpu_records_only_gives_its_speedup_over_this_cpu_unles
     ref.records = ref.select(device="gpu")                   # no CPU record: only the live CPU to compare with
     fig = sweep_figure(_sweep(), [ref], x="n")
     speed = [ln for ln in fig.axes[1].lines if "vs this CPU (live)" in ln.get_label()]
-    assert speed and "Test GPU (recorded 2026-01-02)" in speed[0].get_label()
+    assert speed and speed[0].get_label() == "GPU vs this CPU (live)"
     assert list(speed[0].get_ydata()) == pytest.approx([10.0] * 4)
     fig = sweep_figure(_sweep(), [ref], x="n", speedup_sources=[], speedup_note="recorded at batch 256 only")
     assert not fig.axes[1].lines and "recorded at batch 256 only" in _texts(fig)
-    assert any("recorded on Test GPU" in lab for lab in _labels(fig))     # still drawn on the left
+    assert any(ln.get_linestyle() == "--" for ln in fig.axes[0].lines)     # still drawn on the left
+    assert "recorded on Test GPU" in _texts(fig)
 
 
 def test_a_footer_names_only_the_devices_measured_even_where_a_gpu_answers(monkeypatch):

@@ -234,5 +234,14 @@ def test_the_fusion_figure_shows_a_gpu_reference_recorded_at_another_size_with_i
         ref.add(device="gpu", mode=mode, n=2**26, steps=4, median_s=1e-3, kernels=1, bytes=1e9, gb_per_s=1e3)
     live = T.fusion_compare(n=256, steps=2, repeat=1, modes=("unfused",))
     labels = [t.get_text() for t in P.fusion_figure(live, [ref]).axes[0].get_yticklabels()]
-    assert labels[-1] == "GPU: fused\n(recorded, n = 67,108,864, 4 steps)" and len(labels) == 3
+    assert labels[-1] == "GPU: fused\n(recorded on Test GPU, n = 67,108,864, 4 steps)" and len(labels) == 3
     assert len(P.fusion_figure(live).axes[0].get_yticklabels()) == 1
+
+
+def test_peak_matmul_sizes_reads_any_name_of_the_gpu():
+    """'cuda' (or 'GPU') is the GPU: its sizes, not the CPU's, which it was given before the door normalised it."""
+    from course.throughput.roofline import peak_matmul_sizes
+
+    assert peak_matmul_sizes("cuda", "float32") == peak_matmul_sizes("gpu", "float32") == [1024, 2048, 4096]
+    with pytest.raises(BadInputError, match="tpu"):
+        peak_matmul_sizes("tpu", "float32")

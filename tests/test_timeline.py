@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from _figure_checks import figure_problems
 
-from course.backprop.plots import cpu_step_timeline
+from course.backprop.ladder_plots import cpu_step_timeline
 from course.counting import CountingNumpy
 from course.errors import BadInputError, GPUUnavailableError
 from course.results import ResultSet
@@ -319,7 +319,7 @@ def test_a_timeline_drawn_from_its_second_call_keeps_the_counts_of_every_call():
 
 
 def test_the_ladder_timelines_caption_says_what_each_rung_removed():
-    from course.backprop.plots import ladder_timeline_figure
+    from course.backprop.ladder_plots import ladder_timeline_figure
     from course.plots import figure_takeaway
 
     tls = [_profiled("eager", 6, "(a) eager: the teaching step, 8-4-3, batch 4"),

@@ -28,17 +28,19 @@ BEGIN, END = "<!-- reference-figures:begin -->", "<!-- reference-figures:end -->
 SUMMARY_BEGIN, SUMMARY_END = "<!-- reference-summary:begin -->", "<!-- reference-summary:end -->"
 
 
-def _gemm_rate() -> tuple[float, str] | None:
-    """The float32 GEMM rate (FLOP/s) of the largest matrix product a GPU reference recorded, and its label."""
+def _gemm_rate(gpu: str | None) -> tuple[float, str] | None:
+    """The float32 GEMM rate (FLOP/s) of the largest matrix product recorded on the GPU named ``gpu``, and its
+    label: a step is judged against its own device's matrix product, never another's."""
     for ref in load_reference("matmul_sweep"):
         recs = [r for r in ref.select(device="gpu", dtype="float32") if r.get("gflops")]
-        if recs:
+        if recs and ref.gpu_name == gpu:
             return max(r["gflops"] for r in recs) * 1e9, ref.label
     return None
 
 
 def _step_vs_torch() -> str:
-    for ref in load_reference("backprop_train_step"):
+    said = []
+    for ref in load_reference("backprop_train_step"):      # every recorded GPU, each under its own name
         t = {(r["width"], r["rung"]): r["median_s"] for r in ref.select(device="gpu") if r.get("rung")}
         ours = ("eager", "no_readback", "fused", "graph")
         if (512, "graph") not in t or (512, "torch graph") not in t:
@@ -49,15 +51,16 @@ def _step_vs_torch() -> str:
                f"its best eager rung {best_eager / t[512, 'torch eager']:.2f}× PyTorch eager"]
         wide = [t[4096, k] for k in ours if (4096, k) in t]
         narrow = [t[64, k] for k in ours if (64, k) in t]
-        gemm = _gemm_rate()
+        gemm = _gemm_rate(ref.gpu_name)
         if wide and gemm:
             flops = next(r["flops"] for r in ref.select(device="gpu", width=4096) if r.get("rung"))
             out.append(f"at width 4,096, {100 * flops / min(wide) / gemm[0]:.0f} % of the float32 GEMM rate "
                        f"({gemm[0] / 1e12:.1f} TFLOP/s, 4,096² matrix product, {gemm[1]})")
         if wide and narrow:
             out.append(f"best step at width 4,096 / at width 64: {min(wide) / min(narrow):.1f}×")
-        return "; ".join(out) + f" ({ref.label})."
-    return "not recorded: the shipped training-step reference holds no graph-captured step of either side."
+        said.append("; ".join(out) + f" ({ref.label})")
+    return ("; ".join(said) + "." if said else
+            "not recorded: no shipped training-step reference holds a graph-captured step of either side.")
 
 
 def _relu_vs_copy() -> str:
@@ -74,12 +77,13 @@ def _relu_vs_copy() -> str:
         rungs = {r["label"]: r["copy_fraction"] for r in ref.select(device="gpu") if r.get("rung") != "copy"}
         if rungs:
             out.append("the ladder's GPU rungs at n = " + f"{ref.params.get('n', 0):,}: "
-                       + ", ".join(f"{k} {100 * v:.0f} %" for k, v in rungs.items()))
+                       + ", ".join(f"{k} {100 * v:.0f} %" for k, v in rungs.items()) + f" ({ref.label})")
     return "; ".join(out) + "." if out else "not recorded."
 
 
 def _block_scan() -> str:
-    for ref in load_reference("scan_kernel_variants"):
+    said = []
+    for ref in load_reference("scan_kernel_variants"):      # every recorded GPU, each under its own name
         recs = {r["variant"]: r for r in ref.select(device="gpu") if r.get("of_copy")}
         single = recs.get("single-pass (look-back)")
         if single is None:
@@ -92,8 +96,8 @@ def _block_scan() -> str:
         if numba:
             best = max(numba, key=lambda r: r["of_copy"])
             out.append(f"the best numba block scan ({best['variant']}) {100 * best['of_copy']:.0f} %")
-        return ", ".join(out) + f" ({ref.label})."
-    return "not recorded."
+        said.append(", ".join(out) + f" ({ref.label})")
+    return "; ".join(said) + "." if said else "not recorded."
 
 
 def _bppsa() -> str:

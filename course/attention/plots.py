@@ -11,24 +11,29 @@ on another machine are drawn dashed; counted figures say that nothing was timed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..errors import BadInputError
+from ..arguments import Given, Optional, Whole, arguments
+from ..devices import normalize_device
+from ..errors import BadInputError, shown_value
 from ..plots import (
     COLORS,
     PALETTE,
     add_footer,
+    figure_legend,
     footer_text,
     log2_x,
     mark_noisy,
     new_figure,
     place_legend,
     set_takeaway,
+    source_tag,
 )
-from ..results import ResultSet
+from ..results import ResultSet, validate_references, validate_results
 from .softmax import online_softmax_steps, softmax_by_scan
 from .traffic import TRAFFIC_ALGORITHMS, count_traffic, tiles_walked, traffic_bound, traffic_formula
 
@@ -49,6 +54,19 @@ _ALGORITHM_STYLE = {"naive": (PALETTE["vermillion"], "o"), "flash, K/V outer": (
                     "flash, Q outer": (PALETTE["blue"], "s")}
 
 
+def _validate_caches(caches: Any) -> dict:
+    """``caches`` as ``{"L2": bytes, ...}`` (what :func:`course.attention.timing.cache_sizes` returns)."""
+    if not isinstance(caches, dict) or not all(isinstance(k, str) and isinstance(v, (int, np.integer))
+                                               and not isinstance(v, bool) and v > 0 for k, v in caches.items()):
+        raise BadInputError(f"caches must map cache names to their sizes in bytes, e.g. {{'L2': 2**20}} (what "
+                            f"course.attention.timing.cache_sizes() returns), got {shown_value(caches)}")
+    return caches
+
+
+_HIGHLIGHT = Optional(Whole(hint="a sequence length to mark"))
+
+
+@arguments(block=Whole(hint="scores per block"), step=Whole(0, hint="blocks are numbered from 0"))
 def stepper_figure(x: np.ndarray, block: int, step: int) -> Figure:
     """The online softmax of one row of scores after ``step + 1`` blocks: left, the scores with the blocks read
     so far and the running maximum; right, the running sum after each block, each block's own sum rescaled."""
@@ -100,6 +118,7 @@ def stepper_figure(x: np.ndarray, block: int, step: int) -> Figure:
     return fig
 
 
+@arguments(step=Optional(Whole(0, hint="levels are numbered from 0; None for the last")))
 def scan_tree_figure(x: np.ndarray, step: int | None = None) -> Figure:
     """The softmax states ``(m, s)`` of ``x`` (at most :data:`MAX_TREE` scores) combined by lesson 04's Blelloch
     scan, level by level up to ``step``: each box is one state of the in-place array, the pairs of the current
@@ -144,6 +163,9 @@ def scan_tree_figure(x: np.ndarray, step: int | None = None) -> Figure:
     return fig
 
 
+@arguments(d=Whole(hint="the head size"), sram=Whole(hint="numbers the on-chip memory holds (M)"),
+           n_max=Whole(64, 2**40, hint="the longest sequence drawn"), highlight=_HIGHLIGHT,
+           itemsize=Whole(hint="bytes per number, 4 for float32"))
 def traffic_figure(d: int = 64, sram: int = 100_000, n_max: int = 2**16, highlight: int | None = None,
                    itemsize: int = 4) -> Figure:
     """Left: numbers moved between DRAM and chip against N, counted by walking each algorithm's loops.  Right:
@@ -185,6 +207,7 @@ def traffic_figure(d: int = 64, sram: int = 100_000, n_max: int = 2**16, highlig
     return fig
 
 
+@arguments(rs=Given(validate_results, what="rs"))
 def memory_figure(rs: ResultSet) -> Figure:
     """Peak memory measured above the inputs (tracemalloc) against N, beside one n × n array and what the code
     was expected to hold."""
@@ -220,6 +243,8 @@ def _copy_rate(rs: ResultSet, dev: str) -> float | None:
     return copies[-1]["bytes_per_s"] if copies else None
 
 
+@arguments(live=Optional(Given(validate_results, what="live")), references=Given(validate_references),
+           caches=Optional(Given(_validate_caches)), highlight=_HIGHLIGHT)
 def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), caches: dict | None = None,
                   highlight: int | None = None) -> Figure:
     """Left: time per forward pass against n for every (device, method).  Right: counted bytes per second
@@ -236,7 +261,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                 if not recs:
                     continue
                 ns, ts = [r["n"] for r in recs], [r["median_s"] for r in recs]
-                label = f"{dev.upper()} {method}" + (" (ref.)" if ref else "")
+                label = f"{dev.upper()} {method}" + source_tag(rs, dev, live="")
                 kw = dict(color=color, marker=marker, ms=4, ls="--" if ref else "-", lw=1.1 if dev == "cpu" else 2,
                           alpha=0.6 if ref else 1.0)
                 left.plot(ns, ts, label=label, **kw)
@@ -248,7 +273,8 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
             bw = _copy_rate(rs, dev)
             if bw:
                 right.axhline(bw / 1e9, color=COLORS[dev], ls=":", lw=1.4,
-                              label=f"{dev.upper()} copy, same run: {bw / 1e9:,.1f} GB/s" + (" (ref.)" if ref else ""))
+                              label=f"{dev.upper()} copy, same run: {bw / 1e9:,.1f} GB/s"
+                              + source_tag(rs, dev, live=""))
     drawn = [r["n"] for rs in sources for r in rs.select(kind="time", device="cpu")]
     for name, size in (caches or {}).items():
         n_fit = int(np.sqrt(size / 4))
@@ -266,8 +292,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
         ax.grid(True, which="both", alpha=0.25)
         if highlight:
             ax.axvline(highlight, color="0.3", lw=1, ls=":")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+    figure_legend(fig, (left, right))      # one legend for both panels: under each, the two ran into each other
     left.set_ylabel("time per forward pass (s), median")
     left.set_title("Attention forward: time against n", fontsize=9.5)
     right.set_ylabel("counted memory bytes / time (GB/s)")
@@ -278,6 +303,8 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
     return fig
 
 
+@arguments(rs=Given(validate_results, what="rs"), device=Given(normalize_device),
+           n=Optional(Whole(hint="the sequence length; None for the largest timed")))
 def roofline_points(rs: ResultSet, device: str = "cpu", n: int | None = None) -> list[dict]:
     """Point records (lesson 03's ``kind="point"``) for the timed attention passes that have counted bytes, at
     sequence length ``n`` (None: the largest timed for every such method): intensity = FLOPs / counted bytes,
@@ -295,6 +322,9 @@ def roofline_points(rs: ResultSet, device: str = "cpu", n: int | None = None) ->
     return out
 
 
+@arguments(peaks=Given(validate_results, what="peaks"), rs=Given(validate_results, what="rs"),
+           references=Given(validate_references),
+           n=Optional(Whole(hint="the sequence length; None for the largest timed")))
 def roofline_placement_figure(peaks: ResultSet, rs: ResultSet, references: Sequence[ResultSet] = (),
                               n: int | None = None) -> Figure:
     """Lesson 03's roofline of this machine (``peaks``: its measured roofs) with the attention passes of ``rs`` at

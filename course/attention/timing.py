@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Devices, Dtype, OneOf, Whole, Wholes, arguments
+from ..arguments import Devices, Dtype, Given, OneOf, Whole, Wholes, arguments
 from ..devices import get_xp, normalize_device
 from ..errors import BadInputError, GPUUnavailableError
 from ..limits import require_fits
@@ -88,6 +88,23 @@ def attention_input(n: int, d: int, heads: int = 1, dtype: Any = "float32", devi
     return tuple(xp.asarray(rng.standard_normal((heads, n, d)).astype(dtype)) for _ in range(3))
 
 
+_ALL_METHODS = OneOf(*sorted({m for ms in METHODS.values() for m in ms}))
+_N = Whole(hint="the sequence length")
+_D = Whole(hint="the head size")
+_HEADS = Whole(hint="batch × heads")
+_CAUSAL = OneOf(True, False)
+_BLOCK = Whole(hint="the tiled pass's tile size")
+
+
+def _validate_qkv(inputs: Any) -> tuple:
+    """``inputs`` as the three arrays ``(q, k, v)`` :func:`attention_input` returns, or a clear error."""
+    if not isinstance(inputs, (tuple, list)) or len(inputs) != 3 or not all(hasattr(x, "shape") for x in inputs):
+        raise BadInputError(f"inputs must be the three arrays (q, k, v) attention_input(n, d) returns, got "
+                            f"{type(inputs).__name__}")
+    return tuple(inputs)
+
+
+@arguments(n=_N, d=_D, heads=_HEADS, causal=_CAUSAL)
 def attention_flops(n: int, d: int, heads: int = 1, causal: bool = False) -> float:
     """FLOPs of one forward pass: ``2d`` for each score (``q·k``) and ``2d`` for each weighted value, per head;
     a causal pass counts the ``n(n+1)/2`` scores it needs.
@@ -99,6 +116,8 @@ def attention_flops(n: int, d: int, heads: int = 1, causal: bool = False) -> flo
     return 4.0 * heads * scores * d
 
 
+@arguments(method=_ALL_METHODS, n=_N, d=_D, heads=_HEADS, itemsize=Whole(hint="bytes per number, 4 for float32"),
+           causal=_CAUSAL, block=_BLOCK)
 def counted_bytes(method: str, n: int, d: int, heads: int = 1, itemsize: int = 4, causal: bool = False,
                   block: int = BLOCK) -> float | None:
     """Global-memory bytes the course counts for ``method`` (None for PyTorch's, whose algorithm it does not
@@ -171,6 +190,8 @@ def _torch_call(method: str, q, k, v, causal: bool, dev: str) -> Callable[[], An
     return run
 
 
+@arguments(method=_ALL_METHODS, inputs=Given(_validate_qkv), device=Given(normalize_device), causal=_CAUSAL,
+           block=_BLOCK)
 def attention_function(method: str, inputs: tuple, device: Any = "cpu", causal: bool = False,
                        block: int = BLOCK) -> Callable[[], Any]:
     """A no-argument function that runs ``method`` on prepared ``inputs`` (``(q, k, v)`` on ``device``); ``"flash"``
@@ -178,7 +199,7 @@ def attention_function(method: str, inputs: tuple, device: Any = "cpu", causal: 
 
     A clear error for a method this device or this machine cannot run (no GPU for ``"fused"``, no PyTorch).
     """
-    dev = normalize_device(device)
+    dev = device
     if method not in METHODS[dev]:
         raise BadInputError(f"no attention method {method!r} on the {dev.upper()}; choose one of {list(METHODS[dev])}.")
     q, k, v = inputs
@@ -194,7 +215,7 @@ def attention_function(method: str, inputs: tuple, device: Any = "cpu", causal: 
 
 @arguments(method=OneOf(*sorted({m for ms in METHODS.values() for m in ms})), n=Whole(hint="the sequence length"),
            d=Whole(hint="the head size"), heads=Whole(hint="batch × heads"), dtype=Dtype(),
-           repeat=Whole(hint="timed calls"), block=Whole(hint="the tiled pass's tile size"))
+           causal=_CAUSAL, repeat=Whole(hint="timed calls"), block=_BLOCK)
 def time_attention(method: str, n: int, d: int = 64, heads: int = 1, device: Any = "cpu", dtype: Any = "float32",
                    causal: bool = False, repeat: int = 5, budget_s: float | None = 0.5, block: int = BLOCK) -> dict:
     """Time one method at one size: a record with the method, sizes, FLOPs, counted bytes and TF32 settings.

@@ -8,7 +8,8 @@ Read in this order:
 * :mod:`~course.backprop.validate`: the validators that give each bad input a clear message;
 * :mod:`~course.backprop.data` and :mod:`~course.backprop.train`: real data and a training loop;
 * :mod:`~course.backprop.trace`: one training step, layer by layer: shapes, operations, FLOPs; timed by
-  :mod:`~course.backprop.timing`, which also times whole steps against the width and the fast step's ladder;
+  :mod:`~course.backprop.timing`, which also times whole steps against the width and the fast step's ladder,
+  and read by :mod:`~course.backprop.readers` (a trace or a ladder, live or recorded, as tables and sentences);
 * :mod:`~course.backprop.checkpointing`: memory traded for recomputation, its bytes counted by
   :mod:`~course.backprop.memory`;
 * :mod:`~course.backprop.optimizers` (SGD, momentum, Adam, and the state each keeps),
@@ -20,7 +21,8 @@ Read in this order:
   :mod:`~course.backprop.mixed_kernels`, a CUDA graph), their launches counted by
   :mod:`~course.backprop.counting`; how much of the GPU a step uses in :mod:`~course.backprop.mfu`, and
   PyTorch's best step at each precision in :mod:`~course.backprop.precision_peers`;
-* :mod:`~course.backprop.plots` (the figures), :mod:`~course.backprop.widgets`,
+* :mod:`~course.backprop.plots` (the figures of training), :mod:`~course.backprop.ladder_plots` (what makes
+  the step fast: the ablation, the ladder, the rungs' timelines), :mod:`~course.backprop.widgets`,
   :mod:`~course.backprop.checks` (the exercises) and
   :mod:`~course.backprop.experiments` (``python -m course report``).
 """

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Given, OneOf, Optional, Real, Whole, Wholes, arguments
+from ..arguments import Dtype, Given, OneOf, Optional, Real, Whole, Wholes, arguments
 from ..capture import matmul_into
 from ..devices import gpu_available, gpu_info, gpu_unavailable_reason, normalize_device, synchronize, to_numpy
-from ..errors import whole_number
+from ..errors import BadInputError
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from ..torch_peer import (
@@ -41,10 +41,10 @@ from ..torch_peer import (
 from .checkpointing import checkpointed_backward
 from .counting import mlp_flops
 from .fast_step import STEP_PRECISIONS, FastStep, declared_counts
-from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward
+from .layers import MLP, softmax_cross_entropy, softmax_cross_entropy_backward, validate_model
 from .mfu import GEMM_PRECISION, data_sheet_peak, model_flops_utilisation, validate_step_precisions
 from .trace import random_batch
-from .validate import validate_finite_loss, validate_inputs
+from .validate import validate_finite_loss, validate_inputs, validate_lr
 
 __all__ = ["PreallocatedMLP", "torch_available", "torch_mlp_step", "torch_sgd", "TorchStep", "SGD_KINDS",
            "compare_with_torch", "naive_train_step", "speed_ablation", "checkpoint_sweep", "TARGET_CPU", "TARGET_GPU",
@@ -140,6 +140,7 @@ class PreallocatedMLP(MLP):
 SGD_KINDS = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
 
 
+@arguments(lr=Real(lo=0, hint="the learning rate"))
 def torch_sgd(params: Any, lr: float) -> tuple[Any, str]:
     """``(torch.optim.SGD over params, which ran)``: the fused kernel where this PyTorch has it for the
     parameters' device and dtype (one launch for every parameter), else the ``foreach`` kernels (on a
@@ -170,6 +171,7 @@ class TorchStep:
     force.  A caller sets it outside the timed call, as :func:`course.backprop.timing.ladder_sweep` does).
     """
 
+    @arguments(sgd=OneOf(*SGD_KINDS), tf32=Optional(OneOf(True, False)))
     def __init__(self, net: Any, optimizer: Any, inputs: Any, labels: Any, sgd: str, tf32: bool | None = None):
         self.net, self.optimizer, self.inputs, self.labels = net, optimizer, inputs, labels
         self.sgd, self.tf32 = sgd, tf32
@@ -184,10 +186,12 @@ class TorchStep:
         self.optimizer.step()
 
 
+@arguments(model=Given(validate_model), lr=Given(validate_lr))
 def torch_mlp_step(model: MLP, x: Any, y: Any, lr: float = 1e-3) -> tuple[TorchStep, Any]:
     """A PyTorch copy of ``model`` (same weights) and a :class:`TorchStep` doing one SGD step of it on
     ``(x, y)``, with PyTorch's best SGD here (:func:`torch_sgd`).  Returns ``(step, torch_module)``.
     """
+    x, y = validate_inputs(model, x, y)
     import torch
 
     dev = "cuda" if model.device == "gpu" else "cpu"
@@ -226,6 +230,12 @@ def _settle(fn, args: tuple, device: str, seconds: float, sync: Callable[[str], 
     sync(device)
 
 
+@arguments(device=Given(normalize_device), dtype=Dtype(device="device", floating=True),
+           batch=Whole(hint="the examples in one step"),
+           rounds=Whole(hi=1000, hint="alternating rounds of timed steps, e.g. 5"),
+           repeat=Whole(hi=10_000, hint="timed steps per round, e.g. 10"),
+           budget_s=Optional(Real(above=0, hint="seconds before no new round starts")),
+           settle_s=Real(lo=0, hint="seconds each side runs untimed before its turn"))
 def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256, dtype: Any = "float32",
                        device: Any = "cpu", rounds: int = 5, repeat: int = 10,
                        budget_s: float | None = None, settle_s: float = 0.3) -> dict:
@@ -240,9 +250,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     (:func:`torch_sgd`); ``ours_tf32`` and ``torch_tf32`` the TF32 setting of each side (on a GPU,
     PyTorch's switches are off for the whole measurement, set outside the timed calls).
     """
-    dev = normalize_device(device)
-    rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds of timed steps, e.g. 5")
-    repeat = whole_number("repeat", repeat, hi=10_000, hint="timed steps per round, e.g. 10")
+    dev = device
     model = PreallocatedMLP(sizes, dtype=dtype, device=dev, seed=0)
     x, y = random_batch(model, batch)
     out = {"sizes": list(sizes), "batch": batch, "dtype": model.dtype.name, "device": dev,
@@ -281,6 +289,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
     return out
 
 
+@arguments(model=Given(validate_model), lr=Given(validate_lr))
 def naive_train_step(model: MLP, x: Any, y: Any, lr: float) -> float:
     """The same SGD step written the obvious way: every layer allocates its outputs, ``p -= lr * dp``
     makes a temporary, and whatever dtype ``x`` has spreads through the step.
@@ -301,6 +310,10 @@ def naive_train_step(model: MLP, x: Any, y: Any, lr: float) -> float:
     return float(loss)
 
 
+@arguments(batch=Whole(hint="the examples in one step"), device=Given(normalize_device),
+           rounds=Whole(hi=1000, hint="alternating rounds, e.g. 5"),
+           repeat=Whole(hi=10_000, hint="timed steps per round, e.g. 3"),
+           budget_s=Optional(Real(above=0, hint="seconds before no new round starts")))
 def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256, device: Any = "cpu",
                    rounds: int = 5, repeat: int = 3, budget_s: float | None = 2.0) -> dict:
     """Median step time of three versions of one float32 SGD step, timed in alternating rounds.
@@ -310,9 +323,7 @@ def speed_ablation(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 256,
     ``"float64 data"``: the allocating step fed float64 inputs, which NumPy silently
     promotes to float64 arithmetic in every layer.  Returns name -> seconds.
     """
-    dev = normalize_device(device)
-    rounds = whole_number("rounds", rounds, hi=1000, hint="alternating rounds, e.g. 5")
-    repeat = whole_number("repeat", repeat, hi=10_000, hint="timed steps per round, e.g. 3")
+    dev = device
     model = PreallocatedMLP(sizes, dtype="float32", device=dev, seed=0)
     x, y = random_batch(model, batch)
     x64 = x.astype("float64")
@@ -343,6 +354,18 @@ def _traced_peak(fn: Callable[[], Any]) -> int:
     return int(peak)
 
 
+def _require_a_k_within(depth: int, ks: list[int] | None) -> None:
+    """Refuse ``ks`` with no k from 1 to the blocks (``depth + 1``): the sweep would have nothing to time."""
+    if ks is not None and not any(k <= depth + 1 for k in ks):
+        raise BadInputError(f"ks must hold at least one k from 1 to {depth + 1} (the blocks of a depth-{depth} "
+                            f"network), got {ks}")
+
+
+@arguments(depth=Whole(hint="the hidden layers of the network"), width=Whole(hint="the units of each hidden layer"),
+           batch=Whole(hint="the examples in one step"),
+           ks=Optional(Wholes(hint="a checkpoint every k blocks, k >= 1")), device=Given(normalize_device),
+           dtype=Dtype(device="device", floating=True), repeat=Whole(hi=10_000, hint="timed rounds, e.g. 5"),
+           budget_s=Optional(Real(above=0, hint="seconds before no new round starts")), then=_require_a_k_within)
 def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Sequence[int] | None = None,
                      device: Any = "cpu", dtype: Any = "float32", repeat: int = 5, budget_s: float | None = 2.0,
                      progress: Callable | None = None) -> ResultSet:
@@ -352,9 +375,7 @@ def checkpoint_sweep(depth: int = 16, width: int = 256, batch: int = 128, ks: Se
     CPU the peak of all memory numpy allocated during the step (tracemalloc) is
     recorded too, as a cross-check of the activation count.
     """
-    dev = normalize_device(device)
-    depth = whole_number("depth", depth, hint="the hidden layers of the network")
-    width = whole_number("width", width, hint="the units of each hidden layer")
+    dev = device
     model = MLP([784] + [width] * depth + [10], dtype=dtype, device=dev)
     L = depth + 1
     ks = sorted(set(int(k) for k in (ks or [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, L]) if 1 <= int(k) <= L))

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..arguments import Seed, Whole, arguments
-from ..devices import to_device
-from ..errors import BadInputError
+from ..devices import normalize_device, to_device
+from ..errors import BadInputError, whole_number
 from .validate import require_order_fits, validate_digits
 
 __all__ = ["Dataset", "load_digits", "batches"]
@@ -49,6 +49,15 @@ class Dataset:
     images_test: np.ndarray
     mean: np.ndarray
     std: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.n_classes = whole_number("n_classes", self.n_classes, lo=2, hint="the classes the labels name")
+        self.device = normalize_device(self.device)
+        for part in ("train", "test"):
+            x, y = getattr(self, f"x_{part}"), getattr(self, f"y_{part}")
+            if len(getattr(x, "shape", ())) != 2 or tuple(getattr(y, "shape", ())) != (x.shape[0],):
+                raise BadInputError(f"x_{part} must be a 2-D array of features and y_{part} one label per row, "
+                                    f"got shapes {getattr(x, 'shape', None)} and {getattr(y, 'shape', None)}")
 
     @property
     def n_features(self) -> int:

@@ -13,7 +13,8 @@ from ..results import ResultSet
 from .bench import checkpoint_sweep
 from .layers import MLP
 from .plots import checkpoint_figure, trace_figure
-from .timing import ladder_sweep, step_time_sweep, trace_from_results, trace_step, trace_to_results
+from .readers import trace_from_results, trace_to_results
+from .timing import ladder_sweep, step_time_sweep, trace_step
 from .trace import random_batch
 
 #: The network of the lesson's benchmark: 784 inputs, two hidden layers of 512, 10 classes.

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..arguments import Given, OneOf, Whole, Wholes, arguments
 from ..errors import BadInputError
-from .layers import MLP
+from .layers import MLP, validate_model
 from .mixed import compute_dtype
 from .optimizers import OPTIMIZERS, STATE_ARRAYS, optimizer_state
 
@@ -53,13 +53,6 @@ def bytes_per_parameter(precision: str, optimizer: str) -> dict:
     w = 2 if mixed else 4
     parts = {"weights": w, "gradients": w, "master": 4 if mixed else 0, "optimizer": 4 * STATE_ARRAYS[optimizer]}
     return parts | {"total": sum(parts.values())}
-
-
-def validate_model(model: object) -> MLP:
-    """``model`` if it is a teaching :class:`~course.backprop.MLP`."""
-    if not isinstance(model, MLP):
-        raise BadInputError(f"model must be a course.backprop.MLP (e.g. MLP([64, 32, 10])), got {type(model).__name__}")
-    return model
 
 
 def validate_state(state: object) -> dict:

@@ -24,9 +24,18 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Seed, arguments
 from ..devices import to_numpy
-from .layers import MLP, Linear, mse, mse_backward, softmax_cross_entropy, softmax_cross_entropy_backward
-from .validate import validate_eps, validate_gradient_inputs
+from .layers import (
+    MLP,
+    Linear,
+    mse,
+    mse_backward,
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+    validate_model,
+)
+from .validate import validate_compared, validate_eps, validate_gradient_inputs
 
 __all__ = ["rel_error", "central_differences", "gradient_check", "gradient_errors", "layer_gradient_check",
            "loss_gradient_check",
@@ -46,7 +55,7 @@ def rel_error(a: Any, b: Any) -> float:
     >>> rel_error([1.0, 2.0], [1.0, 2.0]), rel_error([1.0, 0.0], [-1.0, 0.0])
     (0.0, 2.0)
     """
-    a, b = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
+    a, b = validate_compared(a, b)
     scale = max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0))
     return 0.0 if scale == 0 else float(np.abs(a - b).max() / scale)
 
@@ -88,6 +97,7 @@ def gradient_errors(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: 
     return out
 
 
+@arguments(model=Given(validate_model), eps=Given(validate_eps), seed=Seed())
 def gradient_check(model: MLP, x: Any, y: Any, eps: float = 1e-6, max_entries: int | None | str = "auto",
                    seed: int = 0) -> float:
     """The largest relative error between backprop and finite differences over every parameter.

@@ -39,13 +39,16 @@ from .validate import (
     validate_dlogits,
     validate_finite_loss,
     validate_inputs,
+    validate_kind,
     validate_linear,
+    validate_loss_cache,
     validate_mlp,
     validate_same_shape,
 )
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "ACTIVATIONS", "softmax_cross_entropy",
-           "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "xp_of"]
+           "softmax_cross_entropy_backward", "mse", "mse_backward", "MLP", "xp_of",
+           "validate_model"]
 
 
 # ----------------------------------------------------------------------------- layers
@@ -177,7 +180,7 @@ def softmax_cross_entropy(logits: Any, labels: Any) -> tuple[Any, tuple[Any, Any
 
 def softmax_cross_entropy_backward(cache: tuple[Any, Any]) -> Any:
     """d loss / d logits = (softmax - one_hot(labels)) / batch."""
-    probs, labels = cache
+    probs, labels = validate_loss_cache(cache)
     n = probs.shape[0]
     dlogits = probs.copy()
     dlogits[xp_of(probs).arange(n), labels] -= 1
@@ -198,7 +201,7 @@ def mse(pred: Any, target: Any) -> tuple[Any, tuple[Any]]:
 
 def mse_backward(cache: tuple[Any]) -> Any:
     """d loss / d pred = 2 (pred - target) / number of elements."""
-    (diff,) = cache
+    (diff,) = validate_loss_cache(cache, "mse")
     return diff * (2.0 / diff.size)
 
 
@@ -271,3 +274,8 @@ class MLP:
 
     def __repr__(self) -> str:
         return f"MLP({'-'.join(map(str, self.sizes))}, {self.activation}, {self.dtype.name}, {self.device})"
+
+
+def validate_model(model: Any, name: str = "model") -> MLP:
+    """``model`` if it is a teaching :class:`MLP`; else a clear error naming ``name``."""
+    return validate_kind(model, MLP, name, "a course.backprop.MLP (e.g. MLP([64, 32, 10]))")

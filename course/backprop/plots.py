@@ -1,11 +1,7 @@
-"""Lesson 01's figures: the digits, a training run, one step's trace, checkpointing's trade, what
-makes the step fast and the fast step's ladder.  The modules they draw (data, train, trace, checkpointing,
-bench, timing) draw nothing.
-
-Beside them, :func:`cpu_step_timeline`: the timeline of the ladder's rungs run on this CPU, each array
-operation timed, which :func:`course.timeline_plots.timeline_figure` draws; and :func:`ladder_timeline_figure`,
-the GPU's timelines of the rungs (recorded by ``tools/gpu_timelines.py``, last in a GPU run) under a caption
-that says what each rung removed.
+"""Lesson 01's figures of training: the digits, a training run, one step's trace, checkpointing's trade, mixed
+precision's losses and scales, and the bytes a parameter costs.  The modules they draw (data, train, trace,
+checkpointing, mixed, footprint) draw nothing.  What makes the step fast (the ablation, the fast step's ladder and
+its rungs' timelines) is drawn by :mod:`~course.backprop.ladder_plots`.
 
 >>> from course.backprop.data import load_digits
 >>> digits_figure(load_digits(), 3).axes[0].get_title()
@@ -14,52 +10,40 @@ that says what each rung removed.
 
 from __future__ import annotations
 
-import re
-import textwrap
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.transforms import offset_copy
 
-from ..arguments import Given, Optional, Whole, arguments
-from ..counting import CountingNumpy
-from ..cpu import cpu_info
+from ..arguments import Given, OneOf, Optional, Real, Whole, arguments
 from ..devices import to_numpy
 from ..errors import BadInputError, whole_number
 from ..plots import (
     COLORS,
     PALETTE,
-    SERIES_COLORS,
     add_footer,
-    bar_figure,
     footer_text,
-    log2_x,
     mark_noisy,
     new_figure,
     place_legend,
     series_style,
     set_takeaway,
     tint,
-    value_text,
 )
 from ..results import ResultSet
-from ..timeline import Timeline, busy_share, counted_timeline, timelines_to_results
-from ..timeline_plots import call_counts, from_call, timeline_figure
 from .checkpointing import kept_pattern
 from .data import Dataset
-from .fast_step import RUNG_TITLES, RUNGS, FastStep
 from .footprint import MEMORY_PRECISIONS, bytes_per_parameter
-from .layers import MLP
 from .mixed import FLOAT16_MIN_NORMAL, FLOAT16_MIN_SUBNORMAL, underflow_share
 from .optimizers import OPTIMIZERS
-from .trace import StepTrace, random_batch
+from .readers import validate_results
+from .trace import StepTrace, validate_trace
 from .train import History
+from .validate import validate_kind, validate_mixed_runs
 
-__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "ablation_figure", "ladder_figure",
-           "cpu_step_timeline", "ladder_timeline_figure", "mixed_precision_figure", "footprint_figure"]
+__all__ = ["digits_figure", "training_figure", "trace_figure", "checkpoint_figure", "mixed_precision_figure",
+           "footprint_figure"]
 
 
 def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure:
@@ -88,6 +72,7 @@ def digits_figure(data: Dataset, n: int = 12, predictions: Any = None) -> Figure
     return fig
 
 
+@arguments(h=Given(validate_kind, kind=History, name="h", what="a History (what course.backprop.train.train returns)"))
 def training_figure(h: History, title: str = "") -> Figure:
     """Loss (train and test) and accuracy (train and test) against epoch, side by side."""
     fig, (ax1, ax2) = new_figure(2, height=3.2)
@@ -114,6 +99,7 @@ def training_figure(h: History, title: str = "") -> Figure:
     return fig
 
 
+@arguments(tr=Given(validate_trace), reference=Optional(Given(validate_results, name="reference")))
 def trace_figure(tr: StepTrace, title: str = "", reference: ResultSet | None = None) -> Figure:
     """Per-layer forward and backward times (bars), and how the step splits up.
 
@@ -188,13 +174,20 @@ def _draw_pattern(ax, n_blocks: int, every: int) -> None:
     ax.set_xlabel(f"block inputs 0..{n_blocks - 1} with k = {every}", fontsize=9)
 
 
+def _require_checkpoint_records(rs: ResultSet) -> None:
+    if not any("every" in r and "blocks" in r for r in rs.records):
+        raise BadInputError(f"rs must hold checkpoint_sweep's records (every k, its blocks), got none in {rs.label}")
+
+
+@arguments(rs=Given(validate_results), highlight=Optional(Whole(hint="the k to mark")), pattern=OneOf(True, False),
+           then=_require_checkpoint_records)
 def checkpoint_figure(rs: ResultSet, highlight: int | None = None, pattern: bool = False) -> Figure:
     """Peak activation memory and extra compute (counted and timed) against k.
 
     With ``pattern`` and a ``highlight`` k, a strip on top shows which block inputs
     that k keeps (checkpoints, the last segment) and which it recomputes.
     """
-    recs = sorted(rs.records, key=lambda r: r["every"])
+    recs = sorted((r for r in rs.records if "every" in r), key=lambda r: r["every"])
     ks = [r["every"] for r in recs]
     L = recs[0]["blocks"]
     strip = pattern and highlight is not None
@@ -255,190 +248,12 @@ def _checkpoint_takeaway(recs: list[dict], L: int, shown: int | None, noisy: lis
     return text
 
 
-def ablation_figure(times: dict, title: str = "") -> Figure:
-    """Bars of :func:`speed_ablation`'s times, each labelled with its ratio to the course's step."""
-    what = {"course": "course: buffers reused, float32", "allocating": "new arrays every step, float32",
-            "float64 data": "new arrays, float64 input data"}
-    base = times["course"]
-    items = [(f"{what.get(k, k)} ({v / base:.2f}×)", v * 1e3, "cpu") for k, v in times.items()]
-    return bar_figure(items, title=title or "One SGD step of 784-512-512-10, batch 256: what makes it fast",
-                      unit="ms")
-
-
-#: The ladder's series in a fixed order: one colour and marker each, on every device and in every figure.
-_LADDER_ORDER = (*RUNGS, "torch eager", "torch graph", "torch eager tf32", "torch graph tf32")
-
-
-def ladder_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), gemm_gflops: float | None = None,
-                  gemm_label: str = "") -> Figure:
-    """Step time against width, one line per rung and peer: ``live`` solid, each reference dashed.
-
-    A rung keeps its colour and marker on every device (CPU and GPU are told apart by the legend, and
-    live from recorded by solid and dashed lines).  With ``gemm_gflops`` (a float32 matrix-product rate,
-    ``gemm_label`` saying where it was measured) a grey dotted line marks the time the step's FLOPs would
-    take at that rate.  Draws only records with a ``rung``; a reference without any says so in the footer.
-    """
-    fig, (ax,) = new_figure(1, width=9, height=6.2)
-    missing, drawn, flops = [], [], {}
-    sources = ([live] if live is not None else []) + list(references)
-    several = sum(1 for rs in sources if rs.source == "reference" and any(r.get("rung") for r in rs.records)) > 1
-    for rs in sources:
-        ref = rs.source == "reference"
-        recs = [r for r in rs.records if r.get("rung")]
-        if not recs:
-            missing.append(rs.label)
-            continue
-        drawn += [rs] if ref else []
-        for dev in ("cpu", "gpu"):
-            for rung in dict.fromkeys(r["rung"] for r in recs if r["device"] == dev):
-                pts = sorted((r["width"], r["median_s"], r["title"], bool(r.get("noisy"))) for r in recs
-                             if r["device"] == dev and r["rung"] == rung)
-                order = _LADDER_ORDER.index(rung) if rung in _LADDER_ORDER else len(_LADDER_ORDER)
-                where = f" ({rs.gpu_name if dev == 'gpu' else rs.cpu_name}, {rs.date})" if ref and several else ""
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], ms=4, **series_style(order, recorded=ref),
-                        label=f"{dev.upper()} {pts[0][2]}" + where + ("" if ref else " (live)"))
-                mark_noisy(ax, [p[0] for p in pts], [p[1] for p in pts], [p[3] for p in pts],
-                           SERIES_COLORS[order % len(SERIES_COLORS)])
-                flops |= {r["width"]: r["flops"] for r in recs if r.get("flops")}
-    if gemm_gflops and flops:
-        ws = sorted(flops)
-        ax.plot(ws, [flops[w] / (gemm_gflops * 1e9) for w in ws], color="0.45", ls=":", lw=1.5,
-                label=f"the step's FLOPs at the float32 GEMM rate{', ' + gemm_label if gemm_label else ''}")
-    log2_x(ax)
-    ax.set_yscale("log")
-    ax.set_xlabel("hidden width w (784-w-w-10, batch 256, float32)")
-    ax.set_ylabel("time per training step (s)")
-    ax.set_title("The step's ladder: each rung removes a host cost")
-    ax.grid(True, which="both", alpha=0.25)
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        under = offset_copy(ax.transAxes, fig=fig, y=-0.55, units="inches")   # below the ticks and the x label
-        ax.legend(handles, [textwrap.fill(lab, 52) for lab in labels], loc="upper center", ncol=2, fontsize=9,
-                  bbox_to_anchor=(0.5, 0.0), bbox_transform=under)
-    # one footer (a second one would be written over the first)
-    add_footer(fig, live, drawn, extra="No ladder (records with a rung) in: " + "; ".join(missing) if missing else "")
-    return set_takeaway(fig, _ladder_takeaway([rs for rs in sources if any(r.get("rung") for r in rs.records)]))
-
-
-def _rung_name(r: dict) -> str:
-    """``"rung d"`` for a record titled ``"(d) CUDA graph ..."``, else its title."""
-    m = re.match(r"\(([a-z])\)", r.get("title", ""))
-    return f"rung {m[1]}" if m else r.get("title", r["rung"])
-
-
-def _ladder_takeaway(sources: Sequence[ResultSet]) -> str:
-    """Per device of each source: its fastest rung at the smallest and the largest width drawn."""
-    said = []
-    for rs in sources:
-        for dev in ("gpu", "cpu"):
-            recs = [r for r in rs.records if r.get("rung") and r["device"] == dev and r["rung"] in RUNGS]
-            if not recs:
-                continue
-            lo, hi = min(r["width"] for r in recs), max(r["width"] for r in recs)
-            best = {w: min((r for r in recs if r["width"] == w), key=lambda r: r["median_s"]) for w in (lo, hi)}
-            who = (rs.gpu_name if dev == "gpu" else rs.cpu_name) or dev.upper()
-            said.append(f"{dev.upper()} {who} ({'recorded' if rs.source == 'reference' else 'live'}): fastest step "
-                        + ", ".join(f"{value_text(best[w]['median_s'], 's')} at width {w:,} ({_rung_name(best[w])})"
-                                    for w in dict.fromkeys((lo, hi))))
-    return ("; ".join(said) + ".") if said else "No ladder to draw: no records with a rung."
-
-
-# ----------------------------------------------------------------------------- the rungs' timelines
-
-def cpu_step_timeline(rungs: Sequence[str] = ("eager", "fused"), sizes: Sequence[int] = (784, 256, 256, 10),
-                      batch: int = 256, steps: int = 3) -> ResultSet:
-    """The timeline of ``steps`` training steps of each rung on this CPU: every array operation of the
-    step timed (``CountingNumpy(record=True)``), and the Python time between them.
-
-    On a GPU each array operation would be one kernel launch; here the "host" row is the Python that
-    a GPU would have to wait for.  Rungs ``"eager"``, ``"no_readback"`` and ``"fused"`` (its kernels'
-    NumPy versions) run on a CPU.
-
-    >>> rs = cpu_step_timeline(("fused",), sizes=(8, 4, 3), batch=4, steps=1)
-    >>> sorted({r["kind"] for r in rs.records})
-    ['host', 'op', 'step']
-    """
-    batch = whole_number("batch", batch, hint="the examples in one step")
-    bad = [r for r in rungs if r not in RUNGS[:3]]
-    if bad or not rungs:
-        raise BadInputError(f"a CPU timeline takes rungs from {RUNGS[:3]}, got {list(rungs)!r}; the graph rung needs "
-                            "a GPU (its timeline is recorded by tools/gpu_timelines.py)")
-    model = MLP(list(sizes), seed=0)
-    x, y = random_batch(model, batch)
-    timelines = []
-    for rung in rungs:
-        ns = CountingNumpy(record=True)
-        fast = FastStep(model, rung, batch=batch, lr=1e-3, namespace=ns)
-        fast.load(x, y)
-        timelines.append(counted_timeline(fast.step, ns.counter, rung, RUNG_TITLES[rung], steps=steps,
-                                          device_name=cpu_info()["model"]))
-    return timelines_to_results(timelines, params={"sizes": "-".join(map(str, sizes)), "batch": batch,
-                                                   "dtype": "float32", "steps": steps})
-
-
-
-#: What each rung does to the step before it, for the timelines' caption.
-_REMOVES = {"no_readback": "stops reading back", "fused": "fuses the small operations",
-            "graph": "replays (c) as one CUDA graph"}
-
-
-def ladder_timeline_figure(timelines: Sequence[Timeline], first_call: int = 2) -> Figure:
-    """The GPU timelines of the ladder's rungs (and PyTorch's steps beside them), each drawn from call
-    ``first_call`` on, under a caption that says what each rung removed: kernels, launch calls and waits
-    per step, read off every call recorded, and the GPU's busy share and kernel time."""
-    tls = list(timelines)
-    start = [e.duration_s for t in tls for e in t.events if e.name == "Activity Buffer Request"]
-    n = max((t.steps for t in tls), default=0)
-    left = "Call 1" if first_call == 2 else f"Calls 1 to {first_call - 1}"
-    note = (f"{left} of each timeline left out of the drawing"
-            + (": the profiler's start-up ran there (an Activity Buffer Request of up to "
-               f"{value_text(max(start), 's')} on the host)" if start else "")
-            + f"; the counts per step are read off all {n} calls.")
-    fig = timeline_figure(tls, first_call=first_call, note=note if first_call > 1 else "")
-    by = {t.label: t for t in tls}
-    counts = {k: call_counts(t) for k, t in by.items()}
-    busy = {k: round(100 * busy_share(from_call(t, first_call))) for k, t in by.items()}
-
-    def many(v: float, word: str) -> str:
-        return f"{v:.0f} {word}" + ("" if round(v) == 1 else "s")
-
-    def name(k: str) -> str:            # the title without the network and the batch it ran on
-        return re.sub(r", \d+(-\d+)+, batch \d+$", "", by[k].title)
-
-    def per_step(k: str) -> str:
-        c = counts[k]
-        return (f"{many(c['kernels'], 'kernel')} ({value_text(c['kernel_s'], 's')} of kernel time), "
-                f"{many(c['launches'], 'launch call')}, {many(c['waits'], 'wait')} for the GPU per step; "
-                f"GPU busy {busy[k]} %")
-
-    said, before = [], None
-    for rung in RUNGS:
-        if rung not in by:
-            continue
-        if before is None:
-            said.append(f"{name(rung)}: {per_step(rung)}")
-        else:
-            moved = [f"{what} {counts[before][key]:.0f} → {counts[rung][key]:.0f}"
-                     for key, what in (("kernels", "kernels"), ("launches", "launch calls"), ("waits", "waits"))
-                     if round(counts[before][key]) != round(counts[rung][key])]
-            moved.append(f"kernel time {value_text(counts[before]['kernel_s'], 's')} → "
-                         f"{value_text(counts[rung]['kernel_s'], 's')}")
-            said.append(f"{by[rung].title[:3]} {_REMOVES.get(rung, 'changes the step')}: " + ", ".join(moved)
-                        + f" per step, GPU busy {busy[before]} → {busy[rung]} %")
-        before = rung
-    peers = [k for k in by if k not in RUNGS]
-    said += [f"{name(k)}: {per_step(k)}" for k in peers]
-    if said:
-        set_takeaway(fig, "; ".join(said) + ".")
-    return fig
-
-
-
 def _power_of_two(v: float) -> str:
     e = np.log2(v)
     return f"2^{int(e)}" if v > 0 and e == int(e) else f"{v:g}"
 
 
+@arguments(runs=Given(validate_mixed_runs), loss_weight=Real(above=0, hint="the weight the loss was multiplied by"))
 def mixed_precision_figure(runs: dict[str, dict], loss_weight: float = 1.0) -> Figure:
     """Three panels from :func:`~course.backprop.mixed.mixed_precision_train` runs (name -> run): each
     precision's loss against the step (every 10 steps averaged); the loss scale of the scaled run, its

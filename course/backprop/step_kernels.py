@@ -31,11 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, arguments
 from ..cuda_c import ptxas_text
+from ..errors import BadInputError
 from ..standin import register_kernel
 
 __all__ = ["KERNEL_SOURCE", "KERNEL_NAMES", "REFERENCE", "bias_relu_reference", "mask_bias_grad_reference",
-           "softmax_xent_reference", "mean_loss_reference", "sgd_flat_reference", "cupy_kernels", "ptxas_report"]
+           "softmax_xent_reference", "mean_loss_reference", "sgd_flat_reference", "cupy_kernels", "ptxas_report",
+           "require_kernel_shapes"]
 
 #: Every kernel of the fast step, float32, in one CUDA C translation unit.
 KERNEL_SOURCE = r"""
@@ -132,14 +135,41 @@ KERNEL_NAMES = ("bias_relu", "mask_bias_grad", "softmax_xent", "mean_loss", "sgd
 
 # ----------------------------------------------------------------------------- the same math in NumPy
 
+#: Each kernel's arrays, and the shape each must have: ``rc`` (rows, cols) of the first, ``c`` (cols,), ``r``
+#: (rows,), ``1`` at least one element, ``=`` the first's shape.
+_SHAPES = {"bias_relu": {"h": "rc", "b": "c"}, "mask_bias_grad": {"dz": "rc", "h": "rc", "db": "c"},
+           "softmax_xent": {"z": "rc", "b": "c", "labels": "r", "dlogits": "rc", "row_loss": "r", "bad_label": "1"},
+           "mean_loss": {"row_loss": "r", "loss": "1"}, "sgd_flat": {"p": "=", "g": "="}}
+
+
+def require_kernel_shapes(kernel: str, *arrays: Any) -> None:
+    """Refuse arrays whose shapes kernel ``kernel``'s NumPy version does not take: numpy would broadcast some
+    (a ``(rows, 1)`` bias over a ``(rows, cols)`` output) and answer for another problem, without a word."""
+    spec = _SHAPES[kernel]
+    first = getattr(arrays[0], "shape", None)
+    if first is None or spec[next(iter(spec))] != "=" and len(first) != len(spec[next(iter(spec))]):
+        raise BadInputError(f"{kernel}: {next(iter(spec))} must be a {len(spec[next(iter(spec))])}-D array, got "
+                            f"{getattr(arrays[0], 'shape', type(arrays[0]).__name__)}")
+    r, c = first[0] if first else None, first[-1] if len(first) > 1 else None
+    want = {"rc": (r, c), "c": (c,), "r": (r,), "=": tuple(first)}
+    for (name, kind), a in zip(spec.items(), arrays):
+        shape = getattr(a, "shape", None)
+        if shape is None or (kind == "1" and int(np.prod(shape)) < 1) or (kind != "1" and tuple(shape) != want[kind]):
+            raise BadInputError(f"{kernel}: {name} must be an array of shape "
+                                f"{'at least one element' if kind == '1' else want[kind]}, got "
+                                f"{'no array' if shape is None else tuple(shape)}")
+
+
 def bias_relu_reference(h: np.ndarray, b: np.ndarray) -> None:
     """``h = max(h + b, 0)`` in place."""
+    require_kernel_shapes("bias_relu", h, b)
     h += b
     np.maximum(h, 0, out=h)
 
 
 def mask_bias_grad_reference(dz: np.ndarray, h: np.ndarray, db: np.ndarray, use_mask: bool = True) -> None:
     """``dz *= [h > 0]`` in place (when ``use_mask``), then ``db = dz`` summed over the rows."""
+    require_kernel_shapes("mask_bias_grad", dz, h, db)
     if use_mask:
         dz *= h > 0
     np.sum(dz, axis=0, out=db)
@@ -149,6 +179,7 @@ def softmax_xent_reference(z: np.ndarray, b: np.ndarray, labels: np.ndarray, dlo
                            row_loss: np.ndarray, bad_label: np.ndarray) -> None:
     """Per row: the cross-entropy of ``softmax(z + b)`` against its label, and the gradient
     ``(softmax - one_hot) / rows`` into ``dlogits``; a label out of range: NaN loss and ``bad_label[0] = 1``."""
+    require_kernel_shapes("softmax_xent", z, b, labels, dlogits, row_loss, bad_label)
     rows, cols = z.shape
     logits = z + b
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -166,11 +197,13 @@ def softmax_xent_reference(z: np.ndarray, b: np.ndarray, labels: np.ndarray, dlo
 
 def mean_loss_reference(row_loss: np.ndarray, loss: np.ndarray) -> None:
     """``loss[0]`` = the mean of ``row_loss``."""
+    require_kernel_shapes("mean_loss", row_loss, loss)
     loss[0] = row_loss.mean()
 
 
 def sgd_flat_reference(p: np.ndarray, g: np.ndarray, lr: float) -> None:
     """``p -= lr · g`` in place."""
+    require_kernel_shapes("sgd_flat", p, g)
     p -= p.dtype.type(lr) * g
 
 
@@ -238,6 +271,14 @@ def cupy_kernels() -> dict[str, Any]:
             "mean_loss": mean_loss, "sgd_flat": sgd_flat}
 
 
+def _validate_cuda_text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadInputError(f"{what} must be a non-empty string, got {value!r:.80}")
+    return value
+
+
+@arguments(arch=Given(_validate_cuda_text, what="arch, a GPU architecture such as 'sm_90',"),
+           source=Given(_validate_cuda_text, what="source, the CUDA C++ source,"))
 def ptxas_report(arch: str = "sm_90", source: str = KERNEL_SOURCE) -> str:
     """``ptxas -v``'s registers, shared memory and spills for each kernel of ``source`` on ``arch``
     (:func:`course.cuda_c.ptxas_text`: no GPU needed; without ``nvcc`` the answer says so)."""

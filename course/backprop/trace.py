@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from ..arguments import Seed, Whole, arguments
+from ..arguments import Given, Seed, Whole, arguments
 from ..devices import to_device
 from .layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from .validate import require_random_batch_fits, validate_inputs
+from .validate import require_random_batch_fits, validate_inputs, validate_kind
 
-__all__ = ["LayerTrace", "StepTrace", "describe_step", "random_batch", "trace_html"]
+__all__ = ["LayerTrace", "StepTrace", "describe_step", "random_batch", "trace_html", "validate_trace"]
 
 
 @dataclass
@@ -85,6 +85,11 @@ class StepTrace:
 
 def _mm(a: Sequence[int], b: Sequence[int]) -> str:
     return f"({a[0]}×{a[1]}) @ ({b[0]}×{b[1]})"
+
+
+def validate_trace(tr: Any, name: str = "tr") -> StepTrace:
+    """``tr`` if it is a :class:`StepTrace` (what ``course.backprop.timing.trace_step`` returns)."""
+    return validate_kind(tr, StepTrace, name, "a StepTrace (what course.backprop.timing.trace_step returns)")
 
 
 def describe_step(model: MLP, x: Any, y: Any) -> tuple[StepTrace, list[tuple[LayerTrace, Callable, Callable]]]:
@@ -173,6 +178,7 @@ def random_batch(model: MLP, batch: int, seed: int = 0) -> tuple[Any, Any]:
     return to_device(x, model.device), to_device(y, model.device)
 
 
+@arguments(tr=Given(validate_trace))
 def trace_html(tr: StepTrace) -> str:
     """The trace as an HTML table: shapes, the operations of each pass, FLOPs, times."""
     import html

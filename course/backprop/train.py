@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, arguments
 from ..devices import synchronize, to_device
 from .data import Dataset, batches
-from .layers import MLP, softmax_cross_entropy
+from .layers import MLP, softmax_cross_entropy, validate_model
 from .validate import validate_inputs, validate_training
 
 __all__ = ["History", "train", "accuracy", "evaluate", "MAX_EPOCHS"]
@@ -62,6 +63,7 @@ def evaluate(model: MLP, x: Any, y: Any) -> tuple[float, float]:
     return float(loss), float(acc)
 
 
+@arguments(model=Given(validate_model))
 def accuracy(model: MLP, x: Any, y: Any) -> float:
     """Share of rows of ``x`` whose largest logit is the true label."""
     return evaluate(model, x, y)[1]

@@ -17,15 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, normalize_device, xp_of
-from ..errors import BadInputError, random_generator, whole_number
+from ..devices import array_device, normalize_device, to_numpy, xp_of
+from ..errors import BadInputError, random_generator, shown_value, whole_number
 from ..limits import require_fits, validate_dtype
 
 __all__ = ["validate_batch", "validate_labels", "validate_mlp", "validate_linear", "validate_inputs",
            "validate_dlogits", "validate_finite_loss", "require_logits", "validate_same_shape", "validate_lr",
            "validate_eps", "validate_gradient_inputs", "validate_checkpointing", "validate_training",
            "validate_fast_step", "validate_step_batch", "require_order_fits", "require_random_batch_fits",
-           "validate_digits"]
+           "validate_digits", "validate_kind", "validate_compared", "validate_loss_cache",
+           "validate_step_times", "validate_mixed_runs"]
 
 
 def validate_batch(x: Any, n_in: int, device: str, dtype: np.dtype) -> Any:
@@ -255,3 +256,59 @@ def validate_digits(device: Any, dtype: Any, test_fraction: Any) -> tuple[str, n
     if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
         raise BadInputError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
     return device, dt
+
+
+def validate_kind(value: Any, kind: type | tuple[type, ...], name: str, what: str) -> Any:
+    """``value`` if it is a ``kind`` (``what`` says which, for the message); else a clear error naming ``name``."""
+    if not isinstance(value, kind):
+        raise BadInputError(f"{name} must be {what}, got {type(value).__name__}")
+    return value
+
+
+def validate_compared(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)`` as float64 host arrays of one shape, for an error between them; or a clear error (numpy would
+    broadcast a ``(3, 1)`` against a ``(3,)`` into a ``(3, 3)`` difference and measure the wrong thing)."""
+    try:
+        a, b = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
+    except (TypeError, ValueError):
+        raise BadInputError(f"a and b must be arrays of numbers, got {type(a).__name__} and "
+                            f"{type(b).__name__}") from None
+    if a.shape != b.shape:
+        raise BadInputError(f"a and b must have the same shape, got {a.shape} and {b.shape} (reshape one of them)")
+    return a, b
+
+
+def validate_loss_cache(cache: Any, loss: str = "softmax_cross_entropy") -> tuple:
+    """The cache a loss returned, as its tuple: ``(probs, labels)`` of :func:`softmax_cross_entropy` (labels one
+    per row of probs), ``(diff,)`` of :func:`mse`; or a clear error naming what to pass."""
+    parts = 2 if loss == "softmax_cross_entropy" else 1
+    ok = isinstance(cache, tuple) and len(cache) == parts and all(hasattr(c, "shape") for c in cache)
+    if ok and parts == 2:
+        probs, labels = cache
+        ok = len(probs.shape) == 2 and tuple(labels.shape) == (probs.shape[0],)
+    if not ok:
+        raise BadInputError(f"cache must be the cache {loss}(...) returned (its second value), got "
+                            f"{type(cache).__name__}")
+    return cache
+
+
+def validate_step_times(times: Any) -> dict:
+    """``times`` if it maps names to seconds (finite, > 0), ``"course"`` among them, as :func:`speed_ablation`
+    returns them; or a clear error."""
+    ok = isinstance(times, Mapping) and "course" in times and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in times.values())
+    if not ok:
+        raise BadInputError(f"times must map each step's name to its seconds, 'course' among them (what "
+                            f"speed_ablation returns), got {shown_value(times)}")
+    return dict(times)
+
+
+def validate_mixed_runs(runs: Any) -> dict:
+    """``runs`` if it maps names to runs of ``mixed_precision_train`` (each with its ``losses``); or a clear error."""
+    ok = isinstance(runs, Mapping) and len(runs) > 0 and all(
+        isinstance(r, Mapping) and hasattr(r.get("losses"), "__len__") and len(r["losses"]) > 0
+        for r in runs.values())
+    if not ok:
+        raise BadInputError(f"runs must map names to mixed_precision_train(...) runs, each with its losses, got "
+                            f"{shown_value(runs)}")
+    return dict(runs)

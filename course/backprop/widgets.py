@@ -28,10 +28,12 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 
+from ..arguments import Dtype, Given, OneOf, Real, Whole, Wholes, arguments
 from ..cpu import machine_load
 from ..devices import gpu_available
 from ..plots import figure_to_png, sweep_figure
 from ..results import load_reference
+from ..timeline import validate_experiment_name
 from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
@@ -79,6 +81,7 @@ def _digits(device: str, dtype: str):
     return load_digits(device=device, dtype=dtype)
 
 
+@arguments(experiment=Given(validate_experiment_name))
 def reference_note(experiment: str) -> str:
     """One HTML line naming the reference results for ``experiment``, or saying there are none."""
     refs = load_reference(experiment)
@@ -87,6 +90,7 @@ def reference_note(experiment: str) -> str:
     return "<p><i>" + "; ".join(f"Reference results {html.escape(r.label)}" for r in refs) + ".</i></p>"
 
 
+@arguments(sizes=Wholes(min_len=2, hint="the layer widths, input first"), batch=Whole(hint="the examples in one step"))
 def step_flops(sizes: Sequence[int], batch: int) -> float:
     """FLOPs of one training step of an MLP with these layer sizes (counted as :meth:`MLP.flops_per_step` does)."""
     total = 0.0
@@ -100,6 +104,7 @@ def step_flops(sizes: Sequence[int], batch: int) -> float:
 _RATE_BATCH = 32
 
 
+@arguments(sizes=Wholes(min_len=2, hint="the layer widths, input first"), dtype=Dtype(floating=True))
 def step_rate(sizes: Sequence[int], dtype: str) -> float:
     """FLOP/s of a training step of this very network on this CPU, measured once at batch 32.
 
@@ -107,8 +112,6 @@ def step_rate(sizes: Sequence[int], dtype: str) -> float:
     activations shrink into subnormal numbers), and a small batch only runs slower per FLOP than a
     big one, so the estimate errs on the long side.
     """
-    sizes = [int(s) for s in sizes]
-
     def run():
         model = MLP(sizes, dtype=dtype, seed=0)
         x, y = random_batch(model, _RATE_BATCH)
@@ -128,6 +131,11 @@ def _require_quick(what: str, sizes, steps: float, batch: int, dtype: str, inste
                        + (f", times {busy:.1f} for this busy machine's load" if busy > 1 else ""), instead)
 
 
+#: The training app's hidden widths and batches (its sliders).
+_HIDDEN = (16, 32, 64, 128, 256)
+_TRAIN_BATCHES = (8, 16, 32, 64, 128, 256)
+
+
 def _slider(description: str, lo: int, hi: int, value: int) -> widgets.IntSlider:
     return widgets.IntSlider(value=value, min=lo, max=hi, description=description, continuous_update=False,
                              style={"description_width": "initial"})
@@ -141,6 +149,8 @@ def _iqr_noisy(rec: dict) -> bool:
     return bool(med and q25 is not None and q75 is not None and (q75 - q25) > 0.25 * med)
 
 
+@arguments(hidden=OneOf(*_HIDDEN), epochs=Whole(hi=40, hint="the slider's epochs"), batch=OneOf(*_TRAIN_BATCHES),
+           lr=Real(lo=1e-3, hi=10**1.5, hint="the slider's learning rate"))
 def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float = 0.05) -> LiveApp:
     """Train ``MLP([64, hidden, 10])`` on the digits; the curves redraw after each epoch.
 
@@ -149,9 +159,9 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
     curves), so coming back to a setting redraws it without training again.
     """
     controls = {
-        "hidden": size_slider([16, 32, 64, 128, 256], hidden, "hidden units"),
+        "hidden": size_slider(_HIDDEN, hidden, "hidden units"),
         "epochs": _slider("epochs", 1, 40, epochs),
-        "batch": size_slider([8, 16, 32, 64, 128, 256], batch, "batch size"),
+        "batch": size_slider(_TRAIN_BATCHES, batch, "batch size"),
         "lr": widgets.FloatLogSlider(value=lr, base=10, min=-3, max=1.5, step=0.25, description="learning rate",
                                      continuous_update=False, style={"description_width": "initial"}),
         "activation": widgets.Dropdown(options=["relu", "tanh", "sigmoid"], value="relu",
@@ -196,6 +206,10 @@ def training_app(hidden: int = 64, epochs: int = 8, batch: int = 32, lr: float =
     return app
 
 
+#: The step-time app's hidden widths (its slider).
+_STEP_WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
+
+
 def _gpu_fallback_html(width: int, depth: int, batch: int, dtype: str) -> str:
     """Why the CPU ran instead, and what the reference GPU results say for this network (if recorded)."""
     out = no_gpu_html("The breakdown below is the CPU's. On Colab choose Runtime &gt; Change runtime type &gt; GPU.")
@@ -219,10 +233,12 @@ def _gpu_fallback_html(width: int, depth: int, batch: int, dtype: str) -> str:
     return out
 
 
+@arguments(width=OneOf(*_STEP_WIDTHS), depth=Whole(hi=6, hint="the slider's hidden layers"),
+           batch=OneOf(*[2**k for k in range(4, 12)]))
 def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp:
     """One training step of a 784-width×depth-10 MLP: time per step and the per-layer breakdown."""
     controls = {
-        "width": size_slider([32, 64, 128, 256, 512, 1024, 2048], width, "hidden width"),
+        "width": size_slider(_STEP_WIDTHS, width, "hidden width"),
         "depth": _slider("hidden layers", 1, 6, depth),
         "batch": log2_slider(4, 11, batch, "batch size"),
         "dtype": dtype_dropdown(("float32", "float64")),
@@ -267,6 +283,8 @@ def step_time_app(width: int = 128, depth: int = 2, batch: int = 256) -> LiveApp
 _SWEEP_WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 
 
+@arguments(depth=Whole(hi=4, hint="the slider's hidden layers"), batch=OneOf(*[2**k for k in range(5, 11)]),
+           largest=OneOf(*_SWEEP_WIDTHS[2:]))
 def step_sweep_app(depth: int = 2, batch: int = 256, largest: int = 256) -> LiveApp:
     """Step time against hidden width (32 … ``largest``) on each device here, plus reference GPU results.
 
@@ -313,6 +331,8 @@ def step_sweep_app(depth: int = 2, batch: int = 256, largest: int = 256) -> Live
     return app
 
 
+@arguments(depth=Whole(lo=2, hi=32, hint="the slider's hidden layers"), every=Whole(hi=33, hint="the slider's k"),
+           width=OneOf(64, 128, 256, 512), batch=OneOf(*[2**k for k in range(5, 10)]))
 def checkpoint_app(depth: int = 15, every: int = 4, width: int = 64, batch: int = 64) -> LiveApp:
     """Gradient checkpointing: k moves the vertical line and the kept/recomputed strip."""
     controls = {
@@ -380,13 +400,18 @@ MEMORIES = {"T4: 16 GB (data sheet)": 16 * 10**9, "A100: 40 GB (data sheet)": 40
             "H100: 80 GB (data sheet)": 80 * 10**9, "H200: 141 GB (data sheet)": 141 * 10**9}
 
 
+#: The footprint app's model sizes (its slider).
+_FOOTPRINT_SIZES = tuple(sorted([10**k for k in range(6, 13)] + [3 * 10**k for k in range(6, 12)]))
+
+
+@arguments(n_params=OneOf(*_FOOTPRINT_SIZES), precision=OneOf(*MEMORY_PRECISIONS), optimizer=OneOf(*OPTIMIZERS),
+           memory=OneOf(*MEMORIES))
 def footprint_app(n_params: int = 10**9, precision: str = "mixed float16", optimizer: str = "adam",
                   memory: str = "H100: 80 GB (data sheet)") -> LiveApp:
     """Bytes of training state (weights, gradients, master copies, optimiser state) for a model size,
     precision and optimiser, against a memory; and the largest model that memory holds.  Nothing is timed."""
-    sizes = [10**k for k in range(6, 13)] + [3 * 10**k for k in range(6, 12)]
     controls = {
-        "n_params": widgets.SelectionSlider(options=[(f"{n:.0e}".replace("+", ""), n) for n in sorted(sizes)],
+        "n_params": widgets.SelectionSlider(options=[(f"{n:.0e}".replace("+", ""), n) for n in _FOOTPRINT_SIZES],
                                             value=n_params, description="parameters"),
         "precision": widgets.Dropdown(options=MEMORY_PRECISIONS, value=precision, description="precision"),
         "optimizer": widgets.Dropdown(options=OPTIMIZERS, value=optimizer, description="optimiser"),

@@ -47,13 +47,14 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Whole, arguments
+from ..arguments import Given, OneOf, Whole, arguments
 from ..devices import array_device, get_xp, xp_of
 from ..errors import BadInputError
 from ..limits import require_fits
 
 __all__ = ["backprop_sequential", "backprop_scan", "backprop_scan_elements", "bppsa_operator", "scan_elements",
-           "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "validate_chain", "CHUNK_FRACTION"]
+           "gradients_from_scan", "inplace_scan", "work_counts", "scan_memory", "validate_chain", "CHUNK_FRACTION",
+           "validate_scan_elements", "require_matrix_stacks"]
 
 
 # ------------------------------------------------------------------ input checks
@@ -95,6 +96,37 @@ def validate_chain(jacobians: Any, grad: Any) -> tuple[Any, Any, Any, int, int |
         raise BadInputError(f"jacobians and grad must be floating point, got {J.dtype} and {g.dtype}; "
                             "convert with .astype('float32') or 'float64'.")
     return J, g, xp, T, B, n
+
+
+def validate_scan_elements(elems: Any, least: int = 2, name: str = "elems") -> Any:
+    """``elems`` if it is a stack of square matrices ``(T+1, [B,] n, n)`` of floats, at least ``least`` of
+    them (what :func:`scan_elements` builds); or a clear error."""
+    shape = getattr(elems, "shape", None)
+    if shape is None or len(shape) not in (3, 4) or shape[-1] != shape[-2] or shape[0] < least or not shape[-1]:
+        raise BadInputError(f"{name} must have shape (T+1, [B,] n, n) with T >= {least - 1}, got "
+                            f"{tuple(shape) if shape is not None else type(elems).__name__}; build them with "
+                            "scan_elements(jacobians, grad).")
+    if not np.issubdtype(elems.dtype, np.floating):
+        raise BadInputError(f"{name} must be floating point, got {elems.dtype}")
+    return elems
+
+
+def require_matrix_stacks(a: Any, b: Any) -> None:
+    """Refuse operands of ``◇`` that are not stacks of the same square matrices (a ``(n, 1)`` against an
+    ``(n, n)`` would broadcast into another product without a word)."""
+    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
+    if sa is None or sb is None or len(sa) < 2 or len(sb) < 2 or sa[-1] != sa[-2] or tuple(sa[-2:]) != tuple(sb[-2:]):
+        raise BadInputError(f"a and b must be stacks of n×n matrices of one n, got shapes "
+                            f"{tuple(sa) if sa is not None else type(a).__name__} and "
+                            f"{tuple(sb) if sb is not None else type(b).__name__}")
+
+
+def _require_scan_buffer(buf: Any, op: Any) -> None:
+    if getattr(buf, "ndim", 0) < 1 or buf.shape[0] < 1:
+        raise BadInputError(f"buf must be an array of at least one element along its first axis, got "
+                            f"{getattr(buf, 'shape', type(buf).__name__)}")
+    if not callable(op):
+        raise BadInputError(f"op must be the scan's operator, a function op(a, b), got {type(op).__name__}")
 
 
 # ------------------------------------------------------------------ sequential
@@ -147,6 +179,7 @@ def bppsa_operator(a: Any, b: Any) -> Any:
     array([[0., 1.],
            [1., 2.]])
     """
+    require_matrix_stacks(a, b)
     return b @ a
 
 
@@ -177,9 +210,11 @@ def scan_elements(jacobians: Any, grad: Any) -> Any:
 
 def gradients_from_scan(products: Any) -> Any:
     """Read G out of the inclusive scan: ``products[k]`` holds ``G[T-k]`` in its first column."""
+    validate_scan_elements(products, least=1, name="products")
     return products[::-1, ..., :, 0]
 
 
+@arguments(trace=OneOf(True, False))
 def backprop_scan(jacobians: Any, grad: Any, trace: bool = False) -> Any:
     """Back-propagate ``grad`` with the Blelloch scan of lesson 04 (BPPSA).
 
@@ -216,6 +251,7 @@ def backprop_scan(jacobians: Any, grad: Any, trace: bool = False) -> Any:
     return backprop_scan_elements(scan_elements(jacobians, grad), trace=trace)
 
 
+@arguments(elems=Given(validate_scan_elements), trace=OneOf(True, False))
 def backprop_scan_elements(elems: Any, trace: bool = False) -> Any:
     """The scan of :func:`backprop_scan` on a sequence already built like :func:`scan_elements`.
 
@@ -225,9 +261,6 @@ def backprop_scan_elements(elems: Any, trace: bool = False) -> Any:
     is left alone.  Returns G ``(T+1, [B,] n)``, or ``(G, trace)``.
     """
     xp = xp_of(elems)
-    if elems.ndim not in (3, 4) or elems.shape[-1] != elems.shape[-2] or elems.shape[0] < 2:
-        raise BadInputError(f"scan elements must have shape (T+1, [B,] n, n) with T >= 1, got "
-                            f"{tuple(elems.shape)}; build them with scan_elements(jacobians, grad).")
     n = elems.shape[-1]
     identity = xp.eye(n, dtype=elems.dtype)
     if elems.ndim == 4:
@@ -292,6 +325,7 @@ def inplace_scan(buf: Any, op: Callable, identity: Any) -> Any:
     >>> x.tolist(), int(total)
     ([0, 3, 4, 11, 11, 15, 16], 22)
     """
+    _require_scan_buffer(buf, op)
     n, c = int(buf.shape[0]), _chunk(buf)
     strides = []
     s = 1

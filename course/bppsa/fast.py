@@ -174,6 +174,7 @@ def backprop_chunked(jacobians: Any, grad: Any, chunk: int | None = None) -> Any
     return G[:, 0] if B is None else G
 
 
+@arguments(chunk=Optional(Whole(hint="steps per chunk, e.g. default_chunk(T)")))
 def rnn_hidden_gradients(d: Any, W: Any, grad: Any, chunk: int | None = None) -> Any:
     """G = dL/dh_t of a chain whose Jacobians are ``J_t = diag(d_t) · W`` (a tanh RNN: d = 1 - h²).
 

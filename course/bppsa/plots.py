@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..errors import BadInputError, whole_number
+from ..arguments import Given, OneOf, Optional, Real, Whole, arguments
+from ..backprop.readers import validate_references, validate_results
+from ..devices import normalize_device
+from ..errors import whole_number
 from ..plots import (
     COLORS,
     PALETTE,
@@ -36,7 +39,8 @@ from ..plots import (
 )
 from ..results import ResultSet
 from .algorithm import work_counts
-from .timing import PAPER, crossover_n, speedup_grid, speedups, tf32_setting
+from .sparse import validate_claim
+from .timing import PAPER, crossover_n, speedup_grid, speedups, tf32_setting, validate_timings, validate_torch_timings
 
 if TYPE_CHECKING:
     from ..scan.algorithms import ScanTrace
@@ -82,6 +86,10 @@ def _combine(a: _Span, b: _Span) -> _Span:
     return _Span(a.lo, b.hi)
 
 
+_TREE_T = Whole(1, 63, hint="the tree is drawn for 1 <= T <= 63 (a readable picture)")
+
+
+@arguments(T=_TREE_T)
 def symbolic_scan(T: int) -> tuple[list[str], ScanTrace]:
     """Run ``course.scan.blelloch_scan`` (inclusive, with the BPPSA order) on symbols.
 
@@ -91,7 +99,6 @@ def symbolic_scan(T: int) -> tuple[list[str], ScanTrace]:
     """
     from ..scan.algorithms import blelloch_scan
 
-    T = whole_number("T", T, 1, 63, hint="the tree is drawn for 1 <= T <= 63 (a readable picture)")
     x = np.empty(T + 1, dtype=object)
     for p in range(T + 1):
         x[p] = _Span(p, p)
@@ -100,6 +107,7 @@ def symbolic_scan(T: int) -> tuple[list[str], ScanTrace]:
     return [s.label(T) for s in out], tr
 
 
+@arguments(T=_TREE_T)
 def tree_figure(T: int = 7) -> Figure:
     """The Blelloch tree of backprop through T steps, with Jacobians at the leaves."""
     labels, tr = symbolic_scan(T)
@@ -174,6 +182,10 @@ def _peer_name(rs: ResultSet, device: str, method: str) -> str:
     return "cuDNN nn.RNN, " + (f"both {ours}" if ours == theirs else f"scan {ours}, cuDNN {theirs}")
 
 
+@arguments(live=Optional(Given(validate_results, name="live")), references=Given(validate_references),
+           highlight=Optional(Real(above=0, hint="the x to mark")),
+           paper=Optional(Real(above=0, hint="the paper's speed-up, drawn as a line")),
+           x=OneOf("T", "batch", "hidden_size"))
 def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                    highlight: float | None = None, paper: float | None = 108.0, x: str = "T",
                    where: dict | None = None) -> Figure:
@@ -184,8 +196,6 @@ def speedup_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     ``x``: ``"T"``, ``"batch"`` or ``"hidden_size"``; ``where`` filters the records (``{"batch": 16}``).
     """
     xlabels = {"T": "sequence length T", "batch": "batch size", "hidden_size": "hidden size n"}
-    if x not in xlabels:
-        raise BadInputError(f"x must be one of {sorted(xlabels)}, got {x!r}")
     xlabel = xlabels[x]
     fig, (ax, bx) = new_figure(2, width=11, height=4.2)
     sources = _sources(live, references)
@@ -291,6 +301,7 @@ def work_figure(T_max: int = 30000, n: int = 20, batch: int = 16, highlight: flo
     return fig
 
 
+@arguments(claim=Given(validate_claim))
 def memory_figure(claim: dict) -> Figure:
     """Bars: the VGG-11 first-conv Jacobian dense vs CSR vs the kernel's weights (log scale)."""
     items = [("dense Jacobian", claim["dense_bytes"]), ("CSR Jacobian", claim["csr_bytes"]),
@@ -312,6 +323,8 @@ def memory_figure(claim: dict) -> Figure:
     return fig
 
 
+@arguments(result=Given(validate_timings), T=Whole(hint="the sequence length"), device=Given(normalize_device),
+           torch_result=Optional(Given(validate_torch_timings)))
 def timing_bars(result: dict, T: int, device: str, torch_result: dict | None = None) -> Figure:
     """Forward and backward times at one T (from ``rnn_timings``), plus the PyTorch peer if given."""
     items = [("forward (shared)", result["forward"].median, "0.6")]

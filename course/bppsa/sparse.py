@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..arguments import Given, Whole, arguments
+from ..arguments import Dtype, Given, Seed, Whole, arguments
 from ..devices import get_xp, normalize_device
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 
 __all__ = ["tanh_jacobian_t", "relu_jacobian_t", "conv2d", "conv2d_jacobian", "conv2d_jacobian_t",
            "csr_bytes", "dense_bytes", "jacobian_memory", "conv_jacobian_memory", "vgg11_first_conv_claim",
-           "chain_fill_in", "to_device_sparse", "MIB", "MB"]
+           "chain_fill_in", "to_device_sparse", "MIB", "MB", "validate_csr", "validate_claim"]
 
 MIB = 2 ** 20   #: a mebibyte
 MB = 10 ** 6    #: a megabyte
@@ -47,12 +47,43 @@ MAX_KERNEL_SIDE = 1024  #: the widest kernel conv_jacobian_memory counts
 MAX_FILL_IN_DEPTH = 64  #: the most Jacobians chain_fill_in multiplies (one product per depth)
 
 
-def _vector(v: Any, name: str) -> np.ndarray:
-    a = np.asarray(v)
+def _validate_vector(v: Any, name: str) -> np.ndarray:
+    a = _validate_numbers(v, name)
     if a.ndim != 1 or a.size == 0:
         raise BadInputError(f"{name} must be a non-empty 1-d array (one layer's flattened values), "
                             f"got shape {a.shape}; flatten it with .ravel() first.")
     return a
+
+
+def _validate_numbers(v: Any, name: str, dtype: Any = None) -> np.ndarray:
+    """``v`` as a numpy array of real numbers (``dtype`` if given); or a clear error naming it."""
+    try:
+        a = np.asarray(v, dtype=dtype)
+    except (TypeError, ValueError):
+        raise BadInputError(f"{name} must be an array of numbers, got {type(v).__name__}") from None
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) or np.issubdtype(a.dtype, np.complexfloating):
+        raise BadInputError(f"{name} must be an array of real numbers, got dtype {a.dtype}")
+    return a
+
+
+def validate_csr(m: Any) -> Any:
+    """``m`` if it is a CSR matrix (scipy's, or ``cupyx.scipy.sparse``'s: its data, indices and row pointers)."""
+    if not all(hasattr(m, k) for k in ("data", "indices", "indptr", "shape", "nnz")):
+        raise BadInputError(f"m must be a CSR matrix (scipy.sparse.csr_matrix, e.g. conv2d_jacobian_t(...)), got "
+                            f"{type(m).__name__}")
+    return m
+
+
+def validate_claim(claim: Any) -> dict:
+    """``claim`` if it holds ``dense_bytes`` and ``csr_bytes`` above 0 (what :func:`vgg11_first_conv_claim` or
+    :func:`conv_jacobian_memory` returns); or a clear error."""
+    ok = isinstance(claim, dict) and all(
+        isinstance(claim.get(k), (int, np.integer)) and not isinstance(claim.get(k), bool) and claim[k] > 0
+        for k in ("dense_bytes", "csr_bytes"))
+    if not ok:
+        raise BadInputError(f"claim must be what vgg11_first_conv_claim() returns (its dense_bytes and csr_bytes), "
+                            f"got {type(claim).__name__}")
+    return claim
 
 
 def tanh_jacobian_t(y: Any) -> sp.csr_matrix:
@@ -60,13 +91,13 @@ def tanh_jacobian_t(y: Any) -> sp.csr_matrix:
 
     Diagonal, so it is its own transpose; N stored values instead of N².
     """
-    y = _vector(y, "y")
+    y = _validate_vector(y, "y")
     return sp.diags(1.0 - y.astype(float) ** 2, format="csr")
 
 
 def relu_jacobian_t(x: Any) -> sp.csr_matrix:
     """Transposed Jacobian of ``relu(x)``: ``diag(x > 0)`` (CSR; the zeros are not stored)."""
-    x = _vector(x, "x")
+    x = _validate_vector(x, "x")
     d = sp.diags((x > 0).astype(float), format="csr")
     d.eliminate_zeros()
     return d
@@ -92,13 +123,16 @@ def _validate_conv(x_shape: tuple, weight: np.ndarray, padding: int, stride: int
     return c_out, c_in, kh, kw, H, W, Ho, Wo
 
 
+@arguments(x=Given(_validate_numbers, name="x", dtype=float),
+           weight=Given(_validate_numbers, name="weight", dtype=float),
+           padding=Whole(0, hint="pixels of zeros around the image"), stride=Whole(hint="pixels between taps"))
 def conv2d(x: Any, weight: Any, padding: int = 1, stride: int = 1) -> np.ndarray:
     """A plain cross-correlation (what deep-learning libraries call convolution), no bias.
 
     ``x (C_in, H, W)``, ``weight (C_out, C_in, kh, kw)`` -> ``(C_out, H_out, W_out)``.
     The reference the sparse Jacobian is checked against.
     """
-    x, w = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
+    w = weight
     c_out, c_in, kh, kw, H, W, Ho, Wo = _validate_conv(x.shape, w, padding, stride)
     padding, stride = int(padding), int(stride)
     require_fits(8 * (c_in * (H + 2 * padding) * (W + 2 * padding) + 2 * c_out * Ho * Wo), "cpu",
@@ -112,6 +146,12 @@ def conv2d(x: Any, weight: Any, padding: int = 1, stride: int = 1) -> np.ndarray
     return out
 
 
+_CONV = {"weight": Given(_validate_numbers, name="weight"), "H": Whole(hint="the image height"),
+         "W": Whole(hint="the image width"), "padding": Whole(0, hint="pixels of zeros around the image"),
+         "stride": Whole(hint="pixels between taps"), "dtype": Dtype(floating=True)}
+
+
+@arguments(**_CONV)
 def conv2d_jacobian(weight: Any, H: int, W: int, padding: int = 1, stride: int = 1,
                     dtype: Any = np.float32) -> sp.csr_matrix:
     """The Jacobian ``∂y/∂x`` of :func:`conv2d` as a CSR matrix, ``(C_out·H_out·W_out, C_in·H·W)``.
@@ -144,6 +184,7 @@ def conv2d_jacobian(weight: Any, H: int, W: int, padding: int = 1, stride: int =
     return m
 
 
+@arguments(**_CONV)
 def conv2d_jacobian_t(weight: Any, H: int, W: int, padding: int = 1, stride: int = 1,
                       dtype: Any = np.float32) -> sp.csr_matrix:
     """The transposed Jacobian (what back-propagation multiplies the gradient by), as CSR.
@@ -156,7 +197,7 @@ def conv2d_jacobian_t(weight: Any, H: int, W: int, padding: int = 1, stride: int
 # ------------------------------------------------------------------ memory
 
 def _matrix_shape(shape: Any) -> tuple[int, int]:
-    if isinstance(shape, (str, bytes)) or len(shape) != 2:
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__len__") or len(shape) != 2:
         raise BadInputError(f"shape must be (rows, columns), got {shape!r}")
     rows, cols = (whole_number("shape", s, 0, hint="rows and columns of the matrix") for s in shape)
     return rows, cols
@@ -171,11 +212,13 @@ def dense_bytes(shape: tuple[int, int], itemsize: int = 4) -> int:
     return shape[0] * shape[1] * itemsize
 
 
+@arguments(m=Given(validate_csr))
 def csr_bytes(m: Any) -> int:
     """Bytes a CSR matrix really holds: values + column indices + row pointers."""
     return int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes)
 
 
+@arguments(m=Given(validate_csr))
 def jacobian_memory(m: Any) -> dict:
     """Dense vs CSR memory of one sparse Jacobian ``m`` (same dtype for both)."""
     itemsize = m.data.dtype.itemsize
@@ -219,6 +262,7 @@ def conv_jacobian_memory(H: int, W: int, c_in: int, c_out: int, k: int = 3, padd
             "weights_bytes": c_out * c_in * k * k * itemsize}
 
 
+@arguments(seed=Seed(), dtype=Dtype(floating=True))
 def vgg11_first_conv_claim(seed: int = 0, dtype: Any = np.float32) -> dict:
     """The seed's claim, computed: the first VGG-11 convolution's Jacobian on a 32×32×3 image.
 
@@ -273,9 +317,10 @@ def chain_fill_in(depth: int, size: int = 16, channels: int = 2, seed: int = 0) 
     return out
 
 
+@arguments(m=Given(validate_csr), device=Given(normalize_device))
 def to_device_sparse(m: Any, device: Any = "cpu") -> Any:
     """Move a scipy CSR matrix to ``device``: itself on the CPU, ``cupyx.scipy.sparse`` on the GPU."""
-    if normalize_device(device) == "cpu":
+    if device == "cpu":
         return m
     get_xp("gpu")                       # raises GPUUnavailableError with what to do
     import cupyx.scipy.sparse as csp

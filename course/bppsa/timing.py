@@ -46,8 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Given, Whole, Wholes, arguments
-from ..devices import get_xp, normalize_device, resolve_devices, synchronize
+from ..arguments import Devices, Dtype, Given, OneOf, Optional, Real, Whole, Wholes, arguments
+from ..backprop.readers import validate_results
+from ..devices import get_xp, normalize_device, synchronize
 from ..errors import BadInputError, GPUUnavailableError, whole_number
 from ..limits import out_of_memory_errors, require_fits
 from ..results import ResultSet
@@ -68,7 +69,7 @@ from .models import METHODS, TanhRNN
 __all__ = ["rnn_timings", "torch_rnn_timings", "chain_peer_timings", "torch_rnn_graph_timings", "CHAIN_PEERS",
            "best_peer", "torch_available", "rnn_sweep", "speedups", "tf32_setting",
            "PAPER", "SWEEP_T", "QUICK_T", "random_chain", "regime_sweep", "speedup_grid", "crossover_n",
-           "REGIME_NS", "REGIME_TS"]
+           "REGIME_NS", "REGIME_TS", "validate_timings", "validate_torch_timings"]
 
 #: The paper's RNN workload (Wang, Bai, Pekhimenko).  ``backward_speedup`` is the best backward-pass
 #: speed-up in the abstract of the arXiv version (1907.10134); the MLSys 2020 proceedings' abstract
@@ -96,12 +97,33 @@ _REPEAT = Whole(hint="timed rounds; 0 would time nothing")
 
 def _validate_methods(methods: Any) -> list[str]:
     """``methods`` as a list, or a clear error: a non-empty list of :data:`~course.bppsa.models.METHODS`."""
-    if isinstance(methods, str) or not len(methods):
+    if isinstance(methods, (str, bytes)) or not isinstance(methods, Sequence) or not len(methods):
         raise BadInputError(f"methods must be a non-empty list of {', '.join(map(repr, METHODS))}, got {methods!r}")
     for m in methods:
         if m not in METHODS:
             raise BadInputError(f"method {m!r} is not one of {', '.join(map(repr, METHODS))}")
     return list(methods)
+
+
+def validate_timings(result: Any) -> dict:
+    """``result`` if it is what :func:`rnn_timings` returns (its ``forward`` Timing and ``backward_s`` by method);
+    or a clear error."""
+    ok = isinstance(result, dict) and hasattr(result.get("forward"), "median") and \
+        isinstance(result.get("backward_s"), dict) and all(m in METHODS for m in result["backward_s"])
+    if not ok:
+        raise BadInputError(f"result must be what rnn_timings(...) returns (its forward Timing, backward_s by "
+                            f"method), got {type(result).__name__}")
+    return result
+
+
+def validate_torch_timings(result: Any) -> dict:
+    """``result`` if it is what :func:`torch_rnn_timings` returns (its ``backward_s``, in seconds); or a clear
+    error."""
+    b = result.get("backward_s") if isinstance(result, dict) else None
+    if not isinstance(b, (int, float)) or isinstance(b, bool) or not np.isfinite(b):
+        raise BadInputError(f"torch_result must be what torch_rnn_timings(...) returns (its backward_s), got "
+                            f"{type(result).__name__}")
+    return result
 
 
 @arguments(**_RNN_SIZES, device=Given(normalize_device), methods=Given(_validate_methods), repeat=_REPEAT,
@@ -319,13 +341,16 @@ def _gpu_peers(rs: ResultSet, T: int, h: int, B: int, input_size: int, repeat: i
 
 # ------------------------------------------------------------------ the sweep
 
-def _sizes(name: str, v: Any) -> list[int]:
+def _validate_sizes(name: str, v: Any) -> list[int]:
     vals = list(v) if isinstance(v, (list, tuple, range, np.ndarray)) else [v]
     if not vals:
         raise BadInputError(f"{name} must be a non-empty list of whole numbers >= 1, got {v!r}")
     return sorted({whole_number(name, x) for x in vals})
 
 
+@arguments(input_size=Whole(hint="numbers per input step"), devices=Devices(), methods=Given(_validate_methods),
+           include_torch=OneOf(True, False), dtype=Dtype(floating=True), repeat=_REPEAT,
+           budget_s=Optional(Real(above=0, hint="seconds for the whole sweep")), gpu_peers=OneOf(True, False))
 def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20, batch: int | Sequence[int] = 16,
               input_size: int = 1, devices: Sequence[str] | None = None,
               methods: Sequence[str] = ("sequential", "scan"), include_torch: bool = True,
@@ -345,12 +370,12 @@ def rnn_sweep(Ts: Sequence[int] = QUICK_T, hidden_size: int | Sequence[int] = 20
     peers of :data:`CHAIN_PEERS` (``method="fast chain"``, ``"sequential kernel"``, ``"cudnn graph"``), and
     the ``fast`` record its ratio to the best of them (``best_peer``, ``vs_best_peer``, ``headline``).
     """
+    Ts = _validate_sizes("Ts (sequence lengths)", Ts)
+    batches = _validate_sizes("batch", batch)
+    hiddens = _validate_sizes("hidden_size", hidden_size)
+    devs = devices
     import time
 
-    Ts = _sizes("Ts (sequence lengths)", Ts)
-    batches = _sizes("batch", batch)
-    hiddens = _sizes("hidden_size", hidden_size)
-    devs = resolve_devices(devices or None)
     torch_ok = include_torch and torch_available()
     rs = ResultSet(experiment, params={"Ts": Ts, "hidden_sizes": hiddens, "batches": batches,
                                        "input_size": input_size, "dtype": str(dtype), "devices": devs,
@@ -419,6 +444,7 @@ def _release_pool(device: str) -> None:
             pass
 
 
+@arguments(rs=Given(validate_results), device=Given(normalize_device), x=OneOf("T", "batch", "hidden_size"))
 def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str = "scan",
              x: str = "T", **where: Any) -> tuple[np.ndarray, np.ndarray]:
     """(x values, backward time of ``over`` / backward time of ``method``) for one device.
@@ -437,6 +463,7 @@ def speedups(rs: ResultSet, device: str, over: str = "sequential", method: str =
     return np.array([o[0] for o in out], dtype=float), np.array([o[1] for o in out], dtype=float)
 
 
+@arguments(rs=Given(validate_results), device=Given(normalize_device))
 def tf32_setting(rs: ResultSet, device: str, method: str) -> str:
     """How ``method``'s records on ``device`` ran their float32 products, in words, from each record's ``tf32``.
 
@@ -509,6 +536,7 @@ def regime_sweep(ns: Sequence[int] = REGIME_NS, Ts: Sequence[int] = REGIME_TS, r
     return rs
 
 
+@arguments(rs=Given(validate_results))
 def speedup_grid(rs: ResultSet) -> dict[tuple[int, int], float]:
     """``{(n, T): sequential time / scan time}`` (above 1: the scan won) for every measured pair."""
     out = {}
@@ -519,6 +547,7 @@ def speedup_grid(rs: ResultSet) -> dict[tuple[int, int], float]:
     return out
 
 
+@arguments(rs=Given(validate_results))
 def crossover_n(rs: ResultSet) -> dict[int, int | None]:
     """For each T: the largest n at which the scan was faster than the loop (None: at no n measured).
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 import numpy as np
 
+from ..arguments import Given, OneOf, Real, Whole, arguments
 from ..devices import gpu_available, normalize_device, require_gpu
 from ..errors import GPUUnavailableError
 from ..results import load_reference
@@ -60,8 +61,12 @@ TIMING_BUDGET_S = 0.4 * WIDGET_LIMIT_S
 #: (a round's fixed costs weigh less at a larger T, so the estimate gets closer).
 _RATE_T = (30, 300, 3000)
 _CHEAP_ROUND_S = 0.3
+#: The timing app's hidden sizes and batches (its sliders).
+_HIDDEN = (4, 8, 16, 20, 32, 64)
+_BATCHES = (1, 4, 16, 64)
 
 
+@arguments(hidden=Whole(hint="the state size"), batch=Whole(hint="the chains in a batch"))
 def round_rate(hidden: int, batch: int) -> float:
     """Time steps per second of one CPU round of :func:`rnn_timings` (every round is Θ(T)): measured once at
     T = 30, then at the larger T of ``_RATE_T`` while a round there is estimated to take under 0.3 s."""
@@ -76,6 +81,8 @@ def round_rate(hidden: int, batch: int) -> float:
     return rate
 
 
+@arguments(T=Whole(hint="the sequence length"), hidden=Whole(hint="the state size"),
+           batch=Whole(hint="the chains in a batch"), budget_s=Real(lo=0, hint="the measurement's seconds"))
 def timing_cost_s(T: int, hidden: int, batch: int, budget_s: float = TIMING_BUDGET_S) -> float:
     """Estimated seconds of one CPU measurement: two rounds at least (a warm-up and a timed one; the long-T
     path also runs two), each T steps at the measured :func:`round_rate`; more rounds start only while the
@@ -84,6 +91,7 @@ def timing_cost_s(T: int, hidden: int, batch: int, budget_s: float = TIMING_BUDG
     return max(2 * one, budget_s + one)
 
 
+@arguments(T=Whole(hi=15, hint="the slider's T"))
 def tree_app(T: int = 7) -> LiveApp:
     """A slider over T (1..15) redrawing the scan tree of backprop through T steps."""
     slider = widgets.IntSlider(value=T, min=1, max=15, description="T", continuous_update=False)
@@ -155,10 +163,13 @@ def _rnn_timings_rounds(T: int, hidden: int, batch: int, dev: str, rounds: int, 
     return _merge_rounds(parts)
 
 
+@arguments(T=Whole(hint="the sequence length"), hidden=Whole(hint="the state size"),
+           batch=Whole(hint="the chains in a batch"), device=Given(normalize_device), torch=OneOf(True, False),
+           budget_s=Real(above=0, hint="seconds of timing"))
 def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str = "cpu",
                   torch: bool = False, budget_s: float = 10.0) -> tuple[Figure, str]:
     """The timing app's update: time the RNN's two backward passes at one setting."""
-    dev = normalize_device(device)
+    dev = device
     if dev == "gpu" and not gpu_available():
         refs = load_reference(EXPERIMENT)
         if not refs:
@@ -183,6 +194,7 @@ def timing_update(T: int = 100, hidden: int = 20, batch: int = 16, device: str =
     return timing_bars(r, T, dev, torch_r), _summary(T, hidden, batch, dev, r, torch_r)
 
 
+@arguments(T=OneOf(*SWEEP_T), hidden=OneOf(*_HIDDEN), batch=OneOf(*_BATCHES))
 def timing_app(T: int = 100, hidden: int = 20, batch: int = 16) -> LiveApp:
     """Sliders for T (10 … 30,000), hidden size, batch; CPU/GPU buttons; PyTorch peer checkbox.
 
@@ -190,8 +202,8 @@ def timing_app(T: int = 100, hidden: int = 20, batch: int = 16) -> LiveApp:
     """
     controls = {
         "T": size_slider(SWEEP_T, T, "T"),
-        "hidden": size_slider((4, 8, 16, 20, 32, 64), hidden, "hidden size"),
-        "batch": size_slider((1, 4, 16, 64), batch, "batch"),
+        "hidden": size_slider(_HIDDEN, hidden, "hidden size"),
+        "batch": size_slider(_BATCHES, batch, "batch"),
         "device": device_buttons(),
         "torch": widgets.Checkbox(value=False, description="time PyTorch too",
                                   disabled=not torch_available()),

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Seed, arguments
+from ..arguments import Given, OneOf, Seed, arguments
 from ..errors import BadInputError, GPUUnavailableError
 from . import tuned
 from .counts import Counts, hardware_counts
@@ -182,6 +182,13 @@ def grade_tuning(name: str, kernel: Any, seed: int = 1) -> TuningGrade:
     return TuningGrade(not problems, problems, c, slow)
 
 
+def _validate_kernel(kernel: Any) -> Any:
+    """``kernel`` as it is, if it is a Python function (optionally under ``@cuda.jit``), or a clear error."""
+    python_function(kernel)
+    return kernel
+
+
+@arguments(name=OneOf(*sorted(TUNINGS)), kernel=Given(_validate_kernel))
 def report_tuning(name: str, kernel: Any) -> bool:
     """Print :func:`grade_tuning`'s verdict with the counts beside the starting kernel's; True when on target."""
     g = grade_tuning(name, kernel)

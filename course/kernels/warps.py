@@ -1,7 +1,7 @@
 """The warp-level ideas, counted: coalescing, divergence, bank conflicts (each a good and a bad kernel
 under :mod:`course.kernels.counts`), occupancy (a calculator against H100 data-sheet limits), and lesson
 04's bank-conflict padding counted (:func:`course.kernels.plots.scan_padding_report` sets the counts beside
-the H100 reference times: why the padding did not pay).
+the times each recorded GPU reference holds: why the padding did not pay there).
 
 >>> d = coalescing()
 >>> d["coalesced"].global_sectors, d["strided"].global_sectors
@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..errors import BadInputError, whole_number
+from ..arguments import Given, Seed, arguments
+from ..errors import BadInputError, shown_value, whole_number
 from . import tuned
 from .counts import Counts, count, hardware_counts
-from .simulator import simulate
+from .simulator import python_function, simulate
 
 __all__ = ["H100_LIMITS", "coalescing", "divergence", "bank_conflicts", "occupancy", "scan_padding_rows",
            "scale_counts"]
@@ -78,13 +79,28 @@ def _exercise_counts(name: str, kernel) -> Counts:
 
 def _rebound(kernel, constants: dict):
     """A copy of the kernel's function whose module constants (``TILE``, ...) are ``constants``."""
-    from .simulator import python_function
     fn = python_function(kernel)
     names = dict(fn.__globals__)
     names.update(constants)
     return types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
+def _validate_exercise(name: Any) -> str:
+    """``name`` if it names a kernel exercise (:data:`course.kernels.exercises.EXERCISES`), or a clear error."""
+    from .exercises import EXERCISES  # imported here: the exercises' table imports this module
+
+    if not isinstance(name, str) or name not in EXERCISES:
+        raise BadInputError(f"name must be one of the kernel exercises {sorted(EXERCISES)}, got {shown_value(name)}")
+    return name
+
+
+def _validate_kernel(kernel: Any) -> Any:
+    """``kernel`` as it is, if it is a Python function (optionally under ``@cuda.jit``), or a clear error."""
+    python_function(kernel)
+    return kernel
+
+
+@arguments(name=Given(_validate_exercise), kernel=Given(_validate_kernel), seed=Seed())
 def scale_counts(name: str, kernel: Any, seed: int | np.random.Generator = 1) -> tuple[dict, list[str]]:
     """A kernel exercise's hardware counts at the size its :class:`~course.kernels.exercises.AtScale` names
     (warps full, the module constants rebound), and the problems found there: wrong values, a count over

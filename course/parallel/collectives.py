@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Given, Whole, arguments
+from ..arguments import Given, OneOf, Whole, arguments
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 
 __all__ = ["ALGORITHMS", "Message", "Step", "AllreduceRun", "validate_workers", "validate_length",
-           "validate_ring_step", "chunk_bounds", "ring_chunks", "shard_chunks", "naive_allreduce",
+           "validate_ring_step", "validate_run", "chunk_bounds", "ring_chunks", "shard_chunks", "naive_allreduce",
            "tree_allreduce", "ring_allreduce", "ring_reduce_scatter", "ring_all_gather", "allreduce",
            "bytes_per_worker", "message_counts"]
 
@@ -122,6 +122,14 @@ def validate_ring_step(rank: Any, step: Any, p: Any) -> tuple[int, int, int]:
     step = whole_number("step", step, 0, 2 * (p - 1) - 1,
                         hint=f"a ring of p = {p} workers takes {2 * (p - 1)} steps, numbered from 0")
     return rank, step, p
+
+
+def validate_run(run: Any) -> AllreduceRun:
+    """``run`` if it is an :class:`AllreduceRun` (what :func:`allreduce` returns), or a clear error."""
+    if not isinstance(run, AllreduceRun):
+        raise BadInputError(f"run must be an AllreduceRun, what course.parallel.allreduce(x) returns; got "
+                            f"{type(run).__name__}")
+    return run
 
 
 def _validate_vectors(x: Any) -> np.ndarray:
@@ -339,11 +347,10 @@ def ring_all_gather(x: Any, trace: bool = True) -> AllreduceRun:
     return sim.run
 
 
+@arguments(algorithm=OneOf(*ALGORITHMS), trace=OneOf(True, False))
 def allreduce(x: Any, algorithm: str = "ring", trace: bool = True) -> AllreduceRun:
-    """Run one of :data:`ALGORITHMS` on the rows of ``x``."""
+    """Run one of :data:`ALGORITHMS` on the rows of ``x`` (each algorithm checks ``x``)."""
     fns = {"naive": naive_allreduce, "tree": tree_allreduce, "ring": ring_allreduce}
-    if algorithm not in fns:
-        raise BadInputError(f"unknown all-reduce {algorithm!r}; choose one of {list(ALGORITHMS)}.")
     return fns[algorithm](x, trace=trace)
 
 

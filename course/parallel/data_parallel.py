@@ -29,13 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Given, Whole, arguments
+from ..arguments import Given, Optional, Real, Whole, Wholes, arguments
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from ..errors import BadInputError, whole_number
+from ..backprop.validate import validate_dlogits
+from ..errors import BadInputError, shown_value, whole_number
 from ..limits import require_fits
 from .collectives import chunk_bounds, validate_workers
+from .ring_mpi import validate_comm, validate_vector
 
-__all__ = ["validate_sizes", "require_batch_splits", "make_batches", "shard", "flat_gradients", "apply_update",
+__all__ = ["validate_sizes", "validate_model", "validate_callable", "require_batch_splits", "make_batches", "shard",
+           "flat_gradients", "apply_update",
            "average_gradients", "single_process_train", "single_process_gradients", "data_parallel_train",
            "backward_with_hook", "bucket_plan", "ddp_step"]
 
@@ -54,7 +57,57 @@ def require_batch_splits(batch: int, p: int) -> None:
                             f"needs at least one sample. Use batch >= p.")
 
 
+def validate_model(model: Any) -> MLP:
+    """``model`` if it is lesson 01's :class:`~course.backprop.layers.MLP`, or a clear error."""
+    if not isinstance(model, MLP):
+        raise BadInputError(f"model must be lesson 01's MLP (course.backprop.MLP(sizes, dtype='float64')), got "
+                            f"{type(model).__name__}")
+    return model
+
+
+def validate_callable(fn: Any, what: str = "the callback") -> Callable:
+    """``fn`` if it can be called, or a clear error naming ``what`` it is."""
+    if not callable(fn):
+        raise BadInputError(f"{what} must be a function, got {shown_value(fn)}")
+    return fn
+
+
+def _require_flat(model: MLP, flat: np.ndarray | None) -> None:
+    """A flat gradient vector holds exactly the model's parameters: a longer one would be read only in part."""
+    if flat is not None and flat.shape != (model.n_parameters(),):
+        raise BadInputError(f"the flat gradient vector must hold the model's {model.n_parameters():,} parameters "
+                            f"(shape ({model.n_parameters()},)), got shape {flat.shape}")
+
+
+def _require_buckets(model: MLP, buckets: list[list[int]] | None, flat: np.ndarray) -> None:
+    """``buckets`` (None, or :func:`bucket_plan`'s runs of Linear layers) must hold every layer once, each
+    bucket a contiguous run; and ``flat`` the model's parameters."""
+    _require_flat(model, flat)
+    if buckets is None:
+        return
+    layers = len(model.linear_layers())
+    runs = [sorted(b) for b in buckets] if isinstance(buckets, (list, tuple)) and all(
+        isinstance(b, (list, tuple)) and b for b in buckets) else None
+    if runs is None or sorted(j for b in runs for j in b) != list(range(layers)) or any(
+            b != list(range(b[0], b[-1] + 1)) for b in runs):
+        raise BadInputError(f"buckets must group the model's {layers} Linear layers 0 .. {layers - 1}, each once, "
+                            f"in runs of neighbours (what bucket_plan(model, bucket_bytes) returns), got "
+                            f"{shown_value(buckets)}")
+
+
+def _validate_gradient_lists(grads: Any) -> list[list[Any]]:
+    if isinstance(grads, (str, bytes, np.ndarray)) or not isinstance(grads, Sequence) or not all(
+            isinstance(g, Sequence) and not isinstance(g, (str, bytes)) for g in grads):
+        raise BadInputError(f"grads must list each worker's gradients, [[dW1, db1, ...], ...], got "
+                            f"{shown_value(grads)}")
+    return [list(g) for g in grads]
+
+
 _BATCH = Whole(hint="samples per step")
+_MODEL = Given(validate_model)
+_SEED = Whole(lo=0, hint="the seed every rank builds the same model and data from")
+_LR = Real(above=0, hint="the learning rate")
+_COMM = Given(validate_comm)
 
 
 @arguments(sizes=Given(validate_sizes), batch=_BATCH, steps=Whole(hint="training steps"))
@@ -83,6 +136,8 @@ def shard(batch: int, p: int, rank: int) -> slice:
     return slice(int(b[rank]), int(b[rank + 1]))
 
 
+@arguments(model=_MODEL, weight=Real(above=0, hint="the share of the batch: n_r / batch"),
+           out=Optional(Given(validate_vector, what="out")), then=lambda model, out: _require_flat(model, out))
 def flat_gradients(model: MLP, x: np.ndarray, y: np.ndarray, weight: float = 1.0,
                    out: np.ndarray | None = None) -> np.ndarray:
     """Forward and backward on ``(x, y)``; every gradient times ``weight``, in one flat vector.
@@ -100,6 +155,7 @@ def flat_gradients(model: MLP, x: np.ndarray, y: np.ndarray, weight: float = 1.0
     return out
 
 
+@arguments(model=_MODEL, flat=Given(validate_vector, what="flat"), lr=_LR, then=_require_flat)
 def apply_update(model: MLP, flat: np.ndarray, lr: float) -> None:
     """Plain SGD, ``p -= lr * g``, with the gradients read from one flat vector."""
     at = 0
@@ -108,6 +164,8 @@ def apply_update(model: MLP, flat: np.ndarray, lr: float) -> None:
         at += p.size
 
 
+@arguments(grads=Given(_validate_gradient_lists),
+           shard_sizes=Wholes(min_len=0, hint="the samples each worker's gradients were computed on"))
 def average_gradients(grads: Sequence[Sequence[np.ndarray]], shard_sizes: Sequence[int]) -> list[np.ndarray]:
     """The full batch's gradient from each shard's mean-loss gradient: ``sum_r n_r / n * g_r``.
 
@@ -133,6 +191,7 @@ def average_gradients(grads: Sequence[Sequence[np.ndarray]], shard_sizes: Sequen
     return [sum(n / total * g[i] for g, n in zip(grads, sizes)) for i in range(len(grads[0]))]
 
 
+@arguments(sizes=Given(validate_sizes), seed=_SEED)
 def single_process_gradients(sizes: Sequence[int], x: np.ndarray, y: np.ndarray, seed: int = 0) -> list[np.ndarray]:
     """The oracle's gradients: one unsplit forward and backward on the whole batch, float64."""
     model = MLP(sizes, dtype="float64", seed=seed)
@@ -140,6 +199,7 @@ def single_process_gradients(sizes: Sequence[int], x: np.ndarray, y: np.ndarray,
     return _unflatten(flat, model)
 
 
+@arguments(sizes=Given(validate_sizes), batch=_BATCH, steps=Whole(hint="training steps"), lr=_LR, seed=_SEED)
 def single_process_train(sizes: Sequence[int], batch: int, steps: int, lr: float, seed: int = 0) -> list[np.ndarray]:
     """The oracle: ``steps`` SGD steps on whole batches in one process (``MLP.train_step``), float64."""
     model = MLP(sizes, dtype="float64", seed=seed)
@@ -157,6 +217,8 @@ def _unflatten(flat: np.ndarray, model: MLP) -> list[np.ndarray]:
     return out
 
 
+@arguments(comm=_COMM, sizes=Given(validate_sizes), batch=_BATCH, steps=Whole(hint="training steps"), lr=_LR,
+           seed=_SEED, allreduce=Optional(Given(validate_callable, what="allreduce(comm, x, out)")))
 def data_parallel_train(comm: Any, sizes: Sequence[int], batch: int, steps: int, lr: float,
                         seed: int = 0, allreduce: Callable | None = None) -> list[np.ndarray]:
     """``steps`` data-parallel SGD steps on the ranks of ``comm``; returns this rank's weights.
@@ -182,6 +244,8 @@ def data_parallel_train(comm: Any, sizes: Sequence[int], batch: int, steps: int,
 
 # ---------------------------------------------------------------------------- DDP: buckets, overlap
 
+@arguments(model=_MODEL, dlogits=Given(lambda d, model: validate_dlogits(model, d), earlier=["model"]),
+           on_ready=Given(validate_callable, what="on_ready(j)"))
 def backward_with_hook(model: MLP, dlogits: np.ndarray, on_ready: Callable[[int], None]) -> None:
     """Backward through ``model``'s last forward, calling ``on_ready(j)`` as soon as Linear layer j's
     ``dW`` and ``db`` are final (last layer first): where DDP launches its all-reduces."""
@@ -216,6 +280,8 @@ def bucket_plan(model: MLP, bucket_bytes: int) -> list[list[int]]:
     return buckets
 
 
+@arguments(comm=_COMM, model=_MODEL, weight=Real(above=0, hint="the share of the batch: n_r / batch"), lr=_LR,
+           flat=Given(validate_vector, what="flat"), then=_require_buckets)
 def ddp_step(comm: Any, model: MLP, x: np.ndarray, y: np.ndarray, weight: float, lr: float,
              buckets: list[list[int]] | None, flat: np.ndarray) -> None:
     """One data-parallel step with MPI's all-reduce: ``buckets=None`` waits for the whole backward

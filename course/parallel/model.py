@@ -29,7 +29,8 @@ from ..arguments import Given, Real, arguments
 from ..errors import BadInputError
 from .collectives import validate_workers
 
-__all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "validate_model_algorithm", "model_terms", "model_time"]
+__all__ = ["Interconnect", "INTERCONNECTS", "AlphaBeta", "validate_fit", "validate_model_algorithm", "model_terms",
+           "model_time"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +115,12 @@ class AlphaBeta:
                 f"(bandwidth {self.bandwidth / 1e9:.3g} GB/s), fitted to {self.n_points} timings"
                 f"{' at p = ' + ', '.join(map(str, self.ps)) if self.ps else ''}; "
                 f"typical distance from the model {100 * self.rel_rms:.0f} %")
+
+
+def validate_fit(fit: Any) -> AlphaBeta:
+    """``fit`` if it is an :class:`AlphaBeta` (what :func:`course.parallel.timing.fit_alpha_beta` returns), or a
+    clear error."""
+    if not isinstance(fit, AlphaBeta):
+        raise BadInputError(f"fit must be an AlphaBeta, what course.parallel.fit_alpha_beta(rs) returns; got "
+                            f"{type(fit).__name__}")
+    return fit

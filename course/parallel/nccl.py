@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, Optional, Real, Whole, Wholes, arguments
 from ..devices import gpu_info, gpu_unavailable_reason
 from ..errors import GPUUnavailableError
-from .collectives import chunk_bounds, ring_chunks
+from .collectives import chunk_bounds, ring_chunks, validate_workers
+from .data_parallel import validate_callable
 
 __all__ = ["gpus_answering", "nccl_unavailable_reason", "ring_allreduce_nccl", "nccl_ring_check"]
 
@@ -32,6 +34,7 @@ def gpus_answering() -> int:
     return len(gpu_info())
 
 
+@arguments(p=Given(validate_workers))
 def nccl_unavailable_reason(p: int = 2) -> str | None:
     """Why an NCCL run on p GPUs cannot happen here (None when it can)."""
     n = gpus_answering()
@@ -42,6 +45,7 @@ def nccl_unavailable_reason(p: int = 2) -> str | None:
     return f"{n} GPU(s) answer here; an NCCL all-reduce over p = {p} needs p >= 2 GPUs."
 
 
+@arguments(p=Given(validate_workers), r=Whole(0, "p - 1", hint="this rank, one of the p GPUs"))
 def ring_allreduce_nccl(comm: Any, p: int, r: int, x: Any, out: Any = None) -> Any:
     """The course's ring on a ``cupyx.distributed`` NCCL communicator of p GPUs, from rank r."""
     import cupy
@@ -68,6 +72,10 @@ def ring_allreduce_nccl(comm: Any, p: int, r: int, x: Any, out: Any = None) -> A
     return buf
 
 
+@arguments(p=Whole(2, 1024, hint="GPUs, one MPI rank each: NCCL's ring needs two or more"),
+           nbytes=Wholes(4, hint="message sizes in bytes: float32 vectors, so at least 4"),
+           repeat=Whole(1, 1000, hint="timed runs on every rank"), timeout_s=Real(above=0, hint="seconds"),
+           progress=Optional(Given(validate_callable, what="progress")))
 def nccl_ring_check(p: int = 2, nbytes: tuple[int, ...] = (2**12, 2**20, 2**24), repeat: int = 10,
                     timeout_s: float = 300, progress: Callable | None = print) -> dict:
     """Run :func:`course.parallel.timing.task_nccl_ring` on ``p`` GPUs (one MPI rank each); raises without

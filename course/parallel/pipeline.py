@@ -34,10 +34,12 @@ import numpy as np
 
 from ..arguments import Given, Real, Whole, arguments
 from ..backprop.layers import MLP, Linear, softmax_cross_entropy, softmax_cross_entropy_backward
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, shown_value, whole_number
 from .collectives import chunk_bounds, validate_workers
+from .data_parallel import validate_model, validate_sizes
+from .ring_mpi import validate_comm
 
-__all__ = ["stage_bounds", "stage_layers", "bubble_fraction", "measured_bubble", "gpipe_step",
+__all__ = ["validate_events", "stage_bounds", "stage_layers", "bubble_fraction", "measured_bubble", "gpipe_step",
            "ideal_timeline"]
 
 MAX_TIMELINE_EVENTS = 10 ** 5  # stages x micro-batches drawn by ideal_timeline
@@ -50,10 +52,11 @@ def stage_bounds(n_linear: int, p: int) -> np.ndarray:
     return chunk_bounds(n_linear, p)
 
 
+@arguments(model=Given(validate_model), p=Given(validate_workers),
+           stage=Whole(0, "p - 1", hint="stages are numbered 0 .. p - 1"))
 def stage_layers(model: MLP, stage: int, p: int) -> list:
     """The layers (Linear, activation, ...) of one stage, in order, taken from ``model``."""
     bounds = stage_bounds(len(model.linear_layers()), p)
-    stage = whole_number("stage", stage, 0, len(bounds) - 2, hint="stages are numbered from 0")
     out, j = [], -1
     for layer in model.layers:
         j += isinstance(layer, Linear)
@@ -70,6 +73,19 @@ def bubble_fraction(p: int, m: int) -> float:
     """
     p, m = validate_workers(p), whole_number("m", m, hint="the number of micro-batches")
     return (p - 1) / (m + p - 1)
+
+
+_EVENT_KEYS = ("stage", "kind", "micro", "t0", "t1")
+
+
+def validate_events(events: Any) -> list[dict]:
+    """``events`` as a non-empty list of busy intervals (dicts with ``stage, kind, micro, t0, t1``, what
+    :func:`gpipe_step` and :func:`ideal_timeline` record), or a clear error."""
+    if isinstance(events, (str, bytes, dict)) or not isinstance(events, Sequence) or not len(events) or not all(
+            isinstance(e, dict) and all(k in e for k in _EVENT_KEYS) for e in events):
+        raise BadInputError(f"events must be a non-empty list of busy intervals, dicts with keys "
+                            f"{', '.join(_EVENT_KEYS)} (what gpipe_step records), got {shown_value(events)}")
+    return list(events)
 
 
 def _require_events(events: Sequence[dict]) -> None:
@@ -129,6 +145,8 @@ def _progress(sends: list) -> None:
         MPI.Request.Testall(sends)
 
 
+@arguments(comm=Given(validate_comm), sizes=Given(validate_sizes), m=Whole(hint="the number of micro-batches"),
+           seed=Whole(lo=0, hint="the seed every stage builds the same model from"))
 def gpipe_step(comm: Any, sizes: Sequence[int], x: np.ndarray, y: np.ndarray, m: int,
                seed: int = 0) -> tuple[list[np.ndarray], list[dict]]:
     """One GPipe forward/backward of the batch ``(x, y)`` on the ranks of ``comm`` (rank = stage).

@@ -19,14 +19,24 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..errors import whole_number
+from ..arguments import Given, Optional, Real, Whole, arguments
+from ..errors import BadInputError, whole_number
 from ..plots import PALETTE, SERIES_COLORS, add_footer, footer_text, new_figure, place_legend, set_takeaway
-from ..results import ResultSet
-from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
-from .model import INTERCONNECTS, AlphaBeta, model_time
-from .pipeline import bubble_fraction, measured_bubble
+from ..results import ResultSet, validate_results
+from .collectives import (
+    ALGORITHMS,
+    MAX_SIMULATED_MESSAGES,
+    AllreduceRun,
+    allreduce,
+    bytes_per_worker,
+    validate_run,
+    validate_workers,
+)
+from .data_parallel import validate_sizes
+from .model import INTERCONNECTS, AlphaBeta, model_time, validate_fit
+from .pipeline import bubble_fraction, measured_bubble, validate_events
 from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
-from .zero import layer_lengths
+from .zero import layer_lengths, validate_stage
 from .zero_costs import zero_bytes_per_rank, zero_bytes_sent, zero_step_model
 
 __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_figure", "model_figure",
@@ -34,6 +44,24 @@ __all__ = ["ALGO_COLORS", "ring_step_figure", "bytes_figure", "allreduce_timing_
            "STAGE_COLORS", "zero_figure", "zero_model_figure"]
 
 ALGO_COLORS = {"ring": PALETTE["green"], "naive": PALETTE["vermillion"], "tree": PALETTE["purple"], "MPI": "#444444"}
+
+
+def _require_records(rs: ResultSet) -> None:
+    if not rs.records:
+        raise BadInputError(f"the result set {rs.name!r} holds no records to draw"
+                            + (f" ({'; '.join(rs.notes)})" if rs.notes else "") + ": run its sweep first")
+
+
+def _require_stages(events: list[dict], p: int) -> None:
+    bad = sorted({e["stage"] for e in events} - set(range(p)))
+    if bad:
+        raise BadInputError(f"events name stages {bad} that a pipeline of p = {p} stages does not have")
+
+
+_RS = Given(validate_results, what="rs")
+_FIT = Optional(Given(validate_fit))
+_MEASURED = Optional(Given(validate_results, what="measured"))
+_P_MAX = Whole(2, 2**20, hint="the most workers drawn")
 
 
 def _color(name: str) -> str:
@@ -47,12 +75,14 @@ def _over_text(rs: ResultSet, ps: Sequence[int]) -> str:
             if over else f"{cores} cores: every rank had a core of its own")
 
 
+@arguments(run=Given(validate_run), step=Whole(0, MAX_SIMULATED_MESSAGES, hint="0 is the start"))
 def ring_step_figure(run: AllreduceRun, step: int) -> Figure:
-    """Every worker's vector after ``step`` (0 = the start), coloured by how many inputs each element
-    already sums; the messages of that step outlined (red: sent, green: received) and listed."""
+    """Every worker's vector after ``step`` (0 = the start; a step past the last is drawn as the last, titled so),
+    coloured by how many inputs each element already sums; the messages of that step outlined (red: sent, green:
+    received) and listed."""
     p, n = run.result.shape
     total = len(run.steps)
-    step = int(min(max(step, 0), total))
+    step = min(step, total)
     fig, (ax,) = new_figure(1, width=9.5, height=1.2 + 0.42 * p)
     contrib = run.steps[step - 1].contributions if step else np.ones((p, n))
     ax.imshow(contrib, cmap="Greens", vmin=0, vmax=p, aspect="auto",
@@ -126,6 +156,7 @@ def bytes_figure(n: int = 1_000_000, p_max: int = 8, itemsize: int = 8, p_mark: 
     return fig
 
 
+@arguments(rs=_RS, fit=_FIT, then=_require_records)
 def allreduce_timing_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figure:
     """Time per all-reduce against message size, one panel per p; the fitted model dotted."""
     ps = sorted({r["p"] for r in rs.records})
@@ -159,6 +190,8 @@ def _size(nbytes: float) -> str:
     return f"{nbytes:.0f} bytes"
 
 
+@arguments(fit=Given(validate_fit), nbytes=Real(above=0, hint="the message size in bytes"), p_max=_P_MAX,
+           measured=_MEASURED)
 def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measured: ResultSet | None = None) -> Figure:
     """The α–β model against p (to ``p_max`` workers) for one message size: the fit from this machine,
     and the same α with data-sheet bandwidths (labelled as a model)."""
@@ -193,6 +226,7 @@ def model_figure(fit: AlphaBeta, nbytes: float = 100e6, p_max: int = 1024, measu
     return fig
 
 
+@arguments(rs=_RS, then=_require_records)
 def data_parallel_figure(rs: ResultSet) -> Figure:
     """Per step on p ranks: compute vs communication, and a whole step without vs with overlap."""
     ps = sorted({r["p"] for r in rs.records})
@@ -225,6 +259,8 @@ def data_parallel_figure(rs: ResultSet) -> Figure:
     return fig
 
 
+@arguments(events=Given(validate_events), p=Given(validate_workers), m=Whole(hint="the number of micro-batches"),
+           measured=_MEASURED, then=_require_stages)
 def pipeline_figure(events: Sequence[dict], p: int, m: int, measured: ResultSet | None = None,
                     title: str = "") -> Figure:
     """A GPipe timeline: one row per stage, forward (F) and backward (B) boxes per micro-batch."""
@@ -259,6 +295,9 @@ TP_COLORS = {"tensor": PALETTE["vermillion"], "data": PALETTE["blue"]}
 TP_MARKERS = {"tensor": "s", "data": "o"}      # told apart by shape as well as colour
 
 
+@arguments(p=Given(validate_workers), hidden=Whole("p", 2**24, hint="the hidden width, at least one column per rank"),
+           batch=Whole(hint="samples per step"), d_in=Whole(hint="the block's input width"),
+           d_out=Optional(Whole(hint="the block's output width")), fit=_FIT)
 def tensor_parallel_bytes_figure(p: int, hidden: int, batch: int, d_in: int = 256, d_out: int | None = None,
                                  fit: AlphaBeta | None = None) -> Figure:
     """Bytes each rank sends per step, tensor against data parallelism, against the hidden width
@@ -300,6 +339,7 @@ def tensor_parallel_bytes_figure(p: int, hidden: int, batch: int, d_in: int = 25
     return fig
 
 
+@arguments(rs=_RS, fit=_FIT, then=_require_records)
 def tensor_parallel_figure(rs: ResultSet, fit: AlphaBeta | None = None) -> Figure:
     """Measured per step on p ranks, tensor against data parallelism: the whole step and its all-reduces
     alone; with ``fit``, the α–β model's prediction of the all-reduces (hollow diamonds)."""
@@ -342,6 +382,7 @@ STAGE_NAMES = {0: "stage 0 (data parallel)", 1: "stage 1 (Adam's moments)", 2: "
                3: "stage 3 (+ parameters: FSDP)"}
 
 
+@arguments(rs=_RS, then=_require_records)
 def zero_figure(rs: ResultSet) -> Figure:
     """ZeRO measured on MPI ranks (:func:`course.parallel.timing.zero_sweep`): each rank's peak model-state bytes
     (bars; the formula's bytes between steps as diamonds), the bytes each rank sent per step (diamonds: the
@@ -380,6 +421,9 @@ def zero_figure(rs: ResultSet) -> Figure:
     return fig
 
 
+@arguments(sizes=Given(validate_sizes), batch=Whole(hint="samples per step, over all ranks"),
+           stage=Given(validate_stage), p=Given(validate_workers), fit=_FIT,
+           flops_per_s=Optional(Real(above=0, hint="the arithmetic rate measured here")), p_max=_P_MAX)
 def zero_model_figure(sizes: Sequence[int], batch: int, stage: int, p: int, fit: AlphaBeta | None = None,
                       flops_per_s: float | None = None, p_max: int = 1024) -> Figure:
     """ZeRO's formulas against the ranks p (2 to ``p_max``) for an MLP of ``sizes``: model-state bytes per rank at

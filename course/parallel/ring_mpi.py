@@ -20,11 +20,62 @@ from typing import Any
 
 import numpy as np
 
-from .collectives import chunk_bounds, ring_chunks, shard_chunks
+from ..arguments import Given, Optional, arguments
+from ..errors import BadInputError, shown_value
+from .collectives import chunk_bounds, ring_chunks, shard_chunks, validate_length
 
-__all__ = ["ring_allreduce_mpi", "naive_allreduce_mpi", "mpi_allreduce", "ALLREDUCES", "ring_reduce_scatter_mpi",
-           "ring_all_gather_mpi", "mpi_reduce_scatter", "mpi_all_gather", "ByteCounter", "halves_allreduce_mpi",
-           "mpi_halves_allreduce"]
+__all__ = ["validate_comm", "validate_vector", "ring_allreduce_mpi", "naive_allreduce_mpi", "mpi_allreduce",
+           "ALLREDUCES", "ring_reduce_scatter_mpi", "ring_all_gather_mpi", "mpi_reduce_scatter", "mpi_all_gather",
+           "ByteCounter", "halves_allreduce_mpi", "mpi_halves_allreduce"]
+
+
+def validate_comm(comm: Any) -> Any:
+    """``comm`` if it is a communicator (``Get_size`` and ``Get_rank``: mpi4py's, or a :class:`ByteCounter`
+    round one), or a clear error."""
+    if not (callable(getattr(comm, "Get_size", None)) and callable(getattr(comm, "Get_rank", None))):
+        raise BadInputError(f"comm must be an MPI communicator (mpi4py's MPI.COMM_WORLD, as the course's worker "
+                            f"passes it), got {shown_value(comm)}; run these functions inside mpiexec ranks")
+    return comm
+
+
+def validate_vector(x: Any, what: str = "x", empty: bool = False) -> np.ndarray:
+    """``x`` if it is a contiguous 1-D float numpy array (at least one element unless ``empty``), what the
+    ring's ``Sendrecv`` sends in slices; or a clear error."""
+    if not isinstance(x, np.ndarray) or x.ndim != 1 or x.dtype.kind != "f" or not x.flags.c_contiguous:
+        raise BadInputError(f"{what} must be a contiguous 1-D numpy array of floats (one vector per rank, e.g. "
+                            f"np.ascontiguousarray(v, dtype=np.float64).ravel()), got {shown_value(x)}")
+    if not empty:
+        validate_length(x.size, f"the length of {what}")
+    return x
+
+
+def _require_out(x: np.ndarray, out: np.ndarray | None) -> None:
+    """``out`` must be shaped like ``x``: a longer or shorter one would take a broadcast copy, not the sum."""
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype):
+        raise BadInputError(f"out must have x's shape {x.shape} and dtype {x.dtype.name}, got shape {out.shape} "
+                            f"and dtype {out.dtype.name}")
+
+
+def _require_shard(comm: Any, shard: np.ndarray, n: int) -> None:
+    """``shard`` must be exactly this rank's chunk of the n-vector (:func:`chunk_bounds`), not one broadcast."""
+    bounds, r = chunk_bounds(n, comm.Get_size()), comm.Get_rank()
+    want = int(bounds[r + 1] - bounds[r])
+    if shard.shape != (want,):
+        raise BadInputError(f"rank {r}'s shard of an n = {n:,} vector over {comm.Get_size()} ranks holds {want:,} "
+                            f"elements (chunk_bounds(n, p)), got shape {shard.shape}")
+
+
+def _require_gather(comm: Any, shard: np.ndarray, n: int, out: np.ndarray | None) -> None:
+    _require_shard(comm, shard, n)
+    if out is not None and out.shape != (n,):
+        raise BadInputError(f"out must hold the gathered n = {n:,} elements, got shape {out.shape}")
+
+
+_COMM = Given(validate_comm)
+_X = Given(validate_vector)
+_OUT = Optional(Given(validate_vector, what="out"))
+_SHARD = Given(validate_vector, what="shard", empty=True)
+_N = Given(validate_length, what="n (the length of the gathered vector)")
 
 
 def _start(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
@@ -35,6 +86,7 @@ def _start(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     return out
 
 
+@arguments(comm=_COMM, x=_X, out=_OUT, then=_require_out)
 def ring_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None,
                        reduce_scatter_chunks: Callable[[int, int, int], tuple[int, int]] | None = None) -> np.ndarray:
     """Sum ``x`` over every rank of ``comm`` with the ring: ``2 (p - 1)`` ``Sendrecv`` steps.
@@ -67,6 +119,7 @@ def ring_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None,
     return buf
 
 
+@arguments(comm=_COMM, x=_X, out=_OUT, then=_require_out)
 def naive_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Gather every vector at rank 0 one message at a time, add, send the sum back to each rank."""
     p, r = comm.Get_size(), comm.Get_rank()
@@ -84,6 +137,7 @@ def naive_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None)
     return buf
 
 
+@arguments(comm=_COMM, x=_X, out=_OUT, then=_require_out)
 def mpi_allreduce(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """MPI's own ``Allreduce`` (sum): the oracle, and the time to beat."""
     from mpi4py import MPI
@@ -95,6 +149,7 @@ def mpi_allreduce(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np
 
 # ---------------------------------------------------------------------------- the ring's two halves, alone
 
+@arguments(comm=_COMM, x=_X)
 def ring_reduce_scatter_mpi(comm: Any, x: np.ndarray) -> np.ndarray:
     """Rank r's chunk r (:func:`~course.parallel.collectives.chunk_bounds`) of the sum of ``x`` over the
     ranks: the ring's ``p - 1`` reduce-scatter steps, each one ``Sendrecv`` and an add.  ``x`` is a
@@ -115,6 +170,7 @@ def ring_reduce_scatter_mpi(comm: Any, x: np.ndarray) -> np.ndarray:
     return buf[bounds[r]:bounds[r + 1]].copy()
 
 
+@arguments(comm=_COMM, shard=_SHARD, n=_N, out=_OUT, then=_require_gather)
 def ring_all_gather_mpi(comm: Any, shard: np.ndarray, n: int, out: np.ndarray | None = None) -> np.ndarray:
     """The n-vector whose chunk c is rank c's ``shard``, on every rank: the ring's ``p - 1`` all-gather
     steps, each chunk received straight into place (into ``out`` when given)."""
@@ -130,6 +186,7 @@ def ring_all_gather_mpi(comm: Any, shard: np.ndarray, n: int, out: np.ndarray | 
     return buf
 
 
+@arguments(comm=_COMM, x=_X)
 def mpi_reduce_scatter(comm: Any, x: np.ndarray) -> np.ndarray:
     """MPI's own ``Reduce_scatter`` (sum) with the course's chunks: the oracle."""
     from mpi4py import MPI
@@ -140,6 +197,7 @@ def mpi_reduce_scatter(comm: Any, x: np.ndarray) -> np.ndarray:
     return out
 
 
+@arguments(comm=_COMM, shard=_SHARD, n=_N, then=_require_shard)
 def mpi_all_gather(comm: Any, shard: np.ndarray, n: int) -> np.ndarray:
     """MPI's own ``Allgatherv`` of the ranks' chunks: the oracle."""
     bounds = chunk_bounds(n, comm.Get_size())
@@ -152,6 +210,7 @@ class ByteCounter:
     """``comm`` as it is, counting the bytes this rank sends through ``Sendrecv`` (``sent``): what the
     ring's messages really carried, measured at the MPI call rather than taken from a formula."""
 
+    @arguments(comm=_COMM)
     def __init__(self, comm: Any):
         self.comm, self.sent = comm, 0
 
@@ -166,11 +225,13 @@ class ByteCounter:
         self.comm.Sendrecv(sendbuf, **kwargs)
 
 
+@arguments(comm=_COMM, x=_X, out=_OUT, then=_require_out)
 def halves_allreduce_mpi(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """An all-reduce as ZeRO's two collectives: the course's ring reduce-scatter, then its all-gather."""
     return ring_all_gather_mpi(comm, ring_reduce_scatter_mpi(comm, x), x.shape[0], out)
 
 
+@arguments(comm=_COMM, x=_X, out=_OUT, then=_require_out)
 def mpi_halves_allreduce(comm: Any, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The same with MPI's own ``Reduce_scatter`` and ``Allgatherv``: the time to beat."""
     gathered = mpi_all_gather(comm, mpi_reduce_scatter(comm, x), x.shape[0])

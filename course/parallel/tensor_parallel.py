@@ -40,13 +40,14 @@ import numpy as np
 
 from ..arguments import Given, Whole, arguments
 from ..backprop.layers import ACTIVATIONS, MLP, softmax_cross_entropy, softmax_cross_entropy_backward
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, shown_value, whole_number
 from ..limits import require_fits
 from .collectives import bytes_per_worker, chunk_bounds, ring_allreduce
+from .data_parallel import validate_callable
 from .model import model_time
 
-__all__ = ["TensorShard", "TensorParallelRun", "validate_block", "column_bounds", "split_block", "rank_step",
-           "run_rank_step", "simulate_tensor_parallel", "single_process_block", "tensor_parallel_bytes",
+__all__ = ["TensorShard", "TensorParallelRun", "validate_block", "validate_shard", "column_bounds", "split_block",
+           "rank_step", "run_rank_step", "simulate_tensor_parallel", "single_process_block", "tensor_parallel_bytes",
            "data_parallel_bytes", "communication_model_s", "gather_gradients"]
 
 #: A rank's step: yields the arrays to sum over the ranks, is sent the sums, returns ``(loss, logits, dx)``.
@@ -92,6 +93,36 @@ class TensorShard:
     db2: np.ndarray | None = None
 
 
+def validate_shard(shard: Any, gradients: bool = False) -> TensorShard:
+    """``shard`` if it is a :class:`TensorShard` (what :func:`split_block` returns), with its gradients filled
+    in when ``gradients`` (after :func:`rank_step`); or a clear error."""
+    if not isinstance(shard, TensorShard):
+        raise BadInputError(f"a shard must be a TensorShard, what split_block(sizes, p) returns; got "
+                            f"{type(shard).__name__}")
+    if gradients and any(g is None for g in (shard.dW1, shard.db1, shard.dW2, shard.db2)):
+        raise BadInputError(f"rank {shard.rank}'s shard holds no gradients yet: run its rank_step first")
+    return shard
+
+
+def _validate_shards(shards: Any) -> list[TensorShard]:
+    """Every rank's shard once, in rank order, each with its gradients: what gather_gradients stitches together."""
+    if isinstance(shards, (str, bytes, TensorShard)) or not isinstance(shards, Sequence) or not shards:
+        raise BadInputError(f"shards must list every rank's TensorShard, in rank order, got {shown_value(shards)}")
+    shards = [validate_shard(s, gradients=True) for s in shards]
+    if [s.rank for s in shards] != list(range(shards[0].p)) or any(
+            s.lo != (shards[s.rank - 1].hi if s.rank else 0) for s in shards):
+        raise BadInputError(f"shards must be the p = {shards[0].p} ranks' shards 0 .. {shards[0].p - 1}, in rank "
+                            f"order, got ranks {[s.rank for s in shards]}")
+    return shards
+
+
+def _validate_step(step: Any) -> RankStep:
+    if not (callable(getattr(step, "send", None)) and hasattr(step, "__next__")):
+        raise BadInputError(f"step must be a rank's step, the generator rank_step(shard, x, y) returns; got "
+                            f"{shown_value(step)}")
+    return step
+
+
 def split_block(sizes: Sequence[int], p: int, rank: int | None = None, seed: int = 0,
                 activation: str = "relu") -> list[TensorShard]:
     """The shards of lesson 01's ``MLP(sizes, float64, seed)``: every rank's, or only ``rank``'s (a list of one).
@@ -111,6 +142,7 @@ def split_block(sizes: Sequence[int], p: int, rank: int | None = None, seed: int
                         second.b.copy(), activation) for r in ranks]
 
 
+@arguments(shard=Given(validate_shard))
 def rank_step(shard: TensorShard, x: np.ndarray, y: np.ndarray) -> RankStep:
     """One forward and backward on one rank; ``yield`` marks each all-reduce (the sum comes back).
 
@@ -133,6 +165,7 @@ def rank_step(shard: TensorShard, x: np.ndarray, y: np.ndarray) -> RankStep:
     return float(loss), logits, dx
 
 
+@arguments(step=Given(_validate_step), allreduce=Given(validate_callable, what="allreduce(vector)"))
 def run_rank_step(step: RankStep,
                   allreduce: Callable[[np.ndarray], np.ndarray]) -> tuple[float, np.ndarray, np.ndarray]:
     """Drive one rank's :func:`rank_step` with ``allreduce(vector) -> sum over the ranks`` (on MPI:
@@ -160,6 +193,7 @@ class TensorParallelRun:
     allreduces: int
 
 
+@arguments(shards=Given(_validate_shards))
 def gather_gradients(shards: Sequence[TensorShard]) -> list[np.ndarray]:
     """``[dW1, db1, dW2, db2]`` of the unsplit block from the shards' slices (b2's from rank 0; every
     rank computed the same one)."""

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Given, Whole, Wholes, arguments
-from ..errors import BadInputError
+from ..arguments import Given, Optional, Whole, Wholes, arguments
+from ..errors import BadInputError, shown_value
 from ..limits import require_fits
-from ..results import ResultSet
+from ..results import ResultSet, validate_results
 from ..timing import Timing, benchmark
 from .collectives import chunk_bounds
 from .data_parallel import (
@@ -30,13 +30,14 @@ from .data_parallel import (
     make_batches,
     require_batch_splits,
     shard,
+    validate_callable,
     validate_sizes,
 )
-from .model import AlphaBeta, model_terms
+from .model import AlphaBeta, model_terms, validate_model_algorithm
 from .mpi import cores, oversubscribed, run_mpi
 from .nccl import ring_allreduce_nccl
 from .pipeline import bubble_fraction, measured_bubble, stage_bounds
-from .ring_mpi import ALLREDUCES, ByteCounter
+from .ring_mpi import ALLREDUCES, ByteCounter, validate_comm
 from .runs import Progress
 from .tensor_parallel import (
     column_bounds,
@@ -192,6 +193,26 @@ def zero_sweep(ps: Sequence[int] = (2, 3, 4), stages: Sequence[int] = STAGES, si
     return rs
 
 
+def _validate_fit_algorithms(algorithms: Any) -> list[str]:
+    """The timings' labels to fit, each one of the α–β model's algorithms (``"ring (course)"``, ``"naive ..."``)."""
+    if isinstance(algorithms, (str, bytes)) or not isinstance(algorithms, Sequence) or not algorithms:
+        raise BadInputError(f"algorithms must list the timings' labels to fit, e.g. ['ring (course)', 'naive "
+                            f"(course)'], got {shown_value(algorithms)}")
+    for a in algorithms:
+        validate_model_algorithm(a)
+    return list(algorithms)
+
+
+def _validate_params(params: Any) -> dict:
+    if not isinstance(params, dict):
+        raise BadInputError(f"params must be the dict of the task's parameters (run_mpi writes it), got "
+                            f"{shown_value(params)}")
+    return params
+
+
+_TASK = {"comm": Given(validate_comm), "params": Given(_validate_params), "say": Given(validate_callable, what="say")}
+
+
 def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     """argmin ||a·c − y|| over c >= 0, for two columns: the plain least-squares answer when it is
     non-negative, else the better of the two one-column fits (the optimum then lies on an edge)."""
@@ -208,6 +229,8 @@ def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
+@arguments(rs=Given(validate_results, what="rs"), algorithms=Given(_validate_fit_algorithms),
+           ps=Optional(Wholes(hint="the rank counts to fit to")))
 def fit_alpha_beta(rs: ResultSet, algorithms: Sequence[str] = ("ring (course)", "naive (course)"),
                    ps: Sequence[int] | None = None) -> AlphaBeta:
     """Fit one α and one β to the timings of the given algorithms in ``rs`` (every size).
@@ -247,6 +270,7 @@ def _slowest(comm: Any, t: Timing, per_call: int = 1) -> dict:
     return tm.as_record()
 
 
+@arguments(**_TASK)
 def task_allreduce_timing(comm: Any, params: dict, say: Callable) -> dict:
     """Time the ring, the naive all-reduce and MPI's ``Allreduce`` for each message size."""
     r = comm.Get_rank()
@@ -271,6 +295,7 @@ def task_allreduce_timing(comm: Any, params: dict, say: Callable) -> dict:
     return {"records": records}
 
 
+@arguments(**_TASK)
 def task_dp_timing(comm: Any, params: dict, say: Callable) -> dict:
     """Per step: compute (forward + backward) vs communication (ring all-reduce of the gradients),
     then a whole step without and with DDP-style bucketed, overlapped all-reduces."""
@@ -310,6 +335,7 @@ def task_dp_timing(comm: Any, params: dict, say: Callable) -> dict:
     return out
 
 
+@arguments(**_TASK)
 def task_tp_timing(comm: Any, params: dict, say: Callable) -> dict:
     """The same block trained one step at a time, two ways: tensor parallel (every rank the whole
     batch, a slice of the weights, two all-reduces of activations) and data parallel (every rank the
@@ -361,6 +387,7 @@ def task_tp_timing(comm: Any, params: dict, say: Callable) -> dict:
     return {"records": records}
 
 
+@arguments(**_TASK)
 def task_nccl_ring(comm: Any, params: dict, say: Callable) -> dict:
     """The ring on GPUs (:mod:`course.parallel.nccl`), inside rank r: bind GPU r, join NCCL, check the
     ring against NCCL's all_reduce, time both."""
@@ -399,6 +426,7 @@ def _local(c: Collective, p: int, r: int) -> np.ndarray:
     return c.data[bounds[r]:bounds[r + 1]].copy() if c.kind == "reduce-scatter" else c.data.copy()
 
 
+@arguments(**_TASK)
 def task_zero_timing(comm: Any, params: dict, say: Callable) -> dict:
     """For each stage: a ZeRO step with the course's ring, and the same step with its collectives answered
     locally; the slowest rank's times, the bytes each rank sent in one step and its peak bytes (the most)."""

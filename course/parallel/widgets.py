@@ -23,11 +23,12 @@ from functools import lru_cache
 import ipywidgets as widgets
 import numpy as np
 
+from ..arguments import Given, OneOf, Optional, Real, Whole, arguments
 from ..errors import BadInputError
-from ..results import ResultSet
+from ..results import ResultSet, validate_results
 from ..widgets import LiveApp, size_slider
 from .collectives import ALGORITHMS, AllreduceRun, allreduce, bytes_per_worker
-from .model import AlphaBeta
+from .model import AlphaBeta, validate_fit
 from .pipeline import bubble_fraction, ideal_timeline
 from .plots import model_figure, pipeline_figure, ring_step_figure, tensor_parallel_bytes_figure, zero_model_figure
 from .tensor_parallel import communication_model_s, data_parallel_bytes, tensor_parallel_bytes
@@ -48,6 +49,8 @@ def _simulate(p: int, n: int, algorithm: str) -> AllreduceRun:
     return allreduce(_simulate_inputs(p, n), algorithm)
 
 
+@arguments(p=Whole(2, 8, hint="the slider's workers"), n=Whole(1, 40, hint="the slider's vector length N"),
+           algorithm=OneOf(*ALGORITHMS))
 def ring_app(p: int = 4, n: int = 10, algorithm: str = "ring") -> LiveApp:
     """Step through an all-reduce on p simulated workers (p from 2 to 8, N from 1 to 40)."""
     p_slider = widgets.IntSlider(value=p, min=2, max=8, description="workers p", continuous_update=False)
@@ -84,6 +87,7 @@ def ring_app(p: int = 4, n: int = 10, algorithm: str = "ring") -> LiveApp:
     return app
 
 
+@arguments(rs=Given(validate_results, what="rs"), p_max=Whole(2, 2**20, hint="the most workers the model is drawn to"))
 def model_app(rs: ResultSet, p_max: int = 1024) -> LiveApp:
     """The α–β model fitted to ``rs`` (from :func:`course.parallel.timing.allreduce_sweep`), for a
     message size on a slider, extrapolated to ``p_max`` workers."""
@@ -102,6 +106,7 @@ def model_app(rs: ResultSet, p_max: int = 1024) -> LiveApp:
     return LiveApp(update, {"nbytes": size}, title="The α–β model, extrapolated")
 
 
+@arguments(rs=Given(validate_results, what="rs"))
 def pipeline_app(rs: ResultSet) -> LiveApp:
     """The recorded GPipe timelines of ``rs`` (from :func:`course.parallel.timing.pipeline_runs`):
     a slider over m, and the ideal schedule beside the measured one."""
@@ -131,15 +136,21 @@ def pipeline_app(rs: ResultSet) -> LiveApp:
     return LiveApp(update, {"m": m_slider, "view": view}, title="A GPipe pipeline, micro-batch by micro-batch")
 
 
+TP_RANKS = [2, 3, 4, 8, 16, 32, 64]
+TP_WIDTHS = [2**k for k in range(6, 18)]
+TP_BATCHES = [2**k for k in range(3, 13)]
+
+
+@arguments(fit=Optional(Given(validate_fit)), d_in=Whole(hi=2**16, hint="the block's input and output width"),
+           p=OneOf(*TP_RANKS), hidden=OneOf(*TP_WIDTHS), batch=OneOf(*TP_BATCHES))
 def tensor_parallel_app(fit: AlphaBeta | None = None, d_in: int = 256, p: int = 4, hidden: int = 1024,
                         batch: int = 64) -> LiveApp:
     """Tensor against data parallelism for the block ``[d_in, hidden, d_in]``: sliders over the ranks p,
     the hidden width and the batch; bytes per rank per step (counted), and with ``fit`` (from
     :func:`course.parallel.timing.fit_alpha_beta`) the α–β model's time of those all-reduces."""
-    p_slider = widgets.SelectionSlider(options=[2, 3, 4, 8, 16, 32, 64], value=p, description="ranks p",
-                                       continuous_update=False)
-    width = size_slider([2**k for k in range(6, 18)], hidden, "hidden width")
-    batches = size_slider([2**k for k in range(3, 13)], batch, "batch")
+    p_slider = widgets.SelectionSlider(options=TP_RANKS, value=p, description="ranks p", continuous_update=False)
+    width = size_slider(TP_WIDTHS, hidden, "hidden width")
+    batches = size_slider(TP_BATCHES, batch, "batch")
 
     def update(p: int, hidden: int, batch: int):
         if hidden < p:
@@ -164,7 +175,14 @@ def tensor_parallel_app(fit: AlphaBeta | None = None, d_in: int = 256, p: int = 
 
 
 ZERO_RANKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+ZERO_WIDTHS = [2**k for k in range(7, 16)]
+ZERO_BATCHES = [2**k for k in range(6, 15)]
 
+
+@arguments(fit=Optional(Given(validate_fit)),
+           flops_per_s=Optional(Real(above=0, hint="an arithmetic rate measured here")),
+           depth=Whole(hi=64, hint="square layers in the MLP"), width=OneOf(*ZERO_WIDTHS), p=OneOf(*ZERO_RANKS),
+           stage=OneOf(0, 1, 2, 3), batch=OneOf(*ZERO_BATCHES))
 
 def zero_app(fit: AlphaBeta | None = None, flops_per_s: float | None = None, depth: int = 4, width: int = 4096,
              p: int = 64, stage: int = 3, batch: int = 1024) -> LiveApp:
@@ -173,10 +191,10 @@ def zero_app(fit: AlphaBeta | None = None, flops_per_s: float | None = None, dep
     (:func:`course.parallel.timing.fit_alpha_beta`) and ``flops_per_s`` (a rate measured here) the α–β model's
     compute and collectives per step, and the p from which the collectives take longer."""
     p_slider = widgets.SelectionSlider(options=ZERO_RANKS, value=p, description="ranks p", continuous_update=False)
-    width_slider = size_slider([2**k for k in range(7, 16)], width, "layer width")
+    width_slider = size_slider(ZERO_WIDTHS, width, "layer width")
     stage_pick = widgets.Dropdown(options=[("0: data parallel", 0), ("1: Adam's moments", 1), ("2: + gradients", 2),
                                            ("3: + parameters (FSDP)", 3)], value=stage, description="ZeRO stage")
-    batches = size_slider([2**k for k in range(6, 15)], batch, "batch")
+    batches = size_slider(ZERO_BATCHES, batch, "batch")
 
     def update(p: int, width: int, stage: int, batch: int):
         sizes = [width] * (depth + 1)

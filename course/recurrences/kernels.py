@@ -121,6 +121,7 @@ def _validate(a, b, h0, chunk, threads):
     whole_number("threads", threads, 1, 1024, hint="threads per block")
 
 
+@arguments(chunk=Whole(hint="steps per thread"), threads=Whole(hi=1024, hint="threads per block"))
 def diagonal_scan(a: Any, b: Any, h0: Any = None, chunk: int = 64, threads: int = 128) -> Any:
     """``h_t = a_t ⊙ h_{t-1} + b_t`` for ``(T, n)`` arrays with the three chunked kernels.
 

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..errors import BadInputError, whole_number
-from ..plots import PALETTE, SERIES_COLORS, add_footer, new_figure, place_legend, power_text, set_takeaway
-from ..results import ResultSet
+from ..arguments import Given, Optional, Whole, arguments
+from ..errors import BadInputError, shown_value, whole_number
+from ..plots import PALETTE, SERIES_COLORS, add_footer, new_figure, place_legend, power_text, set_takeaway, source_tag
+from ..results import ResultSet, validate_references, validate_results
 from .kernels import chunk_plan
 from .linear import recurrence_closed_form, recurrence_log_space, recurrence_loop
-from .task import BASELINE_MSE, TrainingRun
+from .task import BASELINE_MSE, TrainingRun, validate_training_run
 from .timing import SEQUENTIAL, fastest_loop, speedups
 from .work import KINDS, work_counts
 
@@ -71,13 +73,32 @@ def _log_axes(ax) -> None:
     ax.grid(True, alpha=0.25)
 
 
+MAX_CHUNK_CELLS = 4096  # (step, channel) cells chunk_figure draws
+
+
+def _validate_states(h: Any) -> np.ndarray:
+    """``h`` as an array of states, one row per step (at least one), of numbers; or a clear error."""
+    arr = h if isinstance(h, np.ndarray) else np.asarray(h) if isinstance(h, (list, tuple)) else None
+    if arr is None or arr.ndim < 1 or arr.shape[0] == 0 or arr.dtype.kind not in "biufc":
+        raise BadInputError(f"h must be an array of states, one row per step t (at least one), e.g. what "
+                            f"recurrence_loop returns; got {shown_value(h)}")
+    return arr
+
+
+def _require_cells(T: int, n: int) -> None:
+    if T * n > MAX_CHUNK_CELLS:
+        raise BadInputError(f"chunk_figure draws at most {MAX_CHUNK_CELLS:,} cells; got T·n = {T * n:,}. Use smaller "
+                            "T or n.")
+
+
+@arguments(h=Given(_validate_states))
 def first_bad_step(h: np.ndarray) -> int | None:
     """The first step t where ``h[t]`` is not finite (any channel), or None.
 
     >>> first_bad_step(np.array([1.0, np.inf, 2.0]))
     1
     """
-    bad = ~np.isfinite(np.asarray(h).reshape(len(h), -1)).all(axis=1)
+    bad = ~np.isfinite(h.reshape(len(h), -1)).all(axis=1)
     return int(np.argmax(bad)) if bad.any() else None
 
 
@@ -126,6 +147,8 @@ def closed_form_figure(T: int = 2000, a: float = 0.5, dtype: str = "float64", se
     return fig
 
 
+@arguments(T_max=Whole(2, 2**40, hint="the longest T drawn"), n=Whole(hint="the channels"),
+           highlight=Optional(Whole(hint="a T to mark")))
 def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -> Figure:
     """Left: scan flops over loop flops against T, diagonal and dense.  Right: steps (the span)."""
     Ts = [2**k for k in range(1, int(np.log2(max(T_max, 2))) + 1)]
@@ -153,6 +176,9 @@ def work_figure(T_max: int = 2**16, n: int = 16, highlight: int | None = None) -
     return fig
 
 
+@arguments(live=Optional(Given(validate_results, what="live")), references=Given(validate_references),
+           n=Optional(Whole(hint="the channels to draw; None for every n measured")),
+           highlight=Optional(Whole(hint="a T to mark")))
 def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), n: int | None = None,
                   highlight: int | None = None, title: str = "") -> Figure:
     """Time against T for every (device, kind, method) measured; right: each scan's speed-up over the fastest
@@ -160,7 +186,9 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
     numba per-channel kernel, one launch; where only the Python loop was measured, that loop, named launch-bound on
     a GPU)."""
     sources = ([live] if live is not None else []) + [r for r in references if r.records]
-    fig, (left, right) = new_figure(2, width=10, height=3.8)
+    # diagonal and dense in panels of their own: on one axes they were eight series
+    fig, (left, dense, right) = new_figure(3, width=14, height=3.8)
+    dense.sharey(left)
     drew = False
     for rs in sources:
         ref = rs.source == "reference"
@@ -172,9 +200,10 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                     if not recs:
                         continue
                     drew = True
-                    label = f"{dev.upper()} {kind} {_NAMES.get(method, method)}" + (f", n={nn}" if len(ns) > 1 else "")
-                    label += " (ref.)" if ref else ""          # the footer names the reference
-                    left.plot([r["T"] for r in recs], [r["median_s"] for r in recs], ls="--" if ref else "-",
+                    label = f"{dev.upper()} {_NAMES.get(method, method)}" + (f", n={nn}" if len(ns) > 1 else "")
+                    label += source_tag(rs, dev, live="")          # the footer names the reference, once
+                    (left if kind == "diagonal" else dense).plot(
+                              [r["T"] for r in recs], [r["median_s"] for r in recs], ls="--" if ref else "-",
                               marker=marker, ms=4, color=color, lw=1.1 if dev == "cpu" else 1.9,
                               alpha=0.6 if ref else 1.0, label=label)
                     if method in ("scan", "numba chunked"):   # against the fastest sequential loop measured
@@ -188,15 +217,16 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                                        color=_KIND_COLOR[kind] if method == "scan" else color,
                                        alpha=0.6 if ref else 1.0,
                                        label=f"{dev.upper()} {kind}" + (f", n={nn}" if len(ns) > 1 else "")
-                                       + (" (ref.)" if ref else "") + f": {_NAMES.get(method, method)} vs {base}")
+                                       + source_tag(rs, dev, live="") + f": {_NAMES.get(method, method)} vs {base}")
     if not drew:
         left.text(0.5, 0.5, "nothing measured yet", ha="center", va="center", transform=left.transAxes)
     left.set_ylabel("time per call (s), median")
-    left.set_title(title or "Linear recurrences: loop and scan, diagonal and dense", fontsize=9.5)
+    left.set_title(title or "diagonal recurrence: loops and scans", fontsize=9.5)
+    dense.set_title("dense recurrence (n × n matrices)", fontsize=9.5)
     right.set_ylabel("fastest loop's time / scan's (×)")
     right.set_title("above 1: faster than the fastest sequential loop measured", fontsize=9.5)
     right.axhline(1.0, color="0.5", lw=1)
-    for ax in (left, right):
+    for ax in (left, dense, right):
         _log_axes(ax)
         ax.set_xlabel("T (steps)")
         if highlight:
@@ -209,6 +239,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
     return fig
 
 
+@arguments(run=Given(validate_training_run))
 def loss_figure(run: TrainingRun) -> Figure:
     """The training loss after every step, against the loss of always answering the mean."""
     fig, (ax,) = new_figure(1, height=3.2)
@@ -230,11 +261,11 @@ def loss_figure(run: TrainingRun) -> Figure:
 _LIGHT = {PALETTE["orange"], PALETTE["sky blue"], PALETTE["purple"], PALETTE["yellow"]}
 
 
+@arguments(T=Whole(hi=MAX_CHUNK_CELLS, hint="steps drawn"), n=Whole(hi=MAX_CHUNK_CELLS, hint="channels drawn"),
+           chunk=Whole(hint="steps per thread"), then=_require_cells)
 def chunk_figure(T: int = 32, n: int = 6, chunk: int = 8) -> Figure:
     """Which thread of the chunked kernel handles which (step, channel): one colour per thread."""
     plan = chunk_plan(T, n, chunk)
-    if T * n > 4096:
-        raise BadInputError(f"chunk_figure draws at most 4,096 cells; got T·n = {T * n:,}. Use smaller T or n.")
     K = plan["chunks"]
     thread = (np.arange(T)[None, :] // chunk) * n + np.arange(n)[:, None]       # (n, T)
     fig, (ax,) = new_figure(1, height=1.2 + 0.3 * n)

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Dtype, Given, OneOf, Seed, Whole, arguments
+from ..arguments import Dtype, Given, OneOf, Optional, Seed, Whole, arguments
 from ..backprop.gradcheck import central_differences, rel_error
 from ..devices import array_device, get_xp, normalize_device, xp_of
-from ..errors import BadInputError, whole_number
+from ..errors import BadInputError, shown_value, whole_number
 from ..limits import require_fits
 from .linear import recurrence_backward, recurrence_loop, recurrence_scan
 
@@ -79,6 +79,42 @@ def _validate(params: dict, x: Any) -> Any:
     return xp_of(x)
 
 
+def _validate_params(params: Any) -> dict:
+    """``params`` as the dict :func:`init_params` returns (every name of :data:`PARAM_NAMES`), or a clear error."""
+    if not isinstance(params, dict):
+        raise BadInputError(f"params must be the dict init_params(d_in, n, d_out) returns, got {shown_value(params)}")
+    missing = [k for k in PARAM_NAMES if k not in params]
+    if missing:
+        raise BadInputError(f"params lack {missing}; build them with init_params(d_in, n, d_out).")
+    return params
+
+
+def _validate_array(x: Any, what: str) -> Any:
+    """``x`` if it is a non-empty numpy or CuPy array of numbers, or a clear error naming ``what``."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")) or getattr(x.dtype, "kind", "") not in "iuf" \
+            or not getattr(x, "size", 0):
+        raise BadInputError(f"{what} must be a non-empty array of numbers, got {shown_value(x)}")
+    return x
+
+
+def _validate_cache(cache: Any) -> dict:
+    if not isinstance(cache, dict) or not {"params", "x", "h", "a", "method"} <= cache.keys():
+        raise BadInputError(f"cache must be the dict forward(params, x) returns beside y, got {shown_value(cache)}")
+    return cache
+
+
+def _require_target(y_last: Any, target: Any) -> None:
+    """One target per output: a target of another shape would broadcast, a (B, B) difference, and a wrong loss."""
+    if tuple(y_last.shape) != tuple(target.shape):
+        raise BadInputError(f"target must have the shape of the outputs it is compared with, {tuple(y_last.shape)}; "
+                            f"got {tuple(target.shape)} (reshape it, e.g. target.reshape({tuple(y_last.shape)}))")
+
+
+def _require_layer_input(params: dict, x: Any) -> None:
+    """``x`` of shape (T, B, d_in) for ``params``, on their device, fitting in memory (what forward checks)."""
+    _validate(params, x)
+
+
 def _softplus(z, xp):
     return xp.logaddexp(0, z) if xp is np else xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))
 
@@ -107,6 +143,8 @@ def forward(params: dict, x: Any, method: str = "scan") -> tuple[Any, dict]:
     return y, cache
 
 
+@arguments(dy=Given(_validate_array, what="dy"), cache=Given(_validate_cache),
+           method=Optional(OneOf("scan", "loop")))
 def backward(dy: Any, cache: dict, method: str | None = None) -> dict:
     """Gradients of every parameter and of ``x`` from ``dy = ∂L/∂y`` (T, B, d_out).
 
@@ -138,6 +176,8 @@ def backward(dy: Any, cache: dict, method: str | None = None) -> dict:
     return g
 
 
+@arguments(y_last=Given(_validate_array, what="y_last"), target=Given(_validate_array, what="target"),
+           then=_require_target)
 def mse_loss(y_last: Any, target: Any) -> tuple[float, Any]:
     """Mean squared error of the last step's outputs ``(B, d_out)``, and its gradient.
 
@@ -149,6 +189,8 @@ def mse_loss(y_last: Any, target: Any) -> tuple[float, Any]:
     return float((diff ** 2).mean()), 2 * diff / diff.size
 
 
+@arguments(params=Given(_validate_params), target=Given(_validate_array, what="target"),
+           method=OneOf("scan", "loop"))
 def loss_and_grads(params: dict, x: Any, target: Any, method: str = "scan") -> tuple[float, dict]:
     """Loss on the last step's output (a sequence-to-one task) and the gradients of everything."""
     y, cache = forward(params, x, method)
@@ -181,6 +223,8 @@ def gradient_check(params: dict, x: Any, target: Any, method: str = "scan", eps:
     return out
 
 
+@arguments(params=Given(_validate_params), x=Given(_validate_array, what="x"),
+           target=Given(_validate_array, what="target"), then=_require_layer_input)
 def torch_gradients(params: dict, x: Any, target: Any) -> dict | None:
     """The same loss differentiated by PyTorch's autograd (a loop over time), or None without PyTorch."""
     try:

@@ -22,11 +22,11 @@ import numpy as np
 
 from ..arguments import Dtype, Given, OneOf, Real, Whole, arguments
 from ..devices import get_xp, normalize_device, to_numpy
-from ..errors import BadInputError
+from ..errors import BadInputError, whole_number
 from ..limits import require_fits
 from .selective import PARAM_NAMES, init_params, loss_and_grads
 
-__all__ = ["adding_problem", "TrainingRun", "train_adding", "BASELINE_MSE"]
+__all__ = ["adding_problem", "TrainingRun", "validate_training_run", "train_adding", "BASELINE_MSE"]
 
 #: The mean squared error of always answering 1.0: the variance of a sum of two U(0, 1) numbers.
 BASELINE_MSE = 1 / 6
@@ -61,10 +61,23 @@ class TrainingRun:
     test_loss: float = float("nan")
     params: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.T = whole_number("T", self.T, 2, hint="the adding problem's steps: one marker in each half")
+        self.n = whole_number("n", self.n, hint="the state size")
+
     @property
     def improvement(self) -> float:
         """Baseline MSE (always answer 1.0) divided by the test loss: above 1 means it learned."""
         return BASELINE_MSE / self.test_loss
+
+
+def validate_training_run(run: Any) -> TrainingRun:
+    """``run`` if it is a :class:`TrainingRun` that trained (what :func:`train_adding` returns), or a clear error."""
+    if not isinstance(run, TrainingRun):
+        raise BadInputError(f"run must be a TrainingRun, what train_adding(...) returns; got {type(run).__name__}")
+    if not len(run.losses):
+        raise BadInputError("the run holds no losses: train it first with train_adding(...)")
+    return run
 
 
 def _adam(params: dict, grads: dict, state: dict, lr: float, beta1=0.9, beta2=0.999, eps=1e-8) -> None:

@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Dtype, Given, OneOf, Optional, Real, Whole, arguments
 from ..bppsa.algorithm import backprop_scan, backprop_sequential
 from ..devices import get_xp, normalize_device, resolve_devices, to_numpy
 from ..errors import BadInputError, GPUUnavailableError, whole_number
-from ..limits import require_fits, validate_dtype
-from ..results import ResultSet
+from ..limits import require_fits
+from ..results import ResultSet, validate_results
 from ..timing import benchmark, sweep_within_budget
 from ..torch_peer import benchmark_torch, torch_device
 from .linear import recurrence_loop, recurrence_scan
@@ -58,6 +59,33 @@ LOOP_MAX_T = 2**14
 DENSE_SCAN_MAX_FLOPS = {"cpu": 2e9, "gpu": 1e12}
 
 
+#: Every implementation's name, on any device and kind.
+ALL_METHODS = tuple(sorted({m for ms in METHODS.values() for m in ms}))
+
+_T = Whole(hint="steps of the recurrence")
+_N = Whole(hint="the channels")
+_KIND = OneOf(*KINDS)
+_METHOD = OneOf(*ALL_METHODS)
+_RS = Given(validate_results, what="rs")
+_DEVICE = Given(normalize_device)
+
+
+def _validate_inputs(inputs: Any) -> tuple:
+    """``inputs`` as the pair :func:`recurrence_input` returns, ``(a, b)`` or ``(jacobians, grad)``."""
+    if not isinstance(inputs, (tuple, list)) or len(inputs) != 2 or not all(hasattr(x, "shape") for x in inputs):
+        raise BadInputError(f"inputs must be the pair of arrays recurrence_input(T, n, kind) returns, got "
+                            f"{type(inputs).__name__}")
+    return tuple(inputs)
+
+
+def _require_method(kind: str, method: str, device: str) -> None:
+    if method not in METHODS[(device, kind)]:
+        raise BadInputError(f"no {kind} implementation {method!r} on the {device.upper()}; choose one of "
+                            f"{list(METHODS[(device, kind)])}.")
+
+
+@arguments(T=_T, n=_N, kind=_KIND, device=_DEVICE, dtype=Dtype(device="device", floating=True),
+           seed=Whole(0, hint="a whole number such as 0"))
 def recurrence_input(T: int, n: int, kind: str = "diagonal", dtype: Any = "float32",
                      device: Any = "cpu", seed: int = 0) -> tuple[Any, Any]:
     """Random inputs: ``(a, b)`` of shape (T, n) for a diagonal recurrence, with a in [0.5, 1)
@@ -67,11 +95,7 @@ def recurrence_input(T: int, n: int, kind: str = "diagonal", dtype: Any = "float
     >>> [x.shape for x in recurrence_input(5, 3, "dense")]
     [(5, 3, 3), (3,)]
     """
-    dev = normalize_device(device)
-    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
-    if kind not in KINDS:
-        raise BadInputError(f"kind must be one of {KINDS}; got {kind!r}.")
-    dt = validate_dtype(dtype, dev, floating=True)
+    dev, dt = device, dtype
     per_step = n * n if kind == "dense" else 2 * n
     require_fits(4 * T * per_step * dt.itemsize, dev, what=f"a {kind} recurrence of T = {T:,}, n = {n}")
     rng = np.random.default_rng(seed)
@@ -98,12 +122,10 @@ def _torch_loop(a, b, dev: str) -> Callable[[], Any]:
     return run
 
 
+@arguments(kind=_KIND, method=_METHOD, inputs=Given(_validate_inputs), device=_DEVICE, then=_require_method)
 def recurrence_function(kind: str, method: str, inputs: tuple, device: Any = "cpu") -> Callable[[], Any]:
     """A no-argument function that runs one implementation on prepared ``inputs``."""
-    dev = normalize_device(device)
-    if method not in METHODS[(dev, kind)]:
-        raise BadInputError(f"no {kind} implementation {method!r} on the {dev.upper()}; choose one of "
-                            f"{list(METHODS[(dev, kind)])}.")
+    dev = device
     x, y = inputs
     if kind == "dense":
         fn = backprop_sequential if method == "loop" else backprop_scan
@@ -126,13 +148,15 @@ def recurrence_function(kind: str, method: str, inputs: tuple, device: Any = "cp
     return lambda: diagonal_scan(x, y, chunk=chunk)
 
 
+@arguments(kind=_KIND, method=_METHOD, T=_T, n=_N, device=_DEVICE, dtype=Dtype(device="device", floating=True),
+           repeat=Whole(hint="timed runs"), budget_s=Optional(Real(above=0, hint="seconds the timing may take")),
+           then=_require_method)
 def time_recurrence(kind: str, method: str, T: int, n: int, device: Any = "cpu", dtype: Any = "float32",
                     repeat: int = 5, budget_s: float | None = 0.5) -> dict:
     """Time one implementation at one (T, n): a record (:meth:`course.timing.Timing.as_record`) with
     the kind, method, T, n, dtype and the counted work ratio.  A clear error for a combination that
     cannot run."""
-    dev = normalize_device(device)
-    T, n = whole_number("T", T, hint="steps of the recurrence"), whole_number("n", n, hint="the channels")
+    dev = device
     if "loop" in method and T > LOOP_MAX_T:
         what = "PyTorch loop" if method == "torch loop" else "Python loop"
         raise BadInputError(f"the {what} is timed only up to T = {LOOP_MAX_T:,} (one call past it takes "
@@ -185,6 +209,7 @@ def recurrence_sweep(Ts: Sequence[int], ns: Sequence[int] = (16,), kinds: Sequen
     return rs
 
 
+@arguments(rs=_RS, device=_DEVICE, kind=_KIND, n=_N, method=_METHOD, over=_METHOD)
 def crossover(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan",
               over: str = "loop") -> int | None:
     """The smallest measured T from which ``method`` is faster than ``over`` at every larger T, or None.
@@ -208,6 +233,7 @@ def crossover(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan
     return best
 
 
+@arguments(rs=_RS, device=_DEVICE, kind=_KIND, n=_N, method=_METHOD, over=_METHOD)
 def speedups(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan",
              over: str = "loop") -> tuple[list[int], list[float]]:
     """(the T measured for both, time of ``over`` / time of ``method`` at each): above 1, ``method`` is faster.
@@ -225,6 +251,7 @@ def speedups(rs: ResultSet, device: str, kind: str, n: int, method: str = "scan"
     return Ts, [b[T] / a[T] for T in Ts]
 
 
+@arguments(rs=_RS, device=_DEVICE, kind=_KIND, n=_N)
 def fastest_loop(rs: ResultSet, device: str, kind: str, n: int) -> str | None:
     """The sequential implementation (:data:`SEQUENTIAL`) that was the fastest at every T where two or more of
     them were measured; the only one measured, if just one was; None where the fastest changes with T.
@@ -244,6 +271,7 @@ def fastest_loop(rs: ResultSet, device: str, kind: str, n: int) -> str | None:
     return winners.pop() if len(winners) == 1 else None
 
 
+@arguments(rs=_RS, device=_DEVICE, n=_N, T=Optional(_T))
 def chunked_kernel_rate(rs: ResultSet, device: str, n: int, T: int | None = None) -> dict | None:
     """The chunked kernel's measured time at ``T`` (the largest measured by default) with what it moved.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
+from ..arguments import OneOf, Real, arguments
 from ..devices import gpu_available, gpu_unavailable_reason
 from ..errors import BadInputError, GPUUnavailableError
 from ..plots import COLORS, add_footer, new_figure
@@ -35,6 +36,11 @@ A_CHOICES = (0.01, 0.5, 0.9, 0.99, 0.999, 1.01, 1.1)
 N_CHOICES = (4, 16, 64, 256)
 
 
+def _powers(lo: int, hi: int) -> list[int]:
+    return [2**k for k in range(lo, hi + 1)]
+
+
+@arguments(T=OneOf(*_powers(6, 14)), a=OneOf(*A_CHOICES), dtype=OneOf("float32", "float64"))
 def closed_form_app(T: int = 2048, a: float = 0.5, dtype: str = "float64") -> LiveApp:
     """The closed form against the loop and the log-space form, for a constant a."""
     controls = {"T": log2_slider(6, 14, T, "T"),
@@ -51,6 +57,7 @@ def closed_form_app(T: int = 2048, a: float = 0.5, dtype: str = "float64") -> Li
     return LiveApp(update, controls, title="The closed form, and its fix in log space")
 
 
+@arguments(T=OneOf(*_powers(3, 20)), n=OneOf(*N_CHOICES))
 def work_app(T: int = 2**12, n: int = 16) -> LiveApp:
     """Counted work and span of the scan, diagonal against dense, as T and n change."""
     controls = {"T": log2_slider(3, 20, T, "T"),
@@ -77,6 +84,8 @@ def _reference_note(refs) -> str:
             "<code>python -m course report --record-reference</code> has run on a GPU machine.")
 
 
+@arguments(T=OneOf(*_powers(4, 16)), n=OneOf(*N_CHOICES), kind=OneOf("diagonal", "dense", "both"),
+           budget_s=Real(above=0, hi=60, hint="seconds each timing may take"))
 def timing_app(T: int = 1024, n: int = 16, kind: str = "both", budget_s: float = 0.08) -> LiveApp:
     """Time every implementation at one (T, n) on one device; bars of time or of speedup over the loop.
 

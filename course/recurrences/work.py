@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from ..arguments import OneOf, Whole, arguments
+from ..arguments import OneOf, Whole, Wholes, arguments
 from ..bppsa.algorithm import work_counts as bppsa_work_counts
 from ..scan.algorithms import operation_counts
 
@@ -92,6 +92,7 @@ def work_counts(T: int, n: int, kind: str = "diagonal", itemsize: int = 4) -> di
             "bytes_loop": 2 * T * n * itemsize, "bytes_scan": 2 * T * n * itemsize}
 
 
+@arguments(Ts=Wholes(hint="each is a number of steps"), n=Whole(hint="the channels"))
 def work_table(Ts: list[int], n: int) -> list[dict]:
     """:func:`work_counts` for both kinds at each T (rows for a table or a plot).
 

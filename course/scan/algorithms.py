@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Given, OneOf, Optional, arguments
 from ..devices import xp_of
 from ..errors import BadInputError, whole_number
 from .ops import (
@@ -71,6 +72,7 @@ from .ops import (
     matmul,
     maximum,
     require_associative,
+    validate_operator,
 )
 
 __all__ = [
@@ -82,6 +84,12 @@ __all__ = [
 
 # ------------------------------------------------------------------ input checks
 
+#: The rules every scan's door declares: ``op`` a function (or None for addition), the flags True or False.
+_OP = Optional(Given(validate_operator))
+_FLAG = OneOf(True, False)
+
+
+@arguments(op=_OP, tree=_FLAG)
 def prepare_scan(x: Any, op: Op | None, identity: Any, *, tree: bool = False) -> tuple[Any, Any, Op, Any]:
     """Check a scan's input and return ``(x, xp, op, identity element)``; every scan here starts with it.
 
@@ -93,11 +101,9 @@ def prepare_scan(x: Any, op: Op | None, identity: Any, *, tree: bool = False) ->
         raise BadInputError(f"a scan needs a sequence (an array with a leading axis); got a "
                             f"0-d value {x!r}. Pass e.g. x.reshape(1) or a list.")
     op = add if op is None else op
-    if not callable(op):
-        raise BadInputError(f"op must be a function op(a, b) on stacks of elements; got {op!r}.")
     elem_shape = x.shape[1:]
     if identity is None:
-        ident = identity_for(op, elem_shape, x.dtype, xp)
+        ident = identity_for.__wrapped__(op, elem_shape, x.dtype, xp)   # its door: x and op are checked
     else:
         ident = xp.asarray(identity)
         if ident.ndim != 0 and tuple(ident.shape) != tuple(elem_shape):
@@ -115,6 +121,9 @@ def prepare_scan(x: Any, op: Op | None, identity: Any, *, tree: bool = False) ->
     if tree:
         require_associative(op, x)
     return x, xp, op, ident
+
+
+_prepare = prepare_scan.__wrapped__     # the scans' own call: their doors have checked op already
 
 
 def _validate_identity(x, xp, op, ident, given) -> None:
@@ -170,6 +179,12 @@ class Level:
     state: np.ndarray | None = None
     nodes: np.ndarray | None = None
 
+    def __post_init__(self):
+        whole_number("depth", self.depth, 0, hint="a Level's depth: 0 next to the leaves")
+        whole_number("stride", self.stride, 0)
+        if self.phase not in ("up", "down", "step"):
+            raise BadInputError(f"a Level's phase is 'up', 'down' or 'step', got {self.phase!r:.40}")
+
     @property
     def work(self) -> int:
         return int(len(self.right))
@@ -184,6 +199,9 @@ class ScanTrace:
     padded_n: int
     initial: np.ndarray | None = None
     levels: list[Level] = field(default_factory=list)
+
+    def __post_init__(self):
+        whole_number("padded_n", self.padded_n, whole_number("n", self.n, 0), hint="at least n")
 
     @property
     def work(self) -> int:
@@ -202,6 +220,7 @@ def _snapshot(buf):
 
 # ------------------------------------------------------------------ the scans
 
+@arguments(op=_OP, exclusive=_FLAG)
 def sequential_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive: bool = True) -> Any:
     """The oracle: one element after the other, n dependent steps.
 
@@ -217,7 +236,7 @@ def sequential_scan(x: Any, op: Op | None = None, identity: Any = None, exclusiv
     >>> sequential_scan([1, 2, 3, 4], exclusive=False)
     array([ 1,  3,  6, 10])
     """
-    x, xp, op, ident = prepare_scan(x, op, identity)
+    x, xp, op, ident = _prepare(x, op, identity)
     out = xp.empty_like(x)
     acc = ident[None]
     for i in range(x.shape[0]):
@@ -229,6 +248,7 @@ def sequential_scan(x: Any, op: Op | None = None, identity: Any = None, exclusiv
     return out
 
 
+@arguments(op=_OP, exclusive=_FLAG, trace=_FLAG)
 def hillis_steele_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive: bool = False,
                        trace: bool = False) -> Any:
     """Hillis-Steele scan: ceil(log2 n) steps, about n log2 n work.
@@ -241,7 +261,7 @@ def hillis_steele_scan(x: Any, op: Op | None = None, identity: Any = None, exclu
     >>> hillis_steele_scan([1, 2, 3, 4])
     array([ 1,  3,  6, 10])
     """
-    x, xp, op, ident = prepare_scan(x, op, identity, tree=True)
+    x, xp, op, ident = _prepare(x, op, identity, tree=True)
     n = x.shape[0]
     cur = x.copy()
     tr = ScanTrace("hillis-steele", n, n, _snapshot(x) if trace else None)
@@ -290,6 +310,7 @@ def _padded(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+@arguments(op=_OP, exclusive=_FLAG, trace=_FLAG)
 def blelloch_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive: bool = True,
                   trace: bool = False) -> Any:
     """Work-efficient (Blelloch) scan: an up-sweep and a down-sweep, 2 log2 n levels, 2(n-1) work.
@@ -332,7 +353,7 @@ def blelloch_scan(x: Any, op: Op | None = None, identity: Any = None, exclusive:
     array([[5, 1],
            [3, 1]])
     """
-    x, xp, op, ident = prepare_scan(x, op, identity, tree=True)
+    x, xp, op, ident = _prepare(x, op, identity, tree=True)
     n = x.shape[0]
     rec = _InPlacePicture(x, ident, trace)
     if n <= 1:

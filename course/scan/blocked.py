@@ -267,6 +267,10 @@ def _validate_x(x: Any) -> np.ndarray:
     if x.dtype.name not in SCAN_DTYPES:
         raise BadInputError(f"x must have one of the dtypes {SCAN_DTYPES}, got {x.dtype}; convert it, "
                             "e.g. x.astype('float32').")
+    if not x.flags.c_contiguous:                 # a strided or broadcast view is copied first: it must fit
+        from ..limits import full_nbytes, require_fits
+
+        require_fits(full_nbytes(x), "cpu", what=f"a contiguous copy of x ({x.shape[0]:,} elements)")
     return np.ascontiguousarray(x)
 
 
@@ -288,6 +292,7 @@ def _validate_tile(tile: Any) -> int | str:
     return whole_number("tile", tile, hint="elements per tile, 'cache' or None")
 
 
+@arguments(threads=Optional(Whole(hint="or None for the default")))
 def scan_threads(threads: int | None = None) -> int:
     """The threads numba's parallel loops will use: ``threads``, or the course's default.
 
@@ -299,7 +304,7 @@ def scan_threads(threads: int | None = None) -> int:
     """
     from ..threads import core_threads
 
-    want = core_threads() if threads is None else whole_number("threads", threads, hint="or None for the default")
+    want = core_threads() if threads is None else threads
     return max(1, min(want, numba.config.NUMBA_NUM_THREADS))
 
 
@@ -394,6 +399,25 @@ def blocked_scan(x: Any, exclusive: bool = False, strategy: str = "scan-then-add
         numba.set_num_threads(before)
 
 
+def _validate_dtypes(dtypes: Any) -> tuple[str, ...]:
+    """``dtypes`` as a tuple of names of :data:`SCAN_DTYPES` (one name alone is one dtype)."""
+    names = (dtypes,) if isinstance(dtypes, str) else dtypes
+    if not isinstance(names, (list, tuple)) or not names:
+        raise BadInputError(f"dtypes must be a tuple of dtype names from {SCAN_DTYPES}, e.g. ('float32',), got "
+                            f"{dtypes!r:.60}")
+    out = []
+    for d in names:
+        try:
+            name = np.dtype(d).name if isinstance(d, (str, np.dtype, type)) else None
+        except TypeError:
+            name = None
+        if name not in SCAN_DTYPES:
+            raise BadInputError(f"dtypes must be names from {SCAN_DTYPES} (the scans compiled here), got {d!r:.60}")
+        out.append(name)
+    return tuple(out)
+
+
+@arguments(dtypes=Given(_validate_dtypes))
 def warm_up(dtypes: tuple[str, ...] = ("float32",)) -> None:
     """Compile (or load from numba's cache) every kernel for ``dtypes``, so no timing pays for it.
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Optional, Seed, Whole, arguments
 from ..errors import BadInputError, random_generator, whole_number
 from ..limits import require_fits
 
@@ -40,6 +41,8 @@ RESIDENT = 128
 MAX_TILES = 2**16
 
 
+@arguments(tile=Whole(hint="elements per tile"), window=Whole(hint="predecessor flags read at once (a warp: 32)"),
+           seed=Optional(Seed()))
 def lookback_model(x: Any, tile: int = 4, window: int = 1, seed: int | None = 0) -> tuple[np.ndarray, dict]:
     """Inclusive sum of ``x`` by the decoupled look-back protocol, tiles interleaved at random.
 

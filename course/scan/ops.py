@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Whole, arguments
-from ..devices import xp_of
+from ..arguments import Given, OneOf, Optional, Real, Whole, Wholes, arguments
+from ..devices import array_device, xp_of
 from ..errors import BadInputError
-from ..limits import require_fits
+from ..limits import full_nbytes, require_fits
 
 __all__ = ["add", "maximum", "matmul", "affine", "affine_apply", "interval", "interval_leaves",
-           "identity_for", "OPERATORS", "associative_on_samples", "require_associative", "Op"]
+           "identity_for", "OPERATORS", "associative_on_samples", "require_associative", "Op",
+           "validate_operator"]
 
 Op = Callable[[Any, Any], Any]
 
@@ -33,13 +34,34 @@ def _xp(a):
     return xp_of(a)
 
 
+def _not_stacks(who: str, *stacks: Any, names: str = "ab", pairs: bool = False, matrices: bool = False):
+    """The error for what is not a stack of elements, raised by an operator's first line: an array (numpy, CuPy)
+    with a leading axis, ``pairs``: whose last axis holds the 2 numbers of an element, ``matrices``: whose
+    elements are matrices.  A list would be concatenated by ``+``, not added, and a pair read from the wrong axis
+    would be another map: both silently.  The check itself is one line in each operator (a few attribute reads):
+    the sequential loop calls an operator once per element."""
+    what = ("(m, ..., 2), each element's pair in the last axis" if pairs else
+            "(m, k, k), a stack of matrices" if matrices else "(m, *elem_shape), with a leading axis")
+    for name, s in zip(names.split() if " " in names else names, stacks):
+        shape = getattr(s, "shape", None)
+        if getattr(s, "ndim", 0) < (2 if matrices else 1) or pairs and shape[-1] != 2:
+            got = f"an array of shape {tuple(shape)}" if shape is not None else f"{type(s).__name__} {s!r:.60}"
+            return BadInputError(f"{who}: {name} must be a stack of elements, an array of shape {what}; got {got}. "
+                                 "Pass numpy (or CuPy) arrays, e.g. np.asarray(...).")
+    return BadInputError(f"{who} takes stacks of elements, arrays of shape {what}")  # pragma: no cover
+
+
 def add(a: Any, b: Any) -> Any:
     """Elementwise sum of two stacks; identity 0."""
+    if not (getattr(a, "ndim", 0) and getattr(b, "ndim", 0)):
+        raise _not_stacks("add", a, b)
     return a + b
 
 
 def maximum(a: Any, b: Any) -> Any:
     """Elementwise maximum of two stacks; identity -inf (or the dtype's minimum for integers)."""
+    if not (getattr(a, "ndim", 0) and getattr(b, "ndim", 0)):
+        raise _not_stacks("maximum", a, b)
     return _xp(a).maximum(a, b)
 
 
@@ -48,6 +70,8 @@ def matmul(a: Any, b: Any) -> Any:
 
     The inclusive scan of ``M0, M1, M2`` is ``M0, M0 @ M1, M0 @ M1 @ M2``; identity ``eye(k)``.
     """
+    if getattr(a, "ndim", 0) < 2 or getattr(b, "ndim", 0) < 2:
+        raise _not_stacks("matmul", a, b, matrices=True)
     return a @ b
 
 
@@ -61,6 +85,8 @@ def affine(a: Any, b: Any) -> Any:
     the maps ``(m_t, c_t)`` solves the linear recurrence ``h_t = m_t * h_{t-1} + c_t``
     (with ``h_{-1} = 0`` it is the ``c`` part); see :func:`affine_apply`.
     """
+    if not (getattr(a, "ndim", 0) and getattr(b, "ndim", 0)) or a.shape[-1] != 2 or b.shape[-1] != 2:
+        raise _not_stacks("affine", a, b, pairs=True)
     am, ac = a[..., 0], a[..., 1]
     bm, bc = b[..., 0], b[..., 1]
     return _xp(a).stack([am * bm, bm * ac + bc], axis=-1)
@@ -68,6 +94,8 @@ def affine(a: Any, b: Any) -> Any:
 
 def affine_apply(maps: Any, h: Any) -> Any:
     """Apply affine maps ``(m, c)`` (last axis of size 2) to values ``h``: ``m * h + c``."""
+    if not getattr(maps, "ndim", 0) or maps.shape[-1] != 2:
+        raise _not_stacks("affine_apply", maps, names="maps ", pairs=True)
     return maps[..., 0] * h + maps[..., 1]
 
 
@@ -86,6 +114,8 @@ def interval(a: Any, b: Any) -> Any:
     array([[ 0,  5],
            [-1, -2]])
     """
+    if not (getattr(a, "ndim", 0) and getattr(b, "ndim", 0)) or a.shape[-1] != 2 or b.shape[-1] != 2:
+        raise _not_stacks("interval", a, b, pairs=True)
     xp = _xp(a)
     a_empty = (a[..., 0] == a[..., 1])[..., None]
     b_empty = (b[..., 0] == b[..., 1])[..., None]
@@ -115,6 +145,33 @@ def _min_value(dtype: np.dtype):
     raise BadInputError(f"maximum has no identity for dtype {dtype}; pass identity=... explicitly.")
 
 
+def validate_operator(op: Any) -> Op:
+    """``op`` if it can be a scan's operator, a function ``op(a, b)`` on stacks of elements; else a clear error.
+
+    >>> validate_operator("add")
+    Traceback (most recent call last):
+    ...
+    course.errors.BadInputError: op must be a function op(a, b) on stacks (course.scan.add, ...), got 'add'
+    """
+    if not callable(op) or isinstance(op, type):
+        raise BadInputError(f"op must be a function op(a, b) on stacks (course.scan.add, ...), got {op!r:.80}")
+    return op
+
+
+def _validate_elem_dtype(dtype: Any) -> np.dtype:
+    """``numpy.dtype(dtype)`` for the elements' dtype (object arrays included: the scans take them)."""
+    try:
+        dt = None if dtype is None or isinstance(dtype, (list, tuple, np.ndarray)) else np.dtype(dtype)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or dt.kind == "V":
+        raise BadInputError(f"dtype must be the dtype of the elements (e.g. 'float32', x.dtype), got {dtype!r:.60}")
+    return dt
+
+
+@arguments(op=Optional(Given(validate_operator)),
+           elem_shape=Wholes(lo=0, min_len=0, hint="the shape of one element, x.shape[1:], e.g. (2, 2)"),
+           dtype=Given(_validate_elem_dtype))
 def identity_for(op: Op | None, elem_shape: tuple = (), dtype: Any = np.float64, xp: Any = np) -> Any:
     """The identity element of a ready operator, as an array of shape ``elem_shape``.
 
@@ -162,6 +219,25 @@ OPERATORS: dict[str, Op] = {"add": add, "max": maximum, "matmul": matmul, "affin
                             "interval": interval}
 
 
+def _validate_samples(samples: Any) -> Any:
+    """``samples`` as an array (numpy or CuPy) of at least 3 numeric elements, that fits the few copies the test
+    makes."""
+    xp = xp_of(samples)
+    try:
+        s = xp.asarray(samples)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"samples must be a stack of elements (an array of shape (m, *elem_shape), m >= 3); "
+                            f"numpy cannot read it as one ({exc})") from None
+    if s.ndim == 0 or s.shape[0] < 3 or s.dtype.kind in "SUV":
+        raise BadInputError(f"associative_on_samples needs at least 3 sample elements (an array of numbers of "
+                            f"shape (m, *elem_shape), m >= 3); got {s.dtype} of shape {getattr(s, 'shape', ())}.")
+    require_fits(8 * full_nbytes(s), array_device(s), what=f"the associativity test on {s.shape[0]:,} samples")
+    return s
+
+
+@arguments(op=Given(validate_operator), samples=Given(_validate_samples),
+           rtol=Real(lo=0, hint="the relative tolerance"), atol=Real(lo=0, hint="the absolute tolerance"),
+           verbose=OneOf(True, False))
 def associative_on_samples(op: Op, samples: Any, *, rtol: float = 1e-6, atol: float = 1e-9,
                            verbose: bool = True) -> bool:
     """Test ``op(op(a, b), c) == op(a, op(b, c))`` on sampled triples.
@@ -174,10 +250,7 @@ def associative_on_samples(op: Op, samples: Any, *, rtol: float = 1e-6, atol: fl
     False
     """
     xp = xp_of(samples)
-    s = xp.asarray(samples)
-    if s.ndim == 0 or s.shape[0] < 3:
-        raise BadInputError(f"associative_on_samples needs at least 3 sample elements; got shape "
-                            f"{getattr(s, 'shape', ())}.")
+    s = samples
     a, b, c = s, xp.roll(s, -1, axis=0), xp.roll(s, -2, axis=0)
     lhs, rhs = op(op(a, b), c), op(a, op(b, c))
     diff = xp.abs(lhs - rhs) > atol + rtol * xp.abs(rhs)

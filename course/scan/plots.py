@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
+from ..arguments import Given, Optional, Whole, arguments
 from ..errors import BadInputError
 from ..plots import (
     COLORS,
@@ -45,8 +46,10 @@ from ..plots import (
     source_tag,
 )
 from ..results import ResultSet
+from ..results import validate_references as _references
+from ..results import validate_results as _results
 from .algorithms import blelloch_scan, hillis_steele_scan, interval, interval_leaves, operation_counts, prepare_scan
-from .ops import Op
+from .ops import Op, validate_operator
 from .timing import PEERS, best_block_scans
 
 __all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_figure", "counts_figure",
@@ -54,6 +57,8 @@ __all__ = ["Frame", "blelloch_frames", "hillis_steele_frames", "FRAMES", "tree_f
 
 #: The largest n :func:`tree_figure` draws (the boxes must stay readable).
 MAX_DRAWN = 32
+#: The largest n the frames are made for (each step keeps a copy of the padded array: pictures, not sweeps).
+MAX_FRAMED = 2**12
 
 # One meaning per colour across the lesson: blue and vermillion are the CPU and the GPU (course.plots.COLORS),
 # so the algorithms and the tree's phases take the palette's other colours, the same in every figure.
@@ -77,7 +82,31 @@ class Frame:
     work: int
     written: np.ndarray   # positions this step wrote (pairs, and odd nodes moved up or down)
 
+    def __post_init__(self):
+        if self.phase not in ("input", "up", "root", "down", "step"):
+            raise BadInputError(f"a Frame's phase is 'input', 'up', 'root', 'down' or 'step', got {self.phase!r:.40}")
 
+
+def _validate_drawn(x: Any, most: int = MAX_FRAMED, who: str = "the frames") -> np.ndarray:
+    """``x`` as a numpy array of 1 to ``most`` elements (a leading axis): what a picture of a scan can show."""
+    try:
+        x = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"x must be a sequence of elements (an array with a leading axis), got one numpy cannot "
+                            f"read ({exc})") from None
+    if x.ndim and x.shape[0] == 0:
+        raise BadInputError("there is no tree to draw for an empty input; give at least one element.")
+    if x.ndim == 0 or x.shape[0] > most or x.dtype.kind in "SUV":
+        raise BadInputError(f"{who} draws 1 to {most} elements (numbers, matrices or maps); got "
+                            f"{f'{x.shape[0]:,} elements of {x.dtype}' if x.ndim else 'a 0-d value'}. Use a "
+                            "smaller n here; the counts and timing plots take large n.")
+    return x
+
+
+_X, _OP = Given(_validate_drawn), Optional(Given(validate_operator))
+
+
+@arguments(x=_X, op=_OP)
 def blelloch_frames(x: Any, op: Op | None = None, identity: Any = None) -> list[Frame]:
     """The Blelloch scan of ``x`` step by step (exclusive), as :class:`Frame` objects."""
     x = np.asarray(x)
@@ -113,6 +142,7 @@ def blelloch_frames(x: Any, op: Op | None = None, identity: Any = None) -> list[
     return frames
 
 
+@arguments(x=_X, op=_OP)
 def hillis_steele_frames(x: Any, op: Op | None = None, identity: Any = None) -> list[Frame]:
     """The Hillis-Steele scan of ``x`` step by step (inclusive), as :class:`Frame` objects."""
     x = np.asarray(x)
@@ -153,6 +183,8 @@ _PHASE_COLOR = {"up": _UP, "down": _DOWN, "root": _ROOT, "step": _STEP}
 _BOX_W, _BOX_H = 0.84, 0.62
 
 
+@arguments(x=Given(_validate_drawn, most=MAX_DRAWN, who="tree_figure"), op=_OP,
+           step=Optional(Whole(0, hint="a step of the scan, 0 is the input; None: every step")))
 def tree_figure(x: Any, op: Op | None = None, identity: Any = None, step: int | None = None,
                 algorithm: str = "blelloch") -> Figure:
     """Draw a scan of ``x`` (at most :data:`MAX_DRAWN` elements) up to ``step``.
@@ -253,6 +285,8 @@ def _draw_arrows(ax: Any, fr: Any, y: float) -> None:
             ax.annotate("", (a, yb), (b, yt), arrowprops=dict(arrowstyle="->", color=color, lw=1.1, ls="--"))
 
 
+@arguments(n_max=Whole(lo=2, hi=2**40, hint="the largest n drawn"),
+           highlight=Optional(Whole(hint="the n to mark, or None")))
 def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
     """Work (operator applications) and steps (levels) of the three scans against n."""
     ns = np.unique(np.round(np.logspace(0, np.log2(n_max), 60, base=2)).astype(int))
@@ -285,6 +319,8 @@ def counts_figure(n_max: int = 2**20, highlight: int | None = None) -> Figure:
     return fig
 
 
+@arguments(live=Optional(Given(_results)), references=Given(_references),
+           highlight=Optional(Whole(hint="the n to mark, or None")))
 def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                   highlight: int | None = None, title: str = "") -> Figure:
     """Time per scan and effective bandwidth (2 n itemsize bytes moved / time) per device.
@@ -348,6 +384,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     return fig
 
 
+@arguments(variants=Optional(Given(_results)), sweep=Optional(Given(_results)))
 def single_pass_figure(variants: ResultSet | None, sweep: ResultSet | None = None) -> Figure:
     """Left: each GPU scan's GB/s as a share of the device copy against n (``scan_sweep``'s ``of_copy``).
     Right: at one size (``scan_kernel_variants``), the copy, the single pass, torch.cumsum, cupy.cumsum and

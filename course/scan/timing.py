@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import array_device, cupy_module, get_xp, normalize_device, require_gpu, resolve_devices
-from ..errors import BadInputError, DeviceMemoryError, whole_number
-from ..limits import require_fits, validate_dtype
-from ..results import ResultSet
+from ..arguments import Devices, Dtype, Given, OneOf, Optional, Real, Seed, Whole, Wholes, arguments
+from ..devices import array_device, cupy_module, get_xp, normalize_device, require_gpu
+from ..errors import BadInputError, DeviceMemoryError
+from ..limits import require_fits
+from ..results import ResultSet, validate_references, validate_results
 from ..standin import standin_active
 from ..timing import benchmark
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, sequential_scan
@@ -57,13 +58,41 @@ ALGORITHMS = {"cpu": ("numpy", "blelloch", "hillis-steele", "sequential"),
 SEQUENTIAL_MAX_N = 2**15
 
 
+def _results(rs: Any) -> ResultSet:
+    """``rs`` if it is a ResultSet (:func:`course.results.validate_results`)."""
+    return validate_results(rs)
+
+
+def _references(sets: Any) -> list[ResultSet]:
+    """``sets`` as a list of ResultSets (:func:`course.results.validate_references`)."""
+    return validate_references(sets)
+
+
+def _validate_array(x: Any) -> Any:
+    """``x`` if it is an array (numpy or CuPy) with a leading axis: the sequence a scan runs along."""
+    if not getattr(x, "ndim", 0) or not hasattr(x, "dtype"):
+        raise BadInputError(f"x must be an array (numpy or CuPy) with a leading axis, e.g. make_input(n), got "
+                            f"{type(x).__name__} of shape {getattr(x, 'shape', None)}")
+    return x
+
+
+def _validate_op_name(op: Any) -> str:
+    """``op`` if it names one of the ready operators, :data:`course.scan.OPERATORS`."""
+    if not isinstance(op, str) or op not in OPERATORS:
+        raise BadInputError(f"unknown operator {op!r:.60}; choose one of {sorted(OPERATORS)}.")
+    return op
+
+
+#: The rules of a scan's settings, shared by the functions that take them.
+_N = Whole(0, hint="the length of the scan")
+_OP = Given(_validate_op_name)
+_DEVICE = Given(normalize_device)
+
+
+@arguments(n=_N, op=_OP, device=_DEVICE, dtype=Dtype(device="device"), seed=Seed())
 def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "cpu", seed: int = 0) -> Any:
     """A random input for ``op``: numbers, 2x2 matrices (``matmul``) or affine maps."""
-    dev = normalize_device(device)
-    if op not in OPERATORS:
-        raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
-    n = whole_number("n", n, 0, hint="the length of the scan")
-    dt = validate_dtype(dtype, dev)
+    dev, dt = device, dtype
     shape = {"matmul": (n, 2, 2), "affine": (n, 2), "interval": (n, 2)}.get(op, (n,))
     require_fits(3 * int(np.prod(shape)) * dt.itemsize, dev, what=f"a scan of {n:,} elements")
     rng = np.random.default_rng(seed)
@@ -85,6 +114,7 @@ def make_input(n: int, op: str = "add", dtype: Any = "float32", device: Any = "c
 LIBRARY_OPS = {"cpu": ("add", "max"), "gpu": ("add",)}
 
 
+@arguments(x=Given(_validate_array), op=OneOf("add", "max"))
 def library_scan(x: Any, op: str = "add") -> Any:
     """The array library's own inclusive scan: ``cumsum``, or on the CPU ``numpy.maximum.accumulate``.
 
@@ -94,6 +124,11 @@ def library_scan(x: Any, op: str = "add") -> Any:
     >>> library_scan(np.array([3, 1, 4, 1, 5]), "max").tolist()
     [3, 3, 4, 4, 5]
     """
+    return _library_scan(x, op)
+
+
+def _library_scan(x: Any, op: str) -> Any:
+    """:func:`library_scan` without its door: what the sweeps time (a door's few microseconds would be timed)."""
     dev = "gpu" if type(x).__module__.startswith("cupy") else "cpu"
     if op not in LIBRARY_OPS[dev]:
         lib = "CuPy" if dev == "gpu" else "NumPy"
@@ -156,32 +191,31 @@ def validate_cub_buffer(buf: Any) -> Any:
     return buf
 
 
+@arguments(op=_OP, device=_DEVICE)     # algorithm: checked against the device's own list, first thing
 def scan_function(algorithm: str, op: str = "add", device: Any = "cpu") -> Callable:
     """``f(x) -> inclusive scan`` for one algorithm name of :data:`ALGORITHMS`."""
-    dev = normalize_device(device)
+    dev = device
     if algorithm not in ALGORITHMS[dev]:
         raise BadInputError(f"unknown {dev.upper()} scan {algorithm!r}; choose one of "
                             f"{list(ALGORITHMS[dev])}.")
-    if op not in OPERATORS:
-        raise BadInputError(f"unknown operator {op!r}; choose one of {sorted(OPERATORS)}.")
     fn = OPERATORS[op]
     if algorithm in ("numpy", "cupy"):
         if op not in LIBRARY_OPS[dev]:
             other = "'numba kernel' or 'blelloch'" if dev == "gpu" and op == "max" else "'blelloch' or 'sequential'"
             raise BadInputError(f"{algorithm} has no built-in scan for {op!r} (it has one for "
                                 f"{list(LIBRARY_OPS[dev])}); compare with {other} instead.")
-        return lambda x: library_scan(x, op)
+        return lambda x: _library_scan(x, op)
     if algorithm in ("torch", "single-pass"):
         if op != "add":
             raise BadInputError(f"{algorithm} scans only with 'add' (a running sum), got {op!r}; "
                                 "compare with 'numba kernel' or 'blelloch' instead.")
         return _torch_cumsum if algorithm == "torch" else _single_pass
-    if algorithm == "blelloch":
-        return lambda x: blelloch_scan(x, op=fn, exclusive=False)
+    if algorithm == "blelloch":     # the scans without their doors (op is a ready one): a door is not timed
+        return lambda x: blelloch_scan.__wrapped__(x, op=fn, exclusive=False)
     if algorithm == "hillis-steele":
-        return lambda x: hillis_steele_scan(x, op=fn, exclusive=False)
+        return lambda x: hillis_steele_scan.__wrapped__(x, op=fn, exclusive=False)
     if algorithm == "sequential":
-        return lambda x: sequential_scan(x, op=fn, exclusive=False)
+        return lambda x: sequential_scan.__wrapped__(x, op=fn, exclusive=False)
     from . import kernels as scan_kernels  # "numba kernel" and "numba reduce-then-scan"
 
     if op not in scan_kernels.KERNEL_OPS:
@@ -216,14 +250,16 @@ def _torch() -> Any:
     return torch
 
 
+@arguments(n=_N, op=_OP, device=_DEVICE, dtype=Dtype(device="device"), repeat=Whole(hint="timed calls"),
+           budget_s=Optional(Real(above=0, hint="seconds of measuring, or None")),
+           x=Optional(Given(_validate_array)))
 def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
               device: Any = "cpu", repeat: int = 5, budget_s: float | None = 0.5, x: Any = None) -> dict:
     """Time one algorithm at one size: a record (:meth:`course.timing.Timing.as_record`) with the
     algorithm, n, op, dtype and ``gb_per_s`` (input read + output written, per second).  A clear
     error for impossible combinations.  ``x``: the input, when already made by :func:`make_input`
     with these arguments (several algorithms timed on one input)."""
-    dev = normalize_device(device)
-    n = whole_number("n", n, 0, hint="the length of the scan")
+    dev = device
     if algorithm == "sequential" and n > SEQUENTIAL_MAX_N:
         raise BadInputError(f"the Python loop is timed only up to n = {SEQUENTIAL_MAX_N:,} "
                             f"(about a microsecond per element); got n = {n:,}.")
@@ -242,6 +278,21 @@ def time_scan(algorithm: str, n: int, op: str = "add", dtype: Any = "float32",
                        gb_per_s=2 * x.nbytes / t.median / 1e9 if t.median > 0 else None)
 
 
+def _validate_algorithms(algorithms: Any) -> list[str] | None:
+    """None (every algorithm of each device) or a list of names from :data:`ALGORITHMS`."""
+    if algorithms is None:
+        return None
+    known = list(dict.fromkeys(a for algs in ALGORITHMS.values() for a in algs))
+    if isinstance(algorithms, str) or not isinstance(algorithms, (list, tuple)) or not algorithms or any(
+            not isinstance(a, str) or a not in known for a in algorithms):
+        raise BadInputError(f"algorithms must be None (all) or a list of names from {known}, got {algorithms!r:.80}")
+    return list(algorithms)
+
+
+@arguments(ns=Wholes(lo=0, hint="each is a scan length, e.g. [2**10, 2**20]"), algorithms=Given(_validate_algorithms),
+           op=_OP, dtype=Dtype(), devices=Devices(), repeat=Whole(hint="timed calls per point"),
+           budget_s=Optional(Real(above=0, hint="seconds of measuring per point, or None")),
+           copy_nbytes=Whole(lo=4, hint="bytes of the copy that measures the limit"))
 def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: str = "add",
                dtype: Any = "float32", devices: Sequence[str] | None = None, repeat: int = 5,
                budget_s: float | None = 0.3, copy_nbytes: int = 2**26,
@@ -257,9 +308,7 @@ def scan_sweep(ns: Sequence[int], algorithms: Sequence[str] | None = None, op: s
     """
     from ..hardware.machine import copy_bandwidth
 
-    ns = [whole_number("ns", n, 0, hint="each is a scan length") for n in ns]
-    devs = resolve_devices(devices or None)
-    dt = np.dtype(dtype)
+    devs, dt = devices, dtype
     rs = ResultSet("scan_sweep", params={"ns": ns, "op": op, "dtype": dt.name,
                                          "devices": devs, "repeat": repeat, "budget_s": budget_s})
     jobs = [(d, a, int(n)) for d in devs for a in (algorithms or ALGORITHMS[d])
@@ -291,6 +340,7 @@ PEERS = {"copy": "device-to-device copy", "single-pass (look-back)": "single-pas
          "cupy.cumsum": "cupy.cumsum (a copy, then CUB's scan)"}
 
 
+@arguments(variants=Given(_results))
 def best_block_scans(variants: ResultSet) -> list[dict]:
     """The fastest GPU record of each strategy of the numba block scan in ``variants``, fastest first."""
     best: dict[str, dict] = {}
@@ -301,6 +351,7 @@ def best_block_scans(variants: ResultSet) -> list[dict]:
     return sorted(best.values(), key=lambda r: -r["gb_per_s"])
 
 
+@arguments(variants=Optional(Given(_results)), sweep=Optional(Given(_results)))
 def single_pass_standing(variants: ResultSet | None, sweep: ResultSet | None = None) -> list[str]:
     """Where the single-pass scan stands, read off the records: against the device copy, torch.cumsum,
     cupy.cumsum and the best numba block scans at one size (``scan_kernel_variants``), and against n

@@ -18,6 +18,7 @@ import time
 import ipywidgets as widgets
 import numpy as np
 
+from ..arguments import OneOf, Real, Seed, Whole, arguments
 from ..devices import gpu_available, gpu_unavailable_reason
 from ..errors import BadInputError, GPUUnavailableError
 from ..plots import PALETTE, add_footer, new_figure
@@ -35,7 +36,7 @@ from ..widgets import (
     noise_html,
 )
 from .algorithms import OPERATORS, blelloch_scan, hillis_steele_scan, operation_counts, sequential_scan
-from .plots import FRAMES, MAX_DRAWN, counts_figure, timing_figure, tree_figure
+from .plots import FRAMES, MAX_DRAWN, MAX_FRAMED, counts_figure, timing_figure, tree_figure
 from .timing import ALGORITHMS, SEQUENTIAL_MAX_N, make_input, scan_function, time_scan
 
 __all__ = ["OPERATOR_CHOICES", "tree_input", "tree_app", "counts_app", "timing_app", "scan_rate", "scan_cost_s",
@@ -52,6 +53,12 @@ OPERATOR_CHOICES = [("add (+)", "add"), ("max", "max"), ("2×2 matrix product", 
                     ("affine map h → m·h + c", "affine")]
 
 
+#: The rules of the apps' settings.
+_OP, _APP_OP = OneOf(*OPERATORS), OneOf(*(name for _, name in OPERATOR_CHOICES))
+_CPU_SCAN = OneOf(*ALGORITHMS["cpu"])
+
+
+@arguments(n=Whole(hi=MAX_FRAMED, hint="the elements drawn"), op=_OP, seed=Seed())
 def tree_input(n: int, op: str, seed: int = 0) -> np.ndarray:
     """A small, readable input for the tree picture: digits, or random matrices / maps."""
     rng = np.random.default_rng(seed)
@@ -64,6 +71,7 @@ def _steps(n: int, algorithm: str = "blelloch") -> int:
     return len(FRAMES[algorithm](np.zeros(max(n, 1)))) - 1
 
 
+@arguments(n=Whole(hi=MAX_DRAWN, hint="the elements drawn"), op=_APP_OP, algorithm=OneOf("blelloch", "hillis-steele"))
 def tree_app(n: int = 8, op: str = "add", algorithm: str = "blelloch") -> LiveApp:
     """Step through a scan of ``n`` elements, level by level (Blelloch or Hillis-Steele)."""
     n_slider = widgets.IntSlider(value=n, min=1, max=MAX_DRAWN, description="n",
@@ -110,6 +118,7 @@ def tree_app(n: int = 8, op: str = "add", algorithm: str = "blelloch") -> LiveAp
     return app
 
 
+@arguments(n=OneOf(*(2**k for k in range(1, 25))))      # the slider's sizes, 2 to 2**24
 def counts_app(n: int = 2**10) -> LiveApp:
     """Work and steps of the three scans; the slider marks one n and prints its counts."""
     slider = log2_slider(1, 24, n, "n")
@@ -133,6 +142,8 @@ def _reference_note(refs) -> str:
             "<code>python -m course report --record-reference</code> has run on a GPU machine.")
 
 
+@arguments(n=OneOf(*(2**k for k in range(6, 25))), op=_APP_OP,      # n: the slider's sizes, 2**6 to 2**24
+           budget_s=Real(above=0, hint="seconds of measuring per scan"))
 def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveApp:
     """Time every scan at one n, on the CPU or the GPU; bars of time and effective bandwidth."""
     controls = {"n": log2_slider(6, 24, n, "n"),
@@ -162,6 +173,7 @@ def timing_app(n: int = 2**16, op: str = "add", budget_s: float = 0.25) -> LiveA
     return app
 
 
+@arguments(algorithm=_CPU_SCAN, op=_OP)
 def scan_rate(algorithm: str, op: str) -> float:
     """Operator applications per second of one CPU scan with ``op``, measured once at n = 65,536 (4,096 for the
     Python loop)."""
@@ -172,6 +184,7 @@ def scan_rate(algorithm: str, op: str) -> float:
     return measured_rate(("scan", algorithm, op), work, lambda: f(x))
 
 
+@arguments(n=Whole(0, hint="the length of the scan"), op=_OP)
 def input_cost_s(n: int, op: str) -> float:
     """Estimated seconds of making a CPU scan's random input of ``n`` elements for ``op`` (rate at 2^20)."""
     rate = measured_rate(("scan input", op), _BIG_RATE_N, lambda: make_input(_BIG_RATE_N, op, "float32", "cpu"))
@@ -182,6 +195,7 @@ def _work(algorithm: str, n: int) -> int:
     return n if algorithm in ("numpy", "sequential") else operation_counts(algorithm, n)["work"]
 
 
+@arguments(algorithm=_CPU_SCAN, n=Whole(0, hint="the length of the scan"), op=_OP)
 def scan_cost_s(algorithm: str, n: int, op: str) -> float:
     """Estimated seconds of timing one CPU scan at ``n``: :data:`SCAN_CALLS` scans of its counted work.
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Dtype, Given, OneOf, Real, Whole, Wholes, arguments
 from ..backprop import MLP
 from ..backprop.counting import mlp_flops
 from .batch import DEFAULT_MLP_SIZES
+from .fusion import validate_steps
 from .ops import OPS
 
 __all__ = ["POINT_CALLS", "POINT_RATE_N", "SWEEP_CALLS", "OP_RATE_N", "ASYNC_RATE_WORK", "FUSION_RATE_N",
@@ -33,11 +35,16 @@ OP_RATE_N = {"matmul": 128}      # the elementwise ops: 2^22 elements (past the 
 Probe = tuple[float, Callable[[], Any]]
 
 
+_OP, _N = OneOf(*OPS), Whole(hint="the size of the operation")
+
+
+@arguments(op=_OP, n=_N)
 def op_work(op: str, n: int) -> float:
     """The unit an op's rate is counted in: FLOPs (2n³) for ``matmul``, elements for the others."""
     return OPS[op].flops(n) if op == "matmul" else float(n)
 
 
+@arguments(op=_OP, dtype=Dtype())
 def op_probe(op: str, dtype: str) -> Probe:
     """``op`` in ``dtype`` at a small size, its work in :func:`op_work`'s units."""
     n = OP_RATE_N.get(op, 2 ** 22)
@@ -50,6 +57,8 @@ def op_probe(op: str, dtype: str) -> Probe:
                             "sum": lambda: x.sum()}[op]
 
 
+@arguments(op=_OP, sizes=Wholes(min_len=0, hint="ascending operation sizes"),
+           rate=Real(above=0, hint="work per second, in op_work's units"), limit_s=Real(lo=0, hint="seconds"))
 def sweep_sizes_within(op: str, sizes: list[int], rate: float,
                        limit_s: float) -> tuple[list[int], tuple[int, float] | None]:
     """The ascending ``sizes`` whose CPU sweep fits in ``limit_s`` (:data:`SWEEP_CALLS` calls of the counted
@@ -78,6 +87,7 @@ def async_probe() -> Probe:
 FUSION_RATE_N = 2 ** 20     # past the caches, like the big sizes
 
 
+@arguments(steps=Given(validate_steps), dtype=Dtype(floating=True))
 def fusion_probe(steps: int, dtype: str) -> Probe:
     """The least the CPU comparison of fusion runs (a warm-up and one timed call of every mode) at 2^20
     elements, its work counted in elements."""
@@ -87,11 +97,13 @@ def fusion_probe(steps: int, dtype: str) -> Probe:
                                           budget_s=1e-3)
 
 
+@arguments(op=OneOf(*POINT_RATE_N), n=_N)
 def point_flops(op: str, n: int) -> float:
     """Counted FLOPs of one call of a costly roofline point (``matmul``: 2n³; ``mlp step``: a step at batch n)."""
     return OPS["matmul"].flops(n) if op == "matmul" else mlp_flops(list(DEFAULT_MLP_SIZES), n)
 
 
+@arguments(op=OneOf(*POINT_RATE_N), dtype=Dtype(floating=True))
 def point_probe(op: str, dtype: str) -> Probe:
     """A costly roofline point in ``dtype`` at a small size, its work in FLOPs."""
     n = 128 if op == "matmul" and dtype == "float16" else POINT_RATE_N[op]

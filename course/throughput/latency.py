@@ -38,11 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import Wholes, arguments
+from ..arguments import Given, Optional, Real, Whole, Wholes, arguments
 from ..devices import cupy_module, get_xp, normalize_device, require_gpu
 from ..errors import BadInputError, UnsupportedDtypeError, whole_number
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
+from ..results import validate_results as _results
 from ..standin import register_kernel
 from ..timing import Timing, benchmark
 
@@ -80,6 +81,11 @@ EVENTS_BEHIND_LEAD = ("CuPy add of 1 element between CUDA events, behind a lead:
 HEAD_START_S = 4e-3
 
 
+_RS, _DEVICE = Given(_results), Given(normalize_device)
+_REPEAT, _BUDGET = Whole(hint="timed calls"), Optional(Real(above=0, hint="seconds of measuring, or None"))
+
+
+@arguments(rs=_RS)
 def relabel_latency(rs: ResultSet) -> ResultSet:
     """``rs`` with the rows of older recordings renamed by :data:`RELABELLED`, and an events row timed
     behind a lead named :data:`EVENTS_BEHIND_LEAD` (in place; returned)."""
@@ -97,6 +103,7 @@ def _record(rs: ResultSet, t: Timing, what: str, device: str, **extra: Any) -> N
                         f"{t.repeat} calls.")
 
 
+@arguments(device=_DEVICE, repeat=_REPEAT, budget_s=_BUDGET)
 def smallest_op_latency(device: Any = "cpu", repeat: int = 300, budget_s: float | None = 0.5) -> ResultSet:
     """Time the smallest operations on ``device``, ``repeat`` times each: a distribution.
 
@@ -230,6 +237,7 @@ def _hardware_launch(rs: ResultSet, cp: Any, calls: int, repeat: int, budget_s: 
                             f"the {calls} kernels than the GPU's head start, so those times include host time.")
 
 
+@arguments(rs=_RS)
 def latency_summary(rs: ResultSet) -> str:
     """An HTML table of the latency distributions: median, IQR, 5th–95th percentile."""
     rows = []
@@ -255,6 +263,7 @@ def _host_bound_runs(rs: ResultSet, r: dict) -> int | None:
     return None
 
 
+@arguments(rs=_RS)
 def launch_reading(rs: ResultSet) -> list[str]:
     """Lines that set the GPU's own launch apart from the libraries' host cost per call, read off the GPU
     rows of a ``launch_latency`` result set (live or recorded); ``[]`` where it has no GPU launch rows.
@@ -311,6 +320,8 @@ def launch_reading(rs: ResultSet) -> list[str]:
     return lines
 
 
+@arguments(device=_DEVICE, n=Whole(hint="elements per op"),
+           chain=Whole(1, 10_000, hint="the number of ops in the chain"), repeat=_REPEAT, budget_s=_BUDGET)
 def async_chain(device: Any = "cpu", n: int = 2 ** 20, chain: int = 20, dtype: Any = "float32",
                 repeat: int = 7, budget_s: float | None = 1.0) -> ResultSet:
     """Time a chain of ``chain`` elementwise ops three ways; a ``ResultSet`` ``"async_chain"``.

@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Devices, Dtype, Given, OneOf, Optional, Real, Whole, Wholes, arguments
 from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, whole_number
 from ..limits import require_fits, validate_dtype
-from ..results import ResultSet
+from ..results import ResultSet, validate_references, validate_results
 from ..timing import benchmark, sweep_within_budget
 
 __all__ = ["Op", "OPS", "CPU_FLOAT16_MATMUL_MAX_N", "op_names", "get_op", "time_op", "throughput_sweep",
@@ -55,6 +56,12 @@ class Op:
     bytes: Callable[[int, int], float]       # (n, itemsize) -> bytes read + written
     elements: Callable[[int], float]         # outputs produced (for elements/s)
     memory: Callable[[int, int], int]        # bytes the arrays occupy
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not all(callable(f) for f in (self.flops, self.bytes, self.elements,
+                                                                           self.memory)):
+            raise BadInputError(f"an Op has a name and four counting functions (flops, bytes, elements, memory), "
+                                f"got {self.name!r:.40} and {[type(f).__name__ for f in (self.flops, self.bytes)]}")
 
     def intensity(self, n: int, itemsize: int = 4) -> float:
         """Arithmetic intensity in FLOP per byte of compulsory traffic."""
@@ -86,15 +93,43 @@ def op_names() -> list[str]:
     return list(OPS)
 
 
+def validate_op(op: Any) -> str | Op:
+    """``op`` if it names one of :data:`OPS` (or is an :class:`Op`); else a clear error."""
+    if not isinstance(op, Op) and (not isinstance(op, str) or op not in OPS):
+        raise BadInputError(f"unknown operation {op!r:.80}; choose one of {', '.join(OPS)}")
+    return op
+
+
+def _results(rs: Any) -> ResultSet:
+    """``rs`` if it is a ResultSet (:func:`course.results.validate_results`)."""
+    return validate_results(rs)
+
+
+def _references(sets: Any) -> list[ResultSet]:
+    """``sets`` as a list of ResultSets (:func:`course.results.validate_references`)."""
+    return validate_references(sets)
+
+
+def _validate_where(where: Any) -> dict | None:
+    """None, or the record fields to select on (``{"dtype": "float32"}``)."""
+    if where is not None and (not isinstance(where, dict) or not all(isinstance(k, str) for k in where)):
+        raise BadInputError(f"where must be None or a dict of record fields, e.g. {{'dtype': 'float32'}}, got "
+                            f"{where!r:.80}")
+    return where
+
+
+#: The rules the timing functions share.
+_REPEAT = Whole(hint="timed calls")
+_BUDGET = Optional(Real(above=0, hint="seconds of measuring, or None"))
+
+
+@arguments(op=Given(validate_op))
 def get_op(op: str | Op) -> Op:
     """Look an operation up by name; a clear error for an unknown one."""
-    if isinstance(op, Op):
-        return op
-    if op not in OPS:
-        raise BadInputError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
-    return OPS[op]
+    return op if isinstance(op, Op) else OPS[op]
 
 
+@arguments(op=Given(validate_op), quick=OneOf(True, False))
 def default_sizes(op: str | Op, quick: bool = True) -> list[int]:
     """Sizes worth sweeping for ``op``: powers of two from tiny to a few MB (quick) or ~1 GB."""
     o = get_op(op)
@@ -129,6 +164,9 @@ def _validate_emulated(o: Op, n: int, dt: np.dtype, dev: str) -> None:
             f"{CPU_FLOAT16_MATMUL_MAX_N} for float16, or float32.")
 
 
+@arguments(op=Given(validate_op), n=Whole(hint="the size of the operation"), device=Given(normalize_device),
+           dtype=Dtype(device="device"), repeat=_REPEAT, warmup=Whole(0, 1000, hint="untimed calls first"),
+           budget_s=_BUDGET)
 def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", repeat: int = 5,
             warmup: int = 1, budget_s: float | None = 0.25) -> dict:
     """Time one operation at size ``n`` on ``device``; return a record with its rates.
@@ -165,6 +203,9 @@ def time_op(op: str | Op, n: int, dtype: Any = "float32", device: Any = "cpu", r
     }
 
 
+@arguments(op=Given(validate_op), sizes=Optional(Wholes(min_len=0, hint="each size is an operation size")),
+           dtype=Dtype(), devices=Devices(), repeat=_REPEAT, budget_s=_BUDGET,
+           total_budget_s=Optional(Real(above=0, hint="seconds the whole sweep may take, or None")))
 def throughput_sweep(op: str | Op = "add", sizes: Sequence[int] | None = None, dtype: Any = "float32",
                      devices: Sequence[Any] | None = None, repeat: int = 5, budget_s: float | None = 0.2,
                      total_budget_s: float | None = None,
@@ -237,7 +278,39 @@ class Crossover:
     message: str
     source: str = ""
 
+    def __post_init__(self):
+        if self.status not in CROSSOVER_STATUSES or not isinstance(self.message, str):
+            raise BadInputError(f"a Crossover's status is one of {CROSSOVER_STATUSES} and its message a sentence, got "
+                                f"{self.status!r:.40}")
 
+
+#: What a :class:`Crossover` found.
+CROSSOVER_STATUSES = ("crossed", "gpu_always_faster", "cpu_always_faster", "no_data")
+
+
+def _validate_curve(v: Any, zero: bool = False) -> np.ndarray:
+    """One device's sizes or times: a 1-D list of finite positive numbers (``zero``: or 0, a time too short for the
+    clock), 100,000 at most."""
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) > 100_000:
+        raise BadInputError(f"sizes and times must be lists of positive numbers, got {type(v).__name__}"
+                            + (f" of {len(v):,}" if hasattr(v, "__len__") else ""))
+    try:
+        a = np.asarray(v, dtype=float)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.ndim != 1 or not np.all(np.isfinite(a)) or not np.all(a >= 0 if zero else a > 0):
+        raise BadInputError(f"sizes and times must be lists of finite positive numbers, got {v!r:.80}")
+    return a
+
+
+def _same_lengths(cpu_n: np.ndarray, cpu_t: np.ndarray, gpu_n: np.ndarray, gpu_t: np.ndarray) -> None:
+    if len(cpu_n) != len(cpu_t) or len(gpu_n) != len(gpu_t):
+        raise BadInputError(f"each size needs its time: got {len(cpu_n)} CPU sizes for {len(cpu_t)} times and "
+                            f"{len(gpu_n)} GPU sizes for {len(gpu_t)} times")
+
+
+@arguments(cpu_n=Given(_validate_curve), cpu_t=Given(_validate_curve, zero=True), gpu_n=Given(_validate_curve),
+           gpu_t=Given(_validate_curve, zero=True), then=_same_lengths)
 def crossover_size(cpu_n: Sequence[float], cpu_t: Sequence[float], gpu_n: Sequence[float],
                    gpu_t: Sequence[float]) -> tuple[float | None, str]:
     """The size from which the GPU's time per call stays below the CPU's.
@@ -272,6 +345,13 @@ def crossover_size(cpu_n: Sequence[float], cpu_t: Sequence[float], gpu_n: Sequen
     return float(math.exp(x0 + frac * (x1 - x0))), "crossed"
 
 
+def validate_field(y: Any) -> str:
+    if not isinstance(y, str) or not y:
+        raise BadInputError(f"y must name a record field, e.g. 'median_s', got {y!r:.60}")
+    return y
+
+
+@arguments(rs=Given(_results), where=Given(_validate_where), y=Given(validate_field))
 def crossover(rs: ResultSet, where: dict | None = None, y: str = "median_s") -> Crossover:
     """The crossover in one result set (needs both CPU and GPU records)."""
     where = where or {}
@@ -292,6 +372,7 @@ def crossover(rs: ResultSet, where: dict | None = None, y: str = "median_s") -> 
     return Crossover(n, status, msgs[status] + (f" ({src})." if src != "live" else " (measured live)."), src)
 
 
+@arguments(live=Optional(Given(_results)), references=Given(_references), where=Given(_validate_where))
 def find_crossover(live: ResultSet | None, references: Sequence[ResultSet] = (),
                    where: dict | None = None) -> Crossover:
     """The crossover from live data when it has a GPU, else from a reference, else says why not."""

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from ..arguments import Given, Optional, Real, Whole, arguments
+from ..errors import BadInputError
 from ..plots import (
     COLORS,
     PALETTE,
@@ -33,8 +36,29 @@ from ..plots import (
     sweep_figure,
 )
 from ..results import ResultSet
-from .ops import find_crossover, get_op
-from .roofline import peaks_of, ridge_point
+from ..results import validate_references as _references
+from ..results import validate_results as _results
+from .ops import find_crossover, get_op, validate_field, validate_op
+from .roofline import dtype_name, peaks_of, ridge_point
+
+_LIVE, _REFS = Optional(Given(_results)), Given(_references)
+
+
+def _rates(rates: Any) -> dict:
+    """A dict of label -> a positive rate (bytes/s, FLOP/s): the lines a figure draws beside its curves."""
+    if not isinstance(rates, dict) or not all(isinstance(k, str) and isinstance(v, (int, float, np.number))
+                                              and not isinstance(v, bool) and np.isfinite(v) and v > 0
+                                              for k, v in rates.items()):
+        raise BadInputError(f"expected a dict of label -> a positive rate, e.g. {{'cpu': 2e10}}, got {rates!r:.80}")
+    return rates
+
+
+def _point(record: Any) -> dict:
+    """One roofline point record (what roofline_point returns): a dict with its intensity and rate."""
+    if not isinstance(record, dict) or not {"intensity", "flops_per_s"} <= record.keys():
+        raise BadInputError(f"highlight must be a point record from roofline_point (with 'intensity' and "
+                            f"'flops_per_s'), or None, got {record!r:.80}")
+    return record
 
 __all__ = ["sweep_plot", "memory_latency_figure", "latency_figure", "async_figure", "batch_figure", "fusion_figure",
            "precision_figure", "transfer_figure", "roofline_figure"]
@@ -48,6 +72,8 @@ def _no_gpu_note(live: ResultSet | None, references: Sequence[ResultSet]) -> str
     return "" if has_gpu else "No GPU here and no reference GPU results recorded yet: CPU only."
 
 
+@arguments(live=_LIVE, references=_REFS, y=Given(validate_field), highlight=Optional(Real(above=0)),
+           op=Optional(Given(validate_op)), bandwidth=Optional(Given(_rates)))
 def sweep_plot(live: ResultSet | None, references: Sequence[ResultSet] = (), y: str = "median_s",
                highlight: float | None = None, op: str | None = None,
                bandwidth: dict | None = None) -> Figure:
@@ -123,6 +149,7 @@ def _pow2_axis(ax) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
 
 
+@arguments(live=_LIVE, references=_REFS)
 def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
     """Pointer-chase latency (ns per dependent load) against working-set size: the memory hierarchy."""
     fig, (ax,) = new_figure(1, width=8, height=3.8)
@@ -148,6 +175,7 @@ def memory_latency_figure(live: ResultSet | None, references: Sequence[ResultSet
     return fig
 
 
+@arguments(live=_LIVE, references=_REFS)
 def latency_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
     """Each smallest operation as a distribution: every call a dot, the median a bar, the IQR a box."""
     rows = []
@@ -195,6 +223,7 @@ def _box(lo: float, hi: float, y: float, color: str):
     return Rectangle((lo, y - 0.25), max(hi - lo, 1e-9), 0.5, fill=False, ec=color, lw=1.5)
 
 
+@arguments(sets=_REFS)
 def async_figure(sets: Sequence[ResultSet]) -> Figure:
     """Bars: the chain's host time per mode, per device."""
     fig, (ax,) = new_figure(1, height=0.8 + 0.5 * sum(len(s.records) for s in sets))
@@ -224,6 +253,8 @@ def async_figure(sets: Sequence[ResultSet]) -> Figure:
     return fig
 
 
+@arguments(live=_LIVE, references=_REFS, highlight=Optional(Whole(hint="the batch to mark, or None")),
+           roofs=Optional(Given(_rates)))
 def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
                  highlight: int | None = None, roofs: dict | None = None) -> Figure:
     """Throughput (samples/s) and latency per batch against batch size; on the right how busy the device got:
@@ -264,6 +295,13 @@ def batch_figure(live: ResultSet | None, references: Sequence[ResultSet] = (),
     return fig
 
 
+def _model(name: str | None) -> str:
+    """The model word of a GPU's name ("H100" of "NVIDIA H100 80GB HBM3"): a bar's short label; the caption
+    names the device in full."""
+    return next((w for w in (name or "").split() if any(c.isdigit() for c in w)), name or "GPU")
+
+
+@arguments(rs=Given(_results), references=_REFS)
 def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """Time per run of the chain, by mode and device, with kernels launched and bytes moved; where no
     GPU ran here, the references' GPU runs (hatched, labelled with their own size and where recorded)."""
@@ -282,7 +320,8 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
         ax.text(r["median_s"] * 1e3, i, f" {r['median_s'] * 1e3:.3g} ms, {r['kernels']:,} kernel(s)\n"
                 f" {r['bytes'] / 1e6:,.1f} MB moved, {r['gb_per_s']:.1f} GB/s", va="center", fontsize=9)
     ax.set_yticks(range(len(recs)), [f"{r['device'].upper()}: {r['mode']}" + (
-        f"\n(recorded, n = {r['n']:,}" + ("" if r["steps"] == rs.params.get("steps") else f", {r['steps']} steps")
+        f"\n(recorded on {_model(r['_ref'].gpu_name)}, n = {r['n']:,}"
+        + ("" if r["steps"] == rs.params.get("steps") else f", {r['steps']} steps")
         + ")" if "_ref" in r else "") for r in recs], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("ms per run of the whole chain" + (" (log scale)" if wide else ""))
@@ -310,6 +349,7 @@ def fusion_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     return fig
 
 
+@arguments(live=_LIVE, references=_REFS)
 def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
     """Matrix-product GFLOP/s against size, one line per dtype and device."""
     fig, axes = new_figure(2, width=11)
@@ -343,6 +383,7 @@ def precision_figure(live: ResultSet | None, references: Sequence[ResultSet] = (
     return fig
 
 
+@arguments(live=_LIVE, references=_REFS)
 def transfer_figure(live: ResultSet | None, references: Sequence[ResultSet] = ()) -> Figure:
     """Host↔device bandwidth against size, pageable vs pinned."""
     fig, (ax,) = new_figure(1)
@@ -375,6 +416,7 @@ def _flops_text(f: float) -> str:
     return f"{f / 1e12:,.3g} TFLOP/s" if f >= 1e12 else f"{f / 1e9:,.3g} GFLOP/s"
 
 
+@arguments(live=_LIVE, references=_REFS, dtype=Given(dtype_name, torch=True), highlight=Optional(Given(_point)))
 def roofline_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), dtype: str = "float32",
                     highlight: dict | None = None) -> Figure:
     """The measured roofline of each device, with the course's operations placed on it.

@@ -33,11 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import Devices, Given, OneOf, Optional, Real, Whole, arguments
 from ..backprop import MLP
-from ..devices import get_xp, resolve_devices, synchronize
+from ..devices import get_xp, normalize_device, resolve_devices, synchronize
 from ..errors import BadInputError, DeviceMemoryError, UnsupportedDtypeError, whole_number
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
+from ..results import validate_results as _results
 from ..threads import get_threads
 from ..timing import benchmark, sweep_within_budget
 from .batch import DEFAULT_MLP_SIZES, time_torch_matmul, torch_available
@@ -49,6 +51,52 @@ __all__ = ["attainable", "ridge_point", "classify", "peak_matmul_sizes", "measur
 
 #: Operations :func:`roofline_point` can place: the lesson's ops, the scan (lesson 04), an MLP step (lesson 01).
 POINT_NAMES = (*OPS, "scan", "mlp step")
+
+
+def dtype_name(dtype: Any, allowed: tuple[str, ...] | None = None, torch: bool = False) -> str:
+    """``dtype``'s name, a dtype numpy knows (``torch``: or ``"bfloat16"``, timed through PyTorch), one of
+    ``allowed`` when given."""
+    if dtype is None or isinstance(dtype, (list, tuple, np.ndarray)):   # numpy reads None as float64
+        raise BadInputError(f"dtype must name one dtype, such as 'float32', got {dtype!r:.60}")
+    if torch and dtype == "bfloat16":
+        name = "bfloat16"
+    else:
+        name = validate_dtype(dtype).name
+    if allowed is not None and name not in allowed:
+        raise BadInputError(f"dtype must be {' or '.join(allowed)} here, got {name!r}")
+    return name
+
+
+def _dtype_names(dtypes: Any) -> list[str]:
+    """A non-empty list of dtype names (``"bfloat16"`` included: its roof is measured through PyTorch)."""
+    if isinstance(dtypes, (str, bytes)) or not isinstance(dtypes, (list, tuple)):
+        raise BadInputError(f"dtypes must be a list of dtype names such as ['float32'], got {dtypes!r:.80}")
+    if not dtypes:
+        raise BadInputError("dtypes is empty: give at least one, e.g. ['float32']")
+    return [dtype_name(d, torch=True) for d in dtypes]
+
+
+def _validate_points(points: Any) -> list[tuple[str, int]]:
+    """A list of ``(op, n)`` pairs: an operation of :data:`POINT_NAMES` and its size."""
+    if isinstance(points, (str, bytes)) or not isinstance(points, (list, tuple)) or len(points) > 1000:
+        raise BadInputError(f"points must be a list of (op, n) pairs such as [('add', 4096)], got {points!r:.80}")
+    out = []
+    for p in points:
+        if not isinstance(p, (list, tuple)) or len(p) != 2 or not isinstance(p[0], str) or p[0] not in POINT_NAMES:
+            raise BadInputError(f"each point is an (op, n) pair with op one of {POINT_NAMES}, got {p!r:.80}")
+        out.append((p[0], whole_number("n", p[1], hint=f"the size of the point {p[0]!r}")))
+    return out
+
+
+def _predictor(predict: Any) -> Any:
+    if not callable(predict):
+        raise BadInputError(f"predict must be your function predict(flops, bytes, peak_flops, peak_bandwidth), or "
+                            f"None, got {predict!r:.80}")
+    return predict
+
+
+_DEVICE, _QUICK = Given(normalize_device), OneOf(True, False)
+_REPEAT, _BUDGET = Whole(hint="timed calls"), Optional(Real(above=0, hint="seconds of measuring, or None"))
 
 
 def ridge_point(peak_flops: float, peak_bandwidth: float) -> float:
@@ -104,6 +152,8 @@ def cpu_clock_hz() -> tuple[float | None, str]:
 ASSUMED_FMA_UNITS = 2
 
 
+@arguments(dtype=Given(dtype_name, allowed=("float32", "float64")),
+           fma_units=Optional(Whole(1, 64, hint="FMA units per core, or None")))
 def theoretical_peak(dtype: str = "float32", fma_units: int | None = None) -> dict:
     """The CPU's compute peak from its parts: cores × SIMD lanes × FMA units × 2 flops × clock.
 
@@ -139,6 +189,7 @@ def theoretical_peak(dtype: str = "float32", fma_units: int | None = None) -> di
     return {"dtype": dtype, "flops_per_s": peak, "factors": factors}
 
 
+@arguments(device=_DEVICE, dtype=Given(dtype_name, torch=True), quick=_QUICK)
 def peak_matmul_sizes(device: str, dtype: str, quick: bool = True) -> list[int]:
     """Matrix sizes tried when looking for the peak: the best is usually the largest that runs fast."""
     if device == "gpu":
@@ -163,6 +214,9 @@ def _worth_growing(dev: str, dtype: str, n: int, rate: float, previous: float, s
     return True
 
 
+@arguments(device=_DEVICE, dtypes=Given(_dtype_names), quick=_QUICK,
+           copy_nbytes=Optional(Whole(lo=4, hint="bytes of the copy, or None")), repeat=_REPEAT, budget_s=_BUDGET,
+           rs=Optional(Given(_results)))
 def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), quick: bool = True,
                   copy_nbytes: int | None = None, repeat: int = 5, budget_s: float | None = 0.5,
                   rs: ResultSet | None = None) -> ResultSet:
@@ -219,6 +273,7 @@ def measure_peaks(device: str = "cpu", dtypes: Sequence[str] = ("float32",), qui
     return rs
 
 
+@arguments(rs=Given(_results), device=_DEVICE)
 def peaks_of(rs: ResultSet, device: str) -> dict:
     """``{"bandwidth": B/s or None, "flops": {dtype: FLOP/s}}`` from a roofline result set."""
     bws = rs.select(device=device, kind="peak_bandwidth")
@@ -247,6 +302,8 @@ def _mlp_bytes(sizes: Sequence[int], batch: int, itemsize: int) -> float:
     return float(itemsize * (5 * params + 4 * acts + batch * sizes[0]))
 
 
+@arguments(op=OneOf(*POINT_NAMES), n=Whole(hint="the size of the operation"), device=_DEVICE, repeat=_REPEAT,
+           budget_s=_BUDGET)
 def roofline_point(op: str, n: int, dtype: str = "float32", device: str = "cpu", repeat: int = 5,
                    budget_s: float | None = 0.3) -> dict:
     """Measure one operation and return its roofline record (``kind="point"``).
@@ -290,6 +347,8 @@ DEFAULT_POINTS = (("add", 2 ** 22), ("add", 2 ** 12), ("sum", 2 ** 22), ("matmul
                   ("matmul", 512), ("scan", 2 ** 16), ("mlp step", 256))
 
 
+@arguments(devices=Devices(), dtypes=Given(_dtype_names), points=Given(_validate_points), quick=_QUICK,
+           total_budget_s=Optional(Real(above=0, hint="seconds the whole measurement may take, or None")))
 def measure_roofline(devices: Sequence[Any] | None = None, dtypes: Sequence[str] = ("float32",),
                      points: Sequence[tuple[str, int]] = DEFAULT_POINTS, quick: bool = True,
                      total_budget_s: float | None = None, progress: Callable | None = None) -> ResultSet:
@@ -343,6 +402,7 @@ def _raise_peaks_to_matmul_points(rs: ResultSet) -> None:
 WRITE_ALLOCATE_ALLOWANCE = 1.5 / (4 / 3)
 
 
+@arguments(rs=Given(_results), device=_DEVICE, dtype=Given(dtype_name, torch=True))
 def roof_shares(rs: ResultSet, device: str, dtype: str = "float32") -> list[dict]:
     """Each measured point's rate as a share of the roof at its intensity (the lower of the two roofs).
 
@@ -375,6 +435,8 @@ def roof_shares(rs: ResultSet, device: str, dtype: str = "float32") -> list[dict
     return out
 
 
+@arguments(predict=Optional(Given(_predictor)), rs=Given(_results), device=_DEVICE,
+           dtype=Given(dtype_name, torch=True))
 def compare_predictions(predict: Callable | None, rs: ResultSet, device: str = "cpu", dtype: str = "float32") -> str:
     """An HTML table: for each measured point, a prediction from ``predict(flops, bytes, peak_flops,
     peak_bandwidth)`` (your exercise; None or a stub shows "not done yet"), the roofline's answer, and

@@ -19,9 +19,11 @@ import html
 
 import ipywidgets as w
 
+from ..arguments import Dtype, Given, OneOf, Optional, Real, Whole, arguments
 from ..devices import gpu_available, require_gpu
 from ..errors import BadInputError
 from ..results import ResultSet, load_reference
+from ..results import validate_results as _results
 from ..widgets import (
     WIDGET_LIMIT_S,
     LiveApp,
@@ -49,9 +51,9 @@ from .costs import (
     point_probe,
     sweep_sizes_within,
 )
-from .fusion import MAX_STEPS, fusion_compare
+from .fusion import MAX_STEPS, fusion_compare, validate_steps
 from .latency import async_chain, latency_summary, relabel_latency, smallest_op_latency
-from .ops import find_crossover, throughput_sweep
+from .ops import OPS, find_crossover, throughput_sweep
 from .plots import (
     async_figure,
     batch_figure,
@@ -69,21 +71,25 @@ __all__ = ["latency_app", "sweep_app", "async_app", "memory_app", "batch_app", "
 _DTYPES = ("float32", "float64", "float16")
 
 
+@arguments(op=OneOf(*OPS), dtype=Dtype())
 def op_rate(op: str, dtype: str) -> float:
     """Units of :func:`~course.throughput.costs.op_work` per second of ``op`` in ``dtype`` on this CPU."""
     return measured_rate(("op", op, dtype), *op_probe(op, dtype))
 
 
+@arguments(op=OneOf(*POINT_RATE_N), dtype=Dtype(floating=True))
 def point_rate(op: str, dtype: str) -> float:
     """FLOP/s of a costly roofline point on this CPU in ``dtype``, measured once at a small size."""
     return measured_rate(("roofline", op, dtype), *point_probe(op, dtype))
 
 
+@arguments(n=Whole(hint="elements per op"), chain=Whole(1, 10_000, hint="the number of ops in the chain"))
 def async_cost_s(n: int, chain: int) -> float:
     """Estimated seconds of the CPU measurement: operations × elements over the rate of a chain of 8."""
     return estimate_s(max(chain * n, ASYNC_RATE_WORK), measured_rate(("async chain",), *async_probe()))
 
 
+@arguments(n=Whole(hint="elements"), steps=Given(validate_steps), dtype=Dtype(floating=True))
 def fusion_cost_s(n: int, steps: int, dtype: str) -> float:
     """Estimated seconds of the CPU comparison at ``n``, scaled linearly from the same comparison at 2^20."""
     rate = measured_rate(("fusion", int(steps), str(dtype)), *fusion_probe(steps, dtype))
@@ -123,6 +129,7 @@ def _exp_slider(lo: int, hi: int, value: int, description: str) -> w.IntSlider:
                        style={"description_width": "initial"}, layout=w.Layout(width="260px"))
 
 
+@arguments(repeat=OneOf(50, 200, 1000, 5000))
 def latency_app(repeat: int = 200) -> LiveApp:
     """The smallest operation on the chosen device, timed ``calls`` times: a distribution."""
     cache = MeasurementCache()
@@ -141,6 +148,8 @@ def latency_app(repeat: int = 200) -> LiveApp:
     return _with_cache(LiveApp(update, controls, title="Latency of the smallest operation"), cache)
 
 
+@arguments(op=OneOf(*OPS), lo=Whole(0, 28, hint="the smallest size is 2**lo"),
+           hi=Whole(0, 28, hint="the largest size is 2**hi"), budget_s=Real(above=0, hint="seconds per sweep"))
 def sweep_app(op: str = "add", lo: int = 0, hi: int = 20, budget_s: float = 1.5) -> LiveApp:
     """Throughput against size for one op on each device, crossover marked (sizes 2^lo … 2^hi).
 
@@ -305,7 +314,7 @@ def fusion_app() -> LiveApp:
     def update(steps: int, n: int, dtype: str, device: str):
         devs, refs, note = _plan(device, "fusion")
         if not devs:
-            return fusion_figure(refs[0]), note
+            return fusion_figure(ResultSet("fusion", params=dict(refs[0].params)), refs), note
         if "cpu" in devs and n > FUSION_RATE_N and (steps, n, dtype, tuple(devs)) not in cache:
             cost = fusion_cost_s(n, steps, dtype)
             if cost > WIDGET_LIMIT_S:
@@ -369,6 +378,8 @@ _DEFAULT_EXP = {"matmul": 9, "mlp step": 8, "scan": 16}
 _MAX_EXP = {"matmul": 13, "mlp step": 16, "scan": 24}  # beyond: minutes per measurement on a laptop
 
 
+@arguments(op=OneOf(*POINT_NAMES), exponent=Whole(0, 26, hint="the size is 2**exponent"),
+           live=Optional(Given(_results)))
 def roofline_app(op: str = "add", exponent: int = 20, live: ResultSet | None = None) -> LiveApp:
     """This machine's roofline (measured once) and the chosen op's point, moving with its size.
 

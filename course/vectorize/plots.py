@@ -11,16 +11,18 @@ and GPU results recorded elsewhere are drawn hatched and labelled as such.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
+from ..arguments import Given, arguments
 from ..cpu import cpu_info
 from ..devices import gpu_info
 from ..errors import BadInputError, whole_number
 from ..plots import COLORS, PALETTE, add_footer, mark_noisy, new_figure, noisy_flags, place_legend, set_takeaway, tint
-from ..results import ResultSet
+from ..results import ResultSet, validate_references, validate_results
 from .rungs import RUNG_INFO, lane_trace, numpy_elementwise
 
 __all__ = ["flynn_figure", "lanes_figure", "ladder_figure", "bandwidth_figure", "matmul_figure",
@@ -59,15 +61,39 @@ def _box(ax, x, y, w, h, text, color, fs=9.0):
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fs)
 
 
+def _flynn_classes(highlight: Any) -> set[str]:
+    """``highlight`` as a set of Flynn classes (one name, or several)."""
+    if isinstance(highlight, str):
+        hl = {highlight}
+    elif isinstance(highlight, (list, tuple, set, frozenset)) and all(isinstance(h, str) for h in highlight):
+        hl = set(highlight)
+    else:
+        raise BadInputError(f"highlight must name Flynn classes {tuple(_CELLS)} (one, or a list), got "
+                            f"{highlight!r:.80}")
+    bad = hl - set(_CELLS)
+    if bad:
+        raise BadInputError(f"highlight must name Flynn classes {tuple(_CELLS)}, got {sorted(bad)}")
+    return hl
+
+
+def _bandwidth_result(result: Any) -> dict:
+    """What :func:`course.vectorize.relu_bandwidth` returns: a dict with n, dtype, rounds and the GB/s."""
+    if not isinstance(result, dict) or not {"n", "dtype", "rounds", "copy_gb_per_s"} <= result.keys():
+        raise BadInputError(f"result must be what course.vectorize.relu_bandwidth returns (a dict with n, dtype, "
+                            f"rounds and copy_gb_per_s), got {type(result).__name__} {result!r:.60}")
+    return result
+
+
+_RS, _REFS = Given(validate_results), Given(validate_references)
+
+
+@arguments(highlight=Given(_flynn_classes))
 def flynn_figure(highlight: str | Sequence[str] = ()) -> Figure:
     """Flynn's four classes as a 2×2 grid, each with a small diagram and this machine's hardware.
 
     ``highlight`` names class(es) to emphasise (e.g. the one the current rung belongs to).
     """
-    hl = {highlight} if isinstance(highlight, str) else set(highlight)
-    bad = hl - set(_CELLS)
-    if bad:
-        raise BadInputError(f"highlight must name Flynn classes {tuple(_CELLS)}, got {sorted(bad)}")
+    hl = highlight
     fig, (ax,) = new_figure(1, width=9.5, height=6.2)
     ax.set_xlim(0, 2)
     ax.set_ylim(0, 2.08)
@@ -176,6 +202,7 @@ def _mm_label(r: dict) -> str:
     return _MM_LABELS.get(r["rung"], r["rung"])
 
 
+@arguments(rs=_RS, references=_REFS)
 def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """Two panels: elements per second of each rung (speedup over the loop printed), and
     effective bandwidth with the copy limit drawn, for the ladder in ``rs``."""
@@ -237,6 +264,7 @@ def ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure
     return fig
 
 
+@arguments(rs=_RS)
 def lane_sweep_figure(rs: ResultSet) -> Figure:
     """Time per element of the ``lanes`` rung against the lane width W, next to the loop and numpy."""
     lanes = rs.select(rung="lanes")
@@ -263,6 +291,7 @@ def lane_sweep_figure(rs: ResultSet) -> Figure:
     return fig
 
 
+@arguments(result=Given(_bandwidth_result))
 def bandwidth_figure(result: dict) -> Figure:
     """Bars from :func:`course.vectorize.relu_bandwidth`: copy, ReLU with ``out=``, ReLU
     allocating a new array, threads; each as GB/s and as a fraction of the copy limit."""
@@ -288,6 +317,7 @@ def bandwidth_figure(result: dict) -> Figure:
     return fig
 
 
+@arguments(rs=_RS, references=_REFS)
 def matmul_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """GFLOP/s of each matmul rung and dtype (log scale), value printed on each bar."""
     rows = list(rs.records)
@@ -329,6 +359,7 @@ _KIND_STYLE = {"copy": ("copy (the limit)", "0.45", "o"), "out": ("ReLU, out=", 
                "vector": ("ReLU, 16-byte loads, out=", PALETTE["sky blue"], "v")}
 
 
+@arguments(rs=_RS, references=_REFS)
 def bandwidth_sweep_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """GB/s against size for copy, ReLU ``out=``, new array and threads (left), and each as a
     fraction of the copy measured at the same size (right).  Reference GPU runs drawn faded,

@@ -81,8 +81,8 @@ MAX_WORKERS = 1024
 
 def validate_op(op: Any) -> str:
     """``op`` if it is one of :data:`OPS`."""
-    if op not in OPS:
-        raise BadInputError(f"op must be one of {OPS}, got {op!r}")
+    if not isinstance(op, str) or op not in OPS:      # an array would be compared element by element
+        raise BadInputError(f"op must be one of {OPS}, got {op!r:.80}")
     return op
 
 

@@ -14,13 +14,17 @@ True
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import ipywidgets as w
+import numpy as np
 
+from ..arguments import Dtype, Given, OneOf, Optional, Real, Whole, Wholes, arguments
 from ..cpu import cpu_info
-from ..devices import gpu_available
-from ..errors import GPUUnavailableError
-from ..results import ResultSet, load_reference
+from ..devices import gpu_available, normalize_device
+from ..errors import BadInputError, GPUUnavailableError
+from ..limits import validate_dtype
+from ..results import ResultSet, load_reference, validate_results
 from ..torch_peer import torch_available
 from ..widgets import (
     WIDGET_LIMIT_S,
@@ -37,7 +41,7 @@ from ..widgets import (
 )
 from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS
 from .plots import bandwidth_figure, ladder_figure, lanes_figure, matmul_figure
-from .rungs import OPS, lane_steps
+from .rungs import OPS, lane_steps, validate_lanes, validate_op
 from .simd import ufunc_dispatch
 from .timing import ladder, matmul_ladder, matmul_operands, relu_bandwidth
 
@@ -51,6 +55,31 @@ def _pow2_options(lo: int, hi: int) -> list[int]:
     return [2 ** k for k in range(lo, hi + 1)]
 
 
+def _dtype_name(dtype: Any) -> str:
+    """``dtype``'s name: one numpy knows, or ``"bfloat16"`` (timed through PyTorch)."""
+    if dtype is None or isinstance(dtype, (list, tuple, np.ndarray)):   # numpy reads None as float64
+        raise BadInputError(f"dtype must name one dtype, such as 'float32', got {dtype!r:.60}")
+    return "bfloat16" if isinstance(dtype, str) and dtype == "bfloat16" else validate_dtype(dtype).name
+
+
+def _dtype_names(dtypes: Any) -> tuple[str, ...]:
+    if isinstance(dtypes, (str, bytes)) or not isinstance(dtypes, (list, tuple)) or not dtypes:
+        raise BadInputError(f"dtypes must be a non-empty tuple of dtype names such as ('float32',), got {dtypes!r:.80}")
+    return tuple(_dtype_name(d) for d in dtypes)
+
+
+def _matmul_rungs(rungs: Any) -> tuple[str, ...]:
+    if isinstance(rungs, (str, bytes)) or not isinstance(rungs, (list, tuple)) or not all(
+            isinstance(r, str) and r in MATMUL_CALLS for r in rungs):
+        raise BadInputError(f"rungs must be a tuple of CPU matrix-product rungs from {tuple(MATMUL_CALLS)}, got "
+                            f"{rungs!r:.80}")
+    return tuple(rungs)
+
+
+_OP, _DEVICE = Given(validate_op), Optional(Given(normalize_device))
+
+
+@arguments(rs=Given(validate_results))
 def ladder_table(rs: ResultSet) -> str:
     """The ladder's records as an HTML table (time, elements/s, GB/s, % of copy, speedup, check)."""
     head = ("<tr><th>rung</th><th>Flynn</th><th>device</th><th>elements timed</th><th>time</th>"
@@ -93,6 +122,7 @@ def _gpu_note(device: str, experiment: str) -> tuple[list[str], str]:
 _LADDER_REF_N = (2 ** 18, 2 ** 20)
 
 
+@arguments(op=_OP, n=Whole(hint="elements"), dtype=Dtype(), lanes=Given(validate_lanes))
 def ladder_cost_s(op: str, n: int, dtype: str, lanes: int) -> float:
     """Estimated seconds of the CPU ladder at ``n``: a straight line (fixed cost + cost per element) through
     the same ladder timed once at 2^18 and 2^20 elements (the slow rungs time a sample, so the line errs long)."""
@@ -105,6 +135,8 @@ def ladder_cost_s(op: str, n: int, dtype: str, lanes: int) -> float:
     return t2 + per_element * max(n - n2, 0)
 
 
+@arguments(op=_OP, n=OneOf(*_pow2_options(4, 24)), dtype=OneOf(*_DTYPES), lanes=Optional(OneOf(*_pow2_options(0, 12))),
+           device=_DEVICE)
 def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: int | None = None,
                device: str | None = None) -> LiveApp:
     """Operation, size, dtype, device and lane width → time, elements/s, GB/s vs copy, speedup.
@@ -148,6 +180,7 @@ def ladder_app(op: str = "relu", n: int = 2**16, dtype: str = "float32", lanes: 
     return app
 
 
+@arguments(n=Whole(1, 48, hint="the elements drawn"), lanes=OneOf(1, 2, 4, 8, 16, 32), op=_OP)
 def lanes_app(n: int = 24, lanes: int = 8, op: str = "relu") -> LiveApp:
     """Press play (or drag 'step') to watch W lanes work through n elements, W at a time."""
     step = w.IntSlider(value=0, min=0, max=lane_steps(n, lanes), description="step",
@@ -175,6 +208,8 @@ def lanes_app(n: int = 24, lanes: int = 8, op: str = "relu") -> LiveApp:
     return app
 
 
+@arguments(op=_OP, n=Whole(hint="elements"), widths=Wholes(hint="lane widths W, e.g. (1, 8, 64)"), dtype=Dtype(),
+           budget_s=Real(above=0, hint="seconds of measuring per rung"))
 def lane_sweep(op: str = "relu", n: int = 2**14, widths: tuple[int, ...] = (1, 2, 4, 8, 16, 64, 256, 1024, 4096),
                dtype: str = "float32", budget_s: float = 0.08) -> ResultSet:
     """The ``lanes`` rung at several lane widths W (plus the loop and numpy), on the same input."""
@@ -187,6 +222,7 @@ def lane_sweep(op: str = "relu", n: int = 2**14, widths: tuple[int, ...] = (1, 2
     return rs
 
 
+@arguments(n=OneOf(*_pow2_options(12, 26)), device=_DEVICE)
 def bandwidth_app(n: int = 2**22, device: str | None = None) -> LiveApp:
     """ReLU with ``out=`` vs a new array per call vs threads, against the copy limit."""
     controls = {"n": log2_slider(12, 26, n, "elements"), "device": device_buttons(device)}
@@ -210,6 +246,7 @@ def bandwidth_app(n: int = 2**22, device: str | None = None) -> LiveApp:
 #: Products one rung's timing runs at the least, however slow: the check against float64, the
 #: warm-up calls, and the one timed call a time budget always lets through.
 MATMUL_CALLS = {"loop": 2, "dots": 2, "blas": 4, "torch": 4}
+_MATMUL_SIZES = (16, 32, 48, 64, 96, 128, 256, 384, 512, 1024, 2048)   # the sizes matmul_app's slider offers
 _RATE_N = {"loop": 16, "dots": 48, "blas": 256, "torch": 256}  # float16 without BLAS: 128 (see matmul_rate)
 
 
@@ -218,12 +255,15 @@ def _matmul_work(rung: str, n: int) -> float:
     return float(n) ** 2 if rung == "dots" else 2.0 * float(n) ** 3
 
 
+@arguments(rung=OneOf(*MATMUL_CALLS), dtype=Given(_dtype_name))
 def matmul_rate(rung: str, dtype: str) -> float:
     """The CPU rate of one rung in ``dtype`` (units of :func:`_matmul_work` per second), measured once at a small n."""
     n = 128 if dtype == "float16" and rung == "blas" else _RATE_N[rung]
     return measured_rate(("matmul", rung, dtype), _matmul_work(rung, n), matmul_operands(rung, n, dtype)[2])
 
 
+@arguments(n=Whole(hint="the matrix side"), dtypes=Given(_dtype_names), rungs=Given(_matmul_rungs),
+           limit_s=Real(lo=0, hint="seconds one refresh may take"))
 def matmul_plan(n: int, dtypes: tuple[str, ...], rungs: tuple[str, ...],
                 limit_s: float = WIDGET_LIMIT_S) -> tuple[dict[str, list[str]], list[str]]:
     """Which CPU (rung, dtype) pairs fit in ``limit_s`` at size n, cheapest first; and the ones left out, with why.
@@ -253,6 +293,7 @@ def matmul_plan(n: int, dtypes: tuple[str, ...], rungs: tuple[str, ...],
     return plan, left_out
 
 
+@arguments(n=OneOf(*_MATMUL_SIZES), device=_DEVICE)
 def matmul_app(n: int = 48, device: str | None = None) -> LiveApp:
     """Matrix product rungs at size n in float32/float16 (+bfloat16 with PyTorch), in GFLOP/s.
 
@@ -260,7 +301,7 @@ def matmul_app(n: int = 48, device: str | None = None) -> LiveApp:
     rungs that would push one refresh past :data:`course.widgets.WIDGET_LIMIT_S` are left out and
     listed, so no size on the slider freezes the notebook.
     """
-    controls = {"n": size_slider([16, 32, 48, 64, 96, 128, 256, 384, 512, 1024, 2048], n, "n"),
+    controls = {"n": size_slider(_MATMUL_SIZES, n, "n"),
                 "device": device_buttons(device)}
 
     cache = MeasurementCache()
