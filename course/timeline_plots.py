@@ -66,10 +66,14 @@ def _where(tls: list[Timeline], rs: ResultSet | None) -> str:
     """Where the events come from, for the figure's title."""
     if any(t.recorded == "synthetic" for t in tls):
         return "SYNTHETIC timeline, made up for tests: not a measurement"
-    names = ", ".join(dict.fromkeys(t.device_name or t.device.upper() for t in tls))
-    date = (rs.date if rs is not None else "") or next((t.date for t in tls if t.date), "")
+    dates: dict[str, str] = {}          # each device once, with its own date
+    for t in tls:
+        dates.setdefault(t.device_name or t.device.upper(), t.date or (rs.date if rs is not None else ""))
     verb = "recorded on" if any(t.recorded == "reference" for t in tls) else "measured live on"
-    return f"{verb} {names}" + (f", {date}" if date else "")
+    if len(dates) == 1:
+        (name, date), = dates.items()
+        return f"{verb} {name}" + (f", {date}" if date else "")
+    return f"{verb} " + ", ".join(f"{name} ({date})" if date else name for name, date in dates.items())
 
 
 @arguments(tl=Given(validate_timeline))

@@ -15,6 +15,8 @@ once) and returns one sentence per problem:
   A legend in an empty corner of its axes therefore passes, and a legend under the axes passes unless
   it covers another axes' data;
 * **small text**: any visible text under :data:`MIN_PT` points at the figure's own size;
+* **too many series**: more than :data:`MAX_SERIES` labelled curves in one axes; **a legend larger than its
+  axes**;
 * **colour off the palette**: a line, marker, bar or scatter colour that is neither one of
   :data:`course.plots.PALETTE` nor a grey.
 
@@ -231,9 +233,40 @@ def figure_problems(fig: Figure, colours: bool = True, sizes: bool = True) -> li
                     problems.append(f"{name}: text {t.get_text()[:30]!r} at {t.get_fontsize():.1f} pt "
                                     f"(at least {MIN_PT:g})")
                     break
+    for j, ax in enumerate(fig.axes):
+        series = _series_of(ax)
+        if len(series) > MAX_SERIES:
+            problems.append(f"axes {j} draws {len(series)} series (at most {MAX_SERIES}: split it into panels or "
+                            f"let a control choose): {', '.join(sorted(series))[:300]}")
+        leg = ax.get_legend()
+        if leg is not None and leg.get_visible():
+            lb, ab = leg.get_window_extent(renderer), ax.get_window_extent(renderer)
+            if lb.width * lb.height > ab.width * ab.height:
+                problems.append(f"axes {j}'s legend ({lb.width:.0f} x {lb.height:.0f} px) is larger than its axes "
+                                f"({ab.width:.0f} x {ab.height:.0f} px)")
     if colours:
         problems += _colour_problems(fig)
     return problems
+
+
+#: The most series one axes may draw (issue: one idea per figure).
+MAX_SERIES = 6
+
+
+def _series_of(ax) -> set[str]:
+    """The series ``ax`` draws: the labels of its curves of two or more points in data coordinates, each once
+    (the same series of several devices shares one entry; the noisy markers and rules across the axes are not
+    series)."""
+    from course.plots import NOISY_LABEL
+
+    out = set()
+    for line in ax.lines:
+        label = line.get_label() or ""
+        if label.startswith("_") or label == NOISY_LABEL or len(line.get_xdata()) < 2 \
+                or not _in_data_coords(line, ax):
+            continue
+        out.add(label)
+    return out
 
 
 def live_like(reference):

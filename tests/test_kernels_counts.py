@@ -190,7 +190,35 @@ def test_padding_the_tile_scan_removes_its_conflicts_and_saves_more_with_longer_
     assert all(r["padded_wavefronts_per_element"] < r["plain_wavefronts_per_element"] for r in rows)
     saved = [r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"] for r in rows]
     assert saved[1] > saved[0] and rows[0]["worst_conflict_plain"] == 4
-    assert "no reference" in scan_padding_report(rows)
+    assert "not recorded" in scan_padding_report(rows)      # the references hold other tile shapes
+
+
+def test_the_padding_report_gives_each_recorded_gpu_its_own_times(tmp_path, monkeypatch):
+    import json
+
+    import course.results as results
+    from course.kernels.plots import scan_padding_report
+    from course.kernels.warps import scan_padding_rows
+
+    (src,) = sorted(results.REFERENCE_DIR.glob("scan_kernel_variants__*.json"))
+    d = json.loads(src.read_text())
+    (tmp_path / src.name).write_text(json.dumps(d))
+    d["provenance"]["gpus"][0]["name"] = "Fake GPU X200"
+    plain = {(r.get("strategy"), r.get("threads"), r.get("items")): r["median_s"] for r in d["records"]
+             if not r.get("conflict_free")}
+    for r in d["records"]:                       # on this device, padding doubles the time
+        if r.get("conflict_free"):
+            r["median_s"] = 2 * plain[(r.get("strategy"), r.get("threads"), r.get("items"))]
+    (tmp_path / "scan_kernel_variants__fake.json").write_text(json.dumps(d))
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
+    text = scan_padding_report(scan_padding_rows(((128, 4), (128, 16))))
+    first = results.ResultSet.load(src).gpu_name
+    assert f"Recorded on {first}" in text and "Recorded on Fake GPU X200" in text
+    assert "On Fake GPU X200, at 128x" in text and "took 2.00x the plain one's time" in text
+    (second,) = [part for part in text.split("\nRecorded on ") if part.startswith("Fake GPU X200")]
+    assert first not in second and "H100" not in second
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "none")
+    assert "No GPU has recorded" in scan_padding_report(scan_padding_rows(((128, 4),)))
 
 
 def test_the_gpu_timing_refuses_without_a_gpu_and_estimates_nothing(monkeypatch):

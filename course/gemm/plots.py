@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -225,13 +226,32 @@ def _cpu_panel(ax, rs: ResultSet) -> str:
             f"on {t} thread{'s' * (t > 1)}) and {best['of_roof']:.0%} of the measured FMA peak")
 
 
-def _gpu_source(sets: Sequence[ResultSet]) -> ResultSet | None:
-    return next((s for s in sets if s.select(device="gpu")), None)
+def _gpu_sources(sets: Sequence[ResultSet]) -> list[ResultSet]:
+    """The sets with GPU records, one per GPU (the first of each name): live first, then each recorded device."""
+    out: dict[str, ResultSet] = {}
+    for s in sets:
+        if s.select(device="gpu"):
+            out.setdefault(s.gpu_name or s.label, s)
+    return list(out.values())
 
 
-def _gpu_panel(ax, sets: Sequence[ResultSet]) -> str:
-    """The GPU rungs of the first set with GPU records (live, or recorded: hatched), cuBLAS as lines."""
-    src = _gpu_source(sets)
+def _grid(panels: int, width: float, height: float) -> tuple[Figure, list]:
+    """``panels`` axes, two to a row (one row for two or fewer), each ``width`` × ``height`` inches."""
+    cols = min(panels, 2)
+    rows = -(-panels // cols)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(panels)]
+    return fig, axes
+
+
+def _gpu_title(src: ResultSet) -> str:
+    """"GPU: <name> (recorded <date>)" or "(measured live)": each GPU panel says whose it is."""
+    when = f"recorded {src.date}" if src.source == "reference" else "measured live"
+    return textwrap.fill(f"GPU: {src.gpu_name or 'GPU'} ({when})", 48)
+
+
+def _gpu_panel(ax, src: ResultSet | None) -> str:
+    """The GPU rungs of ``src`` (live, or recorded: hatched), cuBLAS as lines."""
     if src is None:
         ax.set_title("GPU: no GPU here, and no reference\nresults recorded yet", fontsize=10, y=0.45)
         ax.axis("off")
@@ -258,12 +278,12 @@ def _gpu_panel(ax, sets: Sequence[ResultSet]) -> str:
     vals = [r["tflops"] for r in rows] + [line.get_xdata()[0] for line in ax.lines]
     ax.set_xlim(min(vals) / 2, max(vals) * 40)
     ax.set_xlabel("TFLOP/s, log scale  (% of cuBLAS at the same precision)")
-    where = "recorded elsewhere (named below)" if recorded else "measured live"
-    ax.set_title(f"GPU, {where}\nn = {n:,}; bars: the CUDA C rungs by precision; lines: cuBLAS", fontsize=9.5)
+    ax.set_title(f"{_gpu_title(src)}\nn = {n:,}; bars: the CUDA C rungs by precision; lines: cuBLAS", fontsize=9.5)
     ax.grid(True, axis="x", which="major", alpha=0.25)
     place_legend(ax)
     best = max(rows, key=lambda r: r["of_cublas"])
-    return (f"on the {src.gpu_name or 'GPU'} ({'recorded' if recorded else 'live'}) the best rung, {best['rung']}, "
+    return (f"on the {src.gpu_name or 'GPU'} ({f'recorded {src.date}' if recorded else 'live'}) the best rung, "
+            f"{best['rung']}, "
             f"reached {best['of_cublas']:.0%} of cuBLAS {best['precision']} at n = {n:,}")
 
 
@@ -279,10 +299,11 @@ def ladder_figure(cpu: ResultSet | None, gpu: Sequence[ResultSet] = ()) -> Figur
     """
     cpu = cpu if cpu is not None else ResultSet("gemm_cpu_ladder")
     rows = max(len({r["rung"] for r in cpu.records}), *(len({r["rung"] for r in s.records}) for s in gpu), 3)
-    fig, (ax1, ax2) = new_figure(2, width=13, height=1.9 + 0.36 * rows)
-    said = [_cpu_panel(ax1, cpu), _gpu_panel(ax2, gpu)]
-    src = _gpu_source(gpu)
-    refs = [src] if src is not None and src.source == "reference" else []
+    srcs = _gpu_sources(gpu)
+    fig, axes = _grid(1 + max(len(srcs), 1), width=6.5, height=1.9 + 0.36 * rows)
+    said = [_cpu_panel(axes[0], cpu)] + [_gpu_panel(ax, s) for ax, s in zip(axes[1:], srcs or [None])]
+    src = srcs[0] if srcs else None
+    refs = [s for s in srcs if s.source == "reference"]
     notes = [n for n in cpu.notes if "skipped" in n]
     noisy = sum(bool(r.get("noisy")) for r in cpu.records)
     if noisy:
@@ -297,12 +318,13 @@ def ladder_figure(cpu: ResultSet | None, gpu: Sequence[ResultSet] = ()) -> Figur
 
 @arguments(rs=Given(validate_results), references=Given(validate_references))
 def gpu_ladder_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
-    """The GPU ladder alone: ``rs``'s GPU records when it has some, else the first reference that has."""
-    sets = [rs] if rs.select(device="gpu") else list(references)
-    fig, (ax,) = new_figure(1, width=8.5, height=1.9 + 0.36 * GPU_LADDER_ROWS)
-    said = _gpu_panel(ax, sets)
-    src = _gpu_source(sets)
-    refs = [src] if src is not None and src.source == "reference" else []
+    """The GPU ladder alone, one panel per GPU: ``rs``'s GPU records when it has some, beside every reference that
+    has GPU records (each device once)."""
+    srcs = _gpu_sources([rs, *references])
+    fig, axes = new_figure(max(len(srcs), 1), width=8.5 if len(srcs) < 2 else 6.5 * len(srcs),
+                           height=1.9 + 0.36 * GPU_LADDER_ROWS)
+    said = "; ".join(x for x in (_gpu_panel(ax, s) for ax, s in zip(axes, srcs or [None])) if x)
+    refs = [s for s in srcs if s.source == "reference"]
     add_footer(fig, rs if rs.select(device="gpu") else None, refs, extra="; ".join(rs.notes[:2]))
     set_takeaway(fig, (said[0].upper() + said[1:] + ".") if said else "No GPU here and no GPU ladder recorded yet.")
     return fig
@@ -338,23 +360,26 @@ def _products_panel(ax, src: ResultSet | None, device: str) -> str:
     ax.set_xlim(min(r["gflops"] for r in rows) / 2, max(r["gflops"] for r in rows) * 12)
     ax.set_xlabel("GFLOP/s, log scale (grey: the library)")
     batch = rows[0]["batch"]
-    where = "recorded elsewhere, see below" if recorded else "live"
-    ax.set_title(f"{device.upper()} ({where})\none {w:,} → {w:,} layer, batch {batch:,}", fontsize=9.5)
+    head = _gpu_title(src) if device == "gpu" else f"CPU ({'recorded ' + src.date if recorded else 'live'})"
+    ax.set_title(f"{head}\none {w:,} → {w:,} layer, batch {batch:,}", fontsize=9.5)
     ax.grid(True, axis="x", which="major", alpha=0.25)
     lib = {r["product"]: r["gflops"] for r in rows if r["library"]}
     slow = min(lib, key=lib.get)
-    return (f"{device.upper()}: with the library the {slow.replace('_', ' ')} product is the slowest of the three "
+    who = src.gpu_name or "GPU" if device == "gpu" else "CPU"
+    return (f"{who}: with the library the {slow.replace('_', ' ')} product is the slowest of the three "
             f"({lib[slow]:.3g} GFLOP/s against {max(lib.values()):.3g}) at width {w:,}, batch {batch:,}")
 
 
 @arguments(rs=Given(validate_results), references=Given(validate_references))
 def backprop_products_figure(rs: ResultSet, references: Sequence[ResultSet] = ()) -> Figure:
     """One panel per device: the forward, input-gradient and weight-gradient products of one layer, the course's
-    best rung against the library (``"gemm_backprop_products"``); the GPU from ``rs`` or a reference."""
-    gpu_src = rs if rs.select(device="gpu") else _gpu_source(references)
-    fig, (ax1, ax2) = new_figure(2, width=13, height=3.6)
-    said = [_products_panel(ax1, rs, "cpu"), _products_panel(ax2, gpu_src, "gpu")]
-    refs = [gpu_src] if gpu_src is not None and gpu_src is not rs else []
+    best rung against the library (``"gemm_backprop_products"``); the GPU from ``rs`` and every reference with
+    GPU records, one panel per GPU."""
+    srcs = _gpu_sources([rs, *references])
+    fig, axes = _grid(1 + max(len(srcs), 1), width=6.5, height=3.6)
+    said = [_products_panel(axes[0], rs, "cpu")] + [_products_panel(ax, s, "gpu")
+                                                     for ax, s in zip(axes[1:], srcs or [None])]
+    refs = [s for s in srcs if s is not rs]
     add_footer(fig, rs if rs.records else None, refs, extra="Same FMAs in each product; the course's rungs copy a "
                "transposed operand into row order first, BLAS reads it as it is.")
     set_takeaway(fig, "; ".join(s for s in said if s) + "." if any(said) else "Nothing measured yet.")

@@ -1,5 +1,5 @@
 """The kernels' figures: GPU-Puzzles-style pictures of what every thread read and wrote, per barrier
-phase, and lesson 04's padded tile scan, counted, beside its H100 reference times.
+phase, and lesson 04's padded tile scan, counted, beside the times each recorded GPU reference holds.
 
 One panel per barrier phase (the accesses between two ``cuda.syncthreads()``); in a panel, one row
 per thread (grouped by block) and one column per array element, the arrays side by side (2-D ones
@@ -176,32 +176,30 @@ def draw_warps(trace: Trace, threads: Any, title: str = "") -> Figure:
 
 
 def scan_padding_report(rows: list[dict] | None = None) -> str:
-    """:func:`~course.kernels.warps.scan_padding_rows` beside the H100 reference times of lesson 04's scan
-    (scan-then-add, the whole 67M-element scan, medians): what the padding saves in counts, and what it did
-    to the time.
+    """:func:`~course.kernels.warps.scan_padding_rows` beside the reference times of lesson 04's scan
+    (scan-then-add, the whole 67M-element scan, medians) recorded on each GPU: what the padding saves in counts,
+    and what it did to the time there.
 
-    The sentences are printed from the numbers; where no reference is stored, only the counts are shown.
+    The sentences are printed from the numbers, each device's under its name; where no reference is stored,
+    only the counts are shown.
     """
     from ..results import load_reference
 
     rows = scan_padding_rows() if rows is None else rows
-    ref = {}
+    refs = []                       # (label, {(threads, items, padded): median_s}) per recorded GPU
     for rs in load_reference("scan_kernel_variants"):
-        for r in rs.select(strategy="scan-then-add"):
-            ref[(r["threads"], r["items"], bool(r["conflict_free"]))] = (r["median_s"],)
-    lines = [f"{'tile':>8} {'wavefronts/element':>19} {'saved':>6} {'sectors/elem':>12} {'blocks/SM':>10} "
-             f"{'H100 plain':>11} {'H100 padded':>12} {'padded/plain':>13}",
+        times = {(r["threads"], r["items"], bool(r["conflict_free"])): r["median_s"]
+                 for r in rs.select(strategy="scan-then-add")}
+        if times:
+            refs.append((rs.gpu_name or "a GPU", rs.date, times))
+    lines = [f"{'tile':>8} {'wavefronts/element':>19} {'saved':>6} {'sectors/elem':>12} {'blocks/SM':>10}",
              f"{'':>8} {'plain -> padded':>19}"]
     for r in rows:
-        key = (r["threads"], r["items"])
-        plain, padded = ref.get(key + (False,)), ref.get(key + (True,))
-        timing = (f"{plain[0] * 1e3:>9.3f}ms {padded[0] * 1e3:>10.3f}ms {padded[0] / plain[0]:>13.2f}"
-                  if plain and padded else f"{'no reference':>38}")
         saved = r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"]
         lines.append(f"{r['threads']:>5}x{r['items']:<2} {r['plain_wavefronts_per_element']:>8.2f} -> "
                      f"{r['padded_wavefronts_per_element']:<8.2f} {saved:>6.2f} "
                      f"{r['global_sectors_per_element']:>12.2f} "
-                     f"{r['blocks_per_sm_plain']:>4} -> {r['blocks_per_sm_padded']:<3} {timing}")
+                     f"{r['blocks_per_sm_plain']:>4} -> {r['blocks_per_sm_padded']:<3}")
     small = min(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
     large = max(rows, key=lambda r: r["plain_wavefronts_per_element"] - r["padded_wavefronts_per_element"])
     ds = small["plain_wavefronts_per_element"] - small["padded_wavefronts_per_element"]
@@ -215,11 +213,23 @@ def scan_padding_report(rows: list[dict] | None = None) -> str:
               "kernel; " + ("it changes no global sector and no block count per SM (32 registers a thread assumed)."
                             if unchanged else "it also changes the global sectors or the blocks per SM above."),
               "So where the saving is small, padding has little to win and its extra instructions can lose; the "
-              "counts do not say how much time either side is: that is what the H100 column measures."]
-    ratios = {f"{t}x{i}": ref[(t, i, True)][0] / ref[(t, i, False)][0]
-              for t, i in ((r["threads"], r["items"]) for r in rows) if (t, i, True) in ref and (t, i, False) in ref}
-    if ratios and max(ratios.values()) > 1.2:
-        worst = max(ratios, key=ratios.get)
-        lines.append(f"At {worst} the padded kernel took {ratios[worst]:.2f}x the plain one's time, more than these "
-                     f"counts account for: an open question for a profiler (Nsight Compute), not a guess.")
+              "counts do not say how much time either side is: that is what the recorded times below measure."
+              if refs else "No GPU has recorded the scan's times yet: the counts cannot say how much time either "
+                           "side is."]
+    for gpu, date, times in refs:
+        lines += ["", f"Recorded on {gpu} ({date}), scan-then-add, medians:",
+                  f"{'tile':>8} {'plain':>10} {'padded':>10} {'padded/plain':>13}"]
+        ratios = {}
+        for r in rows:
+            t, i = r["threads"], r["items"]
+            plain, padded = times.get((t, i, False)), times.get((t, i, True))
+            if plain and padded:
+                ratios[f"{t}x{i}"] = padded / plain
+            lines.append(f"{t:>5}x{i:<2} " + (f"{plain * 1e3:>8.3f}ms {padded * 1e3:>8.3f}ms {padded / plain:>13.2f}"
+                                              if plain and padded else f"{'not recorded':>34}"))
+        if ratios and max(ratios.values()) > 1.2:
+            worst = max(ratios, key=ratios.get)
+            lines.append(f"On {gpu}, at {worst} the padded kernel took {ratios[worst]:.2f}x the plain one's time, "
+                         "more than these counts account for: an open question for a profiler (Nsight Compute), "
+                         "not a guess.")
     return "\n".join(lines)

@@ -3,13 +3,24 @@ the hand-written kernel's variants (bank conflicts, tile shape), and every opera
 
 from __future__ import annotations
 
+import textwrap
+
 from ..errors import BadInputError
-from ..plots import add_footer, bar_figure, new_figure, set_takeaway
+from ..plots import COLORS, add_footer, bar_figure, new_figure, set_takeaway
 from ..report import by_size, experiment
 from ..results import ResultSet
 from ..timing import benchmark
 from .plots import timing_figure
-from .timing import ALGORITHMS, LIBRARY_OPS, cub_inclusive_sum_in_place, make_input, scan_sweep, time_scan
+from .timing import (
+    ALGORITHMS,
+    LIBRARY_OPS,
+    PEERS,
+    best_block_scans,
+    cub_inclusive_sum_in_place,
+    make_input,
+    scan_sweep,
+    time_scan,
+)
 
 
 @experiment("scan_sweep", title="Scans against n: library, level-by-level Blelloch, Hillis-Steele, "
@@ -96,11 +107,29 @@ def scan_kernel_variants(devices, quick, progress):
     return rs
 
 
+def _variant_takeaway(src: ResultSet) -> str:
+    """The lesson's question answered from one device's bars: the single pass against CUB, torch and CuPy."""
+    single, lib = src.select(variant="single-pass (look-back)"), src.select(variant="cupy.cumsum")
+    torch, cub = src.select(variant="torch.cumsum"), src.select(variant="CUB scan in place")
+    if not (single and lib):
+        return ""
+    s_gb, l_gb = single[0]["gb_per_s"], lib[0]["gb_per_s"]
+    return (f"On the {src.gpu_name or 'GPU'} the course's single-pass scan reaches {s_gb:.3g} GB/s"
+            + (f" ({single[0]['of_copy']:.0%} of the device copy)" if single[0].get("of_copy") else "")
+            + (f", {s_gb / cub[0]['gb_per_s']:.2g}× the rate of CUB's scan in place" if cub else
+               ", not yet against CUB's scan in place (not in this record)")
+            + (f", {s_gb / torch[0]['gb_per_s']:.2g}× torch.cumsum's (PyTorch's wrapper)" if torch else "")
+            + f", {s_gb / l_gb:.2g}× cupy.cumsum's (a copy, then CUB's scan)")
+
+
 @scan_kernel_variants.plot
 def _(rs, references):
-    sources = [rs] + [r for r in references if r.records]
-    src = next((s for s in sources if s.select(device="gpu")), None)
-    if src is None:
+    sources = {}
+    for s in [rs] + [r for r in references if r.records]:     # one panel per GPU, live first
+        if s.select(device="gpu"):
+            sources.setdefault(s.gpu_name or s.label, s)
+    srcs = list(sources.values())
+    if not srcs:
         fig, (ax,) = new_figure(1, height=2.2)
         ax.text(0.5, 0.5, "No GPU here and no reference GPU results recorded yet for the kernel "
                 "variants.\nOn a GPU machine: python -m course report --record-reference",
@@ -108,22 +137,33 @@ def _(rs, references):
         ax.axis("off")
         add_footer(fig, rs)
         return fig
-    items = [(r["variant"] + (f", {r['of_copy']:.0%} of the copy" if r.get("of_copy") else "")
-              + ("" if src is rs else " (ref.)"), r["gb_per_s"], "gpu") for r in src.select(device="gpu")]
-    fig = bar_figure(items, title=f"GPU scans of n = {src.records[0]['n']:,} float32, (read + written) / time\n"
-                     f"({src.label})", unit="GB/s", live=rs if src is rs else None,
-                     references=[] if src is rs else [src])
-    single, lib = src.select(variant="single-pass (look-back)"), src.select(variant="cupy.cumsum")
-    torch, cub = src.select(variant="torch.cumsum"), src.select(variant="CUB scan in place")
-    if single and lib:       # the lesson's question, answered from the bars
-        s_gb, l_gb = single[0]["gb_per_s"], lib[0]["gb_per_s"]
-        set_takeaway(fig, f"The course's single-pass scan reaches {s_gb:.3g} GB/s"
-                          + (f" ({single[0]['of_copy']:.0%} of the device copy)" if single[0].get("of_copy") else "")
-                          + (f", {s_gb / cub[0]['gb_per_s']:.2g}× the rate of CUB's scan in place" if cub else
-                             ", not yet against CUB's scan in place (not in this record)")
-                          + (f", {s_gb / torch[0]['gb_per_s']:.2g}× torch.cumsum's (PyTorch's wrapper)"
-                             if torch else "")
-                          + f", {s_gb / l_gb:.2g}× cupy.cumsum's (a copy, then CUB's scan).")
+    def shown(src):      # the copy and the library peers, then the fastest numba block scan of each strategy
+        gpu = {r["variant"]: r for r in src.select(device="gpu") if r.get("variant")}
+        return [gpu[name] for name in PEERS if name in gpu] + best_block_scans(src)
+
+    rows = max(len(shown(s)) for s in srcs)
+    fig, axes = new_figure(len(srcs), width=9.0 if len(srcs) == 1 else 6.5 * len(srcs), height=0.9 + 0.45 * rows)
+    for ax, src in zip(axes, srcs):
+        recs = shown(src)
+        labels = [("numba, best " + r["variant"] if r.get("strategy") else r["variant"])
+                  + (f", {r['of_copy']:.0%} of the copy" if r.get("of_copy") else "") for r in recs]
+        vals = [r["gb_per_s"] for r in recs]
+        ax.barh(range(len(recs)), vals, color=COLORS["gpu"], hatch="//" if src is not rs else None,
+                alpha=0.6 if src is not rs else 1.0)
+        ax.set_yticks(range(len(recs)), labels, fontsize=9)
+        ax.invert_yaxis()
+        for i, v in enumerate(vals):
+            ax.text(v, i, f" {v:,.0f} GB/s", va="center", fontsize=9)
+        ax.margins(x=0.25)
+        ax.set_xlabel("GB/s = (bytes read + written) / time")
+        when = "measured live" if src is rs else f"recorded {src.date}"
+        ax.set_title(textwrap.fill(f"{src.gpu_name or 'GPU'} ({when}): n = {recs[0]['n']:,} float32", 60),
+                     fontsize=9.5)
+    fig.suptitle("GPU scans at one size, (read + written) / time", fontsize=10)
+    add_footer(fig, rs if rs.select(device="gpu") else None, [s for s in srcs if s is not rs])
+    said = [t for t in (_variant_takeaway(s) for s in srcs) if t]
+    if said:
+        set_takeaway(fig, "; ".join(said) + ".")
     return fig
 
 
