@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..arguments import Given, Optional, Whole, arguments
+from ..errors import BadInputError, validate_function, validate_text
 from ..plots import PALETTE, add_footer, new_figure, set_takeaway
-from .exercises import exercise
+from .exercises import EXERCISES, exercise
 from .simulator import KernelFailed, simulate
 from .trace import Trace, who
 from .warps import scan_padding_rows
@@ -33,6 +35,45 @@ _COLOURS = {"R": PALETTE["blue"], "W": PALETTE["orange"], "RW": PALETTE["purple"
 _HATCHES = {"R": None, "W": "////", "RW": "xxxx"}
 
 
+def _validate_trace(trace: Any) -> Trace:
+    if not isinstance(trace, Trace):
+        raise BadInputError(f"trace must be a Trace (what course.kernels.simulator.simulate returns), got "
+                            f"{type(trace).__name__}")
+    return trace
+
+
+def _validate_threads(threads: Any) -> Any:
+    """A block's threads: a whole number, or a tuple of one to three of them (x, y, z)."""
+    dims = threads if isinstance(threads, tuple) else (threads,)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not
+                                      1 <= d <= 1024 for d in dims):
+        raise BadInputError(f"threads must be a block's threads, a whole number from 1 to 1,024 or a tuple of up "
+                            f"to three, e.g. (16, 16); got {threads!r:.60}")
+    return threads
+
+
+def _validate_exercise_name(name: Any) -> str:
+    if not isinstance(name, str) or name not in EXERCISES:
+        raise BadInputError(f"exercise must be one of {sorted(EXERCISES)} (the name of a kernel exercise), got "
+                            f"{name!r:.60}")
+    return name
+
+
+_PADDING_KEYS = ("threads", "items", "plain_wavefronts_per_element", "padded_wavefronts_per_element",
+                 "global_sectors_per_element", "blocks_per_sm_plain", "blocks_per_sm_padded", "same_global_sectors")
+
+
+def _validate_padding_rows(rows: Any) -> list[dict]:
+    """A non-empty list of :func:`~course.kernels.warps.scan_padding_rows`' rows."""
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and all(k in r for k in _PADDING_KEYS)
+                                                          for r in rows):
+        raise BadInputError("rows must be a non-empty list of scan_padding_rows() rows (dicts with "
+                            f"{', '.join(_PADDING_KEYS)}); got {rows!r:.80}")
+    return rows
+
+
+@arguments(trace=Given(_validate_trace), title=Given(validate_text, what="title"),
+           max_phases=Whole(lo=1, hi=100, hint="panels to draw, the first phases"))
 def draw_trace(trace: Trace, title: str = "", max_phases: int = 10) -> Figure:
     """Draw ``trace`` (see the module doc); at most ``max_phases`` panels, the first ones."""
     names = list(trace.shapes)
@@ -102,6 +143,8 @@ def _label(block: tuple, thread: tuple, ndim: int) -> str:
     return who(block, thread, ndim).replace("block ", "b").replace(" thread ", " t").replace(", ", ",")
 
 
+@arguments(name=Given(_validate_exercise_name), kernel=Optional(Given(validate_function, what="kernel")),
+           seed=Whole(lo=0, hi=2**32 - 1, hint="the seed of the exercise's inputs"))
 def show(name: str, kernel: Any = None, seed: int = 1) -> Figure | None:
     """Run exercise ``name``'s kernel (yours, or the course's reference when None) on the simulator and
     draw what each thread read and wrote.  A kernel that fails is drawn up to its failure; a stub that
@@ -131,6 +174,7 @@ def show(name: str, kernel: Any = None, seed: int = 1) -> Figure | None:
 MAX_DRAWN_THREADS = 64
 
 
+@arguments(trace=Given(_validate_trace), threads=Given(_validate_threads), title=Given(validate_text, what="title"))
 def draw_warps(trace: Trace, threads: Any, title: str = "") -> Figure:
     """For each 2-D array the kernel read: every element coloured by the warp whose lane read it, and the
     number of 32-byte sectors each warp's reads of that array touched.  A coalesced warp covers a
@@ -175,6 +219,7 @@ def draw_warps(trace: Trace, threads: Any, title: str = "") -> Figure:
     return fig
 
 
+@arguments(rows=Optional(Given(_validate_padding_rows)))
 def scan_padding_report(rows: list[dict] | None = None) -> str:
     """:func:`~course.kernels.warps.scan_padding_rows` beside the reference times of lesson 04's scan
     (scan-then-add, the whole 67M-element scan, medians) recorded on each GPU: what the padding saves in counts,

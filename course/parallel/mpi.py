@@ -143,7 +143,7 @@ def _validate_ranks(p: Any) -> int:
 
 
 def _validate_task(task: Any) -> str:
-    if task not in TASK_NAMES:
+    if not isinstance(task, str) or task not in TASK_NAMES:
         raise BadInputError(f"unknown MPI task {task!r}; choose one of {sorted(TASK_NAMES)}.")
     return task
 

@@ -67,7 +67,7 @@ def scan_kernel_variants(devices, quick, progress):
     from .kernels import block_scan
 
     cupy = cupy_module()
-    n = by_size(quick, 2**26, 2**22, 2**10)
+    n = by_size(quick, 2**26, 2**22, 2**8)     # smoke: two tiles of the smallest shape (the simulator is slow)
     x = make_input(n, "add", "float32", "gpu")
     copy = copy_bandwidth("gpu", nbytes=4 * n, repeat=5 if quick else 20, budget_s=2.0)
     rs.add_timing(copy["timing"], variant="copy", n=n, gb_per_s=copy["gb_per_s"], of_copy=1.0)
