@@ -16,6 +16,7 @@ from course.attention import traffic as tr
 from course.errors import BadInputError
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(tr.TRAFFIC_ALGORITHMS), st.integers(1, 700), st.integers(1, 80), st.integers(1, 40_000))
 def test_the_count_walked_equals_the_closed_form(algorithm, n, d, sram):

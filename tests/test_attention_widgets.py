@@ -7,6 +7,7 @@ import pytest
 pytestmark = pytest.mark.widgets
 
 
+@pytest.mark.slow
 def test_the_stepper_follows_the_block_and_resizes_its_step_slider():
     from course.attention.widgets import stepper_app
 
@@ -21,6 +22,7 @@ def test_the_stepper_follows_the_block_and_resizes_its_step_slider():
     assert "gives NaN here" in app.html.value and app.last_error is None
 
 
+@pytest.mark.slow
 def test_the_tree_app_steps_through_the_levels():
     from course.attention.widgets import tree_app
 
@@ -34,6 +36,7 @@ def test_the_tree_app_steps_through_the_levels():
     assert app.controls["step"].max == 0 and app.last_error is None
 
 
+@pytest.mark.slow
 def test_the_traffic_app_measures_once_per_size_and_counts_the_rest(monkeypatch):
     from course.attention import widgets as w
 

@@ -17,6 +17,7 @@ from course.errors import BadInputError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["relu", "tanh", "sigmoid"])
 def test_torch_peer_runs_the_same_network_and_the_same_update(activation):
     torch = pytest.importorskip("torch")
@@ -38,6 +39,7 @@ def test_torch_peer_runs_the_same_network_and_the_same_update(activation):
         assert np.allclose(t.bias.detach().numpy(), ours[2 * i + 1], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_compare_with_torch_reports_a_ratio_or_says_why_not():
     r = compare_with_torch((20, 16, 4), batch=8, rounds=2, repeat=2)
     assert r["ours_s"] > 0 and r["target"] == 0.95

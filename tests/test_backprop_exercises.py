@@ -73,6 +73,7 @@ def test_linear_weight_grad_check_passes_a_right_answer(capsys):
 
 # ----------------------------------------------------------------------- widgets
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_training_app_retrains_when_a_control_moves():
     app = training_app(hidden=16, epochs=2)
@@ -85,6 +86,7 @@ def test_training_app_retrains_when_a_control_moves():
     assert "tanh" in app.html.value
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_training_app_on_a_gpu_without_one_explains():
     from course.devices import gpu_available
@@ -114,6 +116,7 @@ def test_training_app_shows_a_diverging_learning_rate_as_an_error():
     assert app.last_error is None and app.errors.outputs == ()
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_step_time_app_redraws_and_explains_a_missing_gpu(monkeypatch):
     import course.backprop.widgets as bw
@@ -134,6 +137,7 @@ def test_step_time_app_redraws_and_explains_a_missing_gpu(monkeypatch):
         assert "No GPU here" in app.html.value and "no reference" in app.html.value.lower()
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_step_sweep_app_plots_and_names_the_missing_references():
     app = step_sweep_app(depth=1, batch=32)
@@ -143,6 +147,7 @@ def test_step_sweep_app_plots_and_names_the_missing_references():
     assert app.last_error is None and app.image.value != before
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_step_sweep_app_starts_at_the_references_settings_and_names_them_elsewhere():
     from course.results import load_reference
@@ -160,6 +165,7 @@ def test_step_sweep_app_starts_at_the_references_settings_and_names_them_elsewhe
         assert not fig.axes[1].lines and "set those" in " ".join(t.get_text() for t in fig.axes[1].texts)
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_checkpoint_app_moves_k_and_clamps_it():
     app = checkpoint_app(depth=4, every=2, width=64, batch=32)

@@ -151,6 +151,7 @@ def test_bad_precisions_and_rungs_are_refused_at_the_door():
         declared_counts("fused", 3, "float64")
 
 
+@pytest.mark.slow
 def test_the_16_bit_kernels_compile_for_every_architecture_without_spills():
     import shutil
 

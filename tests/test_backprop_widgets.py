@@ -9,6 +9,7 @@ import course.backprop.widgets as bw
 pytestmark = pytest.mark.widgets
 
 
+@pytest.mark.slow
 def test_checkpoint_app_moves_k_without_timing_the_network_again(monkeypatch):
     calls = []
     real = bw.checkpoint_sweep
@@ -47,6 +48,7 @@ def test_checkpointing_memory_measured_by_tracemalloc_follows_the_activations_he
     assert sqrt["traced_peak_bytes"] < 0.85 * full["traced_peak_bytes"]
 
 
+@pytest.mark.slow
 def test_training_app_redraws_a_setting_it_trained_before_without_training_again(monkeypatch):
     calls = []
     real = bw.train
@@ -65,6 +67,7 @@ def test_step_time_app_says_how_the_measured_ratio_compares_with_the_counted_one
     assert "the counted ratio" in text and "× the forward's time" in text
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_the_footprint_app_prints_the_bytes_and_the_largest_model_from_the_formula():
     from course.backprop.footprint import bytes_per_parameter, largest_model

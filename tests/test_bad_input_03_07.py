@@ -258,6 +258,7 @@ def test_a_size_that_is_not_a_whole_number_in_range_is_refused_naming_its_argume
 _HUGE_CASES = [c for c in SIZE_ARGS if c[4] != "gpu"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id, call, name, lo, huge", _HUGE_CASES, ids=[c[0] for c in _HUGE_CASES])
 def test_a_huge_size_is_refused_before_anything_is_allocated_or_looped_over(case_id, call, name, lo, huge):
     result, exc, peak = guarded(lambda: call(HUGE))

@@ -59,6 +59,7 @@ def test_a_check_given_an_endless_kernel_says_so(capsys):
     assert "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_one_thread_looping_while_its_block_waits_at_the_barrier_is_stopped(capsys):
     assert check_kernel_block_sum(one_thread_spins_the_others_wait) is False
     assert "look for a loop whose condition never changes" in capsys.readouterr().out

@@ -27,6 +27,7 @@ def test_the_twin_walks_the_tiles_to_the_sequential_backward(T, stage):
     np.testing.assert_allclose(out, bf.rnn_hidden_gradients(d, W, g), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_kernel_compiles_without_spills_for_each_architecture():
     from course.cuda_c import ARCHS, ptxas_rows
 

@@ -45,6 +45,7 @@ def test_timing_app_without_gpu_or_reference_says_what_to_do(monkeypatch):
     assert app.notice.value and not app.errors.outputs     # the one "no GPU" note, not an error box
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_timing_app_without_gpu_shows_the_shipped_reference_results():
     if course.gpu_available():
@@ -134,6 +135,7 @@ def test_bppsa_experiment_is_registered_for_the_report():
     assert exp.lesson == "05" and exp.plotter is not None
 
 
+@pytest.mark.slow
 def test_bppsa_batch_experiment_runs_in_the_report(tmp_path):
     import json
 

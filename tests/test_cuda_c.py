@@ -26,6 +26,7 @@ def _tool():
 TOOL = _tool()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name, module, attr", TOOL.SOURCES, ids=[s[0] for s in TOOL.SOURCES])
 def test_each_cuda_c_source_compiles_without_spills(name, module, attr, arch):

@@ -45,6 +45,7 @@ def _experiment_figures(exp) -> list[Figure]:
     return figs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,exp", EXPERIMENTS, ids=[n for n, _ in EXPERIMENTS])
 def test_experiment_figures_are_readable(name, exp):
     for fig in _experiment_figures(exp):
@@ -69,6 +70,7 @@ def _apps():
 APPS = _apps()
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 @pytest.mark.parametrize("name,builder", APPS, ids=[n for n, _ in APPS])
 def test_app_figure_is_readable(name, builder, monkeypatch):

@@ -176,6 +176,7 @@ def test_a_register_tile_stub_is_not_done_yet(capsys):
 # ----------------------------------------------------------------------------------------------- pictures
 
 
+@pytest.mark.slow
 def test_the_fragment_and_tile_pictures_are_readable():
     from course.gemm.fragments import MMA_SHAPES, OPERANDS
     from course.gemm.plots import fragment_figure, tile_hierarchy_figure

@@ -16,11 +16,13 @@ def rows():
     return {r["rung"]: r for r in simt_rung_counts()}
 
 
+@pytest.mark.slow
 def test_every_rung_computes_the_product(rows):
     assert list(rows) == list(SIMT_RUNGS)
     assert all(r["correct"] for r in rows.values())
 
 
+@pytest.mark.slow
 def test_the_counts_show_each_rungs_one_idea(rows):
     # naive: a warp reads 32 rows of a (32 sectors) and one float of b; coalesced: a broadcast and 4 sectors
     assert rows["naive"]["read_sector_bytes_per_fma"] == 33.0
@@ -33,6 +35,7 @@ def test_the_counts_show_each_rungs_one_idea(rows):
     assert sectors[0] > sectors[1] > sectors[2]
 
 
+@pytest.mark.slow
 def test_the_simulated_counts_agree_with_the_closed_form_at_the_same_tiles(rows, monkeypatch):
     from course.gemm import counts, ladder
     for rung in SIMT_RUNGS:

@@ -13,6 +13,7 @@ from course.gpu_machine import NO_GPU_STATUS, TARGETS, headless_imports, pytest_
 from course.report import discover
 
 
+@pytest.mark.slow
 def test_headless_paths_import_no_widget_or_notebook_package():
     assert headless_imports() == []
 
@@ -38,6 +39,7 @@ def no_gpu_run(tmp_path_factory):
     return res, out
 
 
+@pytest.mark.slow
 def test_without_a_gpu_the_check_says_so_first_and_exits_with_its_own_status(no_gpu_run):
     res, out = no_gpu_run
     assert res.returncode == NO_GPU_STATUS, res.stderr[-2000:]
@@ -50,6 +52,7 @@ def test_without_a_gpu_the_check_says_so_first_and_exits_with_its_own_status(no_
     assert doc["environment"]["headless_imports"] == []
 
 
+@pytest.mark.slow
 def test_the_listed_gpu_tests_cover_every_experiment_of_the_report(no_gpu_run):
     _, out = no_gpu_run
     listed = (out / "gpu-tests.txt").read_text()

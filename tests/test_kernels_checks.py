@@ -124,6 +124,7 @@ def _tiled(x_on_column):
     return kernel
 
 
+@pytest.mark.slow
 def test_the_tiled_product_is_graded_on_coalescing_and_bank_conflicts():
     """threadIdx.x on the row of row-major arrays gives the right values and the right per-thread reads, but
     at a 16 x 16 tile 4x the global sectors and 1,008 bank conflicts: the check counts both."""

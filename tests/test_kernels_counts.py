@@ -116,6 +116,7 @@ def test_a_2d_block_numbers_its_warps_x_fastest(rows):
     assert (c.global_requests, c.global_sectors, c.divergent_warps) == (2 * rows, 8 * rows, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TUNINGS))
 def test_the_slow_starting_kernel_misses_its_target_and_the_answer_meets_it(name):
     t = TUNINGS[name]
@@ -143,6 +144,7 @@ def test_a_fast_but_wrong_kernel_fails_on_its_values():
     assert not g.ok and any("expected" in p for p in g.problems)
 
 
+@pytest.mark.slow
 def test_the_checks_print_the_counts_beside_the_start_and_return_the_verdict(capsys):
     assert check.check_kernel_reduction_fast(tuned.reduce_interleaved) is False
     out = capsys.readouterr().out
@@ -160,6 +162,7 @@ def test_a_stub_is_not_done_yet_and_an_unknown_exercise_is_refused(capsys):
         grade_tuning("sort", stub)
 
 
+@pytest.mark.slow
 def test_the_warp_demonstrations_count_the_bad_variant_higher():
     from course.kernels import warps
     c = warps.coalescing(2)
@@ -193,6 +196,7 @@ def test_padding_the_tile_scan_removes_its_conflicts_and_saves_more_with_longer_
     assert "not recorded" in scan_padding_report(rows)      # the references hold other tile shapes
 
 
+@pytest.mark.slow
 def test_the_padding_report_gives_each_recorded_gpu_its_own_times(tmp_path, monkeypatch):
     import json
 

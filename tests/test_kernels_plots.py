@@ -17,6 +17,7 @@ def _drawn_thread_by_thread(name):
     return int(np.prod(t if isinstance(t, tuple) else (t,))) <= MAX_DRAWN_THREADS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(n for n in EXERCISES if _drawn_thread_by_thread(n)))
 def test_each_reference_is_drawn_with_a_panel_per_phase(name):
     ex = EXERCISES[name]

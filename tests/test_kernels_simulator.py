@@ -55,6 +55,7 @@ def test_runs_in_process_after_the_real_numba_cuda_was_imported():
     assert copy_kernel.__globals__["cuda"] is cuda          # the kernel's global is put back
 
 
+@pytest.mark.slow
 def test_runs_in_a_fresh_process_that_imported_numba_cuda_first():
     code = ("from numba import cuda; import numpy as np\n"
             "from course.kernels import simulate, reference\n"
@@ -164,6 +165,7 @@ def test_every_reference_kernel_matches_its_numpy_oracle_without_races(name):
         assert tr.races() == [] and tr.divergent_barriers() == [] and not tr.out_of_bounds()
 
 
+@pytest.mark.slow
 def test_an_endless_loop_stops_with_a_clear_error():
     def endless(out, a):
         d = 1

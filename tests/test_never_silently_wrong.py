@@ -246,6 +246,7 @@ def test_a_damaged_reference_record_is_left_out_with_a_note_and_the_figure_draws
     plt.close(discover()[name].plotter(live, [ref]))
 
 
+@pytest.mark.slow
 def test_the_shipped_references_lose_no_record_to_the_rule():
     from course.results import REFERENCE_DIR, ResultSet
 

@@ -40,6 +40,7 @@ def _pipeline(p=2):
     return rs
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_the_ring_app_steps_through_and_follows_p_n_and_the_algorithm():
     app = ring_app()
@@ -55,6 +56,7 @@ def test_the_ring_app_steps_through_and_follows_p_n_and_the_algorithm():
     assert app.last_error is None and "<b>yes</b>" in app.html.value
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_the_model_app_redraws_without_measuring():
     app = model_app(_timings())
@@ -73,6 +75,7 @@ def test_the_pipeline_app_switches_m_and_view():
     assert app.last_error is None
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_the_tensor_parallel_app_follows_ranks_width_and_batch():
     from course.parallel.timing import fit_alpha_beta

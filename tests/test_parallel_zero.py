@@ -342,6 +342,7 @@ def test_bad_input_gets_a_clear_error_before_anything_runs(call, match):
 
 # ---------------------------------------------------------------------------- the app and the figures
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_the_zero_app_follows_ranks_width_stage_and_batch_and_names_the_turn_to_communication():
     from _figure_checks import figure_problems

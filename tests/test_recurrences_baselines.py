@@ -48,6 +48,7 @@ def test_the_twin_equals_the_plain_loop(dtype, T):
     np.testing.assert_allclose(h, _loop(a, b, h0), rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_kernel_compiles_without_spills_for_each_architecture():
     from course.cuda_c import ARCHS, ptxas_rows
 

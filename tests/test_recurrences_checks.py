@@ -61,6 +61,7 @@ def test_reverse_recurrence_check_names_the_mistake(wrong, says, capsys):
     assert says in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_lesson_07_experiments_are_registered_and_run_quickly():
     from course.plots import figure_to_png
     from course.report import discover

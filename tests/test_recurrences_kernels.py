@@ -54,6 +54,7 @@ def simulated():
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_diagonal_scan_on_simulator_equals_the_loop(simulated, case):
     name, T, n, dtype, *_ = case

@@ -7,6 +7,7 @@ import pytest
 pytestmark = pytest.mark.widgets
 
 
+@pytest.mark.slow
 def test_timing_app_measures_once_and_redraws_the_view_from_its_cache(monkeypatch):
     from course.recurrences import widgets as w
 
@@ -58,6 +59,7 @@ def test_timing_app_on_gpu_without_one_or_a_reference_says_what_to_do(monkeypatc
     assert "Colab" in str(app.last_error)
 
 
+@pytest.mark.slow
 def test_timing_app_on_gpu_without_one_shows_the_shipped_reference():
     from course.devices import gpu_available
     from course.recurrences.widgets import timing_app

@@ -51,6 +51,7 @@ def _plotters_that_draw_references_alone():
     return out
 
 
+@pytest.mark.slow
 def test_no_shipped_reference_record_is_judged_incomplete():
     assert SHIPPED, "no reference results ship in this checkout"
     for path in SHIPPED:
@@ -71,6 +72,7 @@ def test_a_record_lacking_a_field_or_a_number_is_left_out_with_a_note(tmp_path, 
     assert "record 2 has nan in 'n'" in ref.notes[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["missing", "nan", "none"])
 def test_every_report_figure_draws_damaged_references(tmp_path, monkeypatch, how):
     names = _plotters_that_draw_references_alone()
@@ -94,6 +96,7 @@ def test_every_report_figure_draws_damaged_references(tmp_path, monkeypatch, how
             plt.close(exps[name].plotter(ResultSet(name), refs))
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 @pytest.mark.parametrize("how", ["missing", "nan", "none"])
 def test_apps_that_show_references_without_a_gpu_draw_damaged_ones(tmp_path, monkeypatch, how):

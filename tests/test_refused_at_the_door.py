@@ -71,6 +71,7 @@ def test_full_nbytes_counts_a_broadcast_view_by_its_size():
 
 # ----------------------------------------------------------------- no hang: refused past an estimate
 
+@pytest.mark.slow
 def test_the_lookback_model_refuses_more_tiles_than_it_steps_through_quickly_and_names_the_tile():
     from course.scan.lookback import MAX_TILES, lookback_model
 
@@ -133,6 +134,7 @@ def _run(*args, cwd=None):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["report", "gpu-check"])
 def test_a_command_refuses_an_out_that_cannot_be_a_folder_in_words(command, tmp_path):
     a_file = tmp_path / "a_file"
@@ -158,6 +160,7 @@ def test_validate_output_folder_names_what_is_wrong(tmp_path):
                 validate_output_folder(out)
 
 
+@pytest.mark.slow
 def test_build_book_refuses_a_file_as_its_out(tmp_path):
     pytest.importorskip("nbconvert")
     a_file = tmp_path / "book"

@@ -49,6 +49,7 @@ def test_recording_references_without_a_gpu_is_refused(tmp_path):
         run_report(tmp_path, only=["matmul_sweep"], record_reference=True, show_progress=False)
 
 
+@pytest.mark.slow
 def test_command_line_report_runs(tmp_path):
     out = subprocess.run([sys.executable, "-m", "course", "report", "--quick", "--only", "matmul_sweep",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
@@ -180,6 +181,7 @@ def _folder_contents(folder):
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_report_keeps_the_earlier_one_and_its_own_results(tmp_path, monkeypatch, sig):
     _fake_experiments(monkeypatch, [("fine", _ok_run)])

@@ -64,6 +64,7 @@ def simulated():
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_block_scan_on_simulator_equals_numpy(simulated, case):
     name, n, dtype, op, exclusive, *_ = case

@@ -105,6 +105,7 @@ def test_large_addition_and_maximum_match_numpy(n, dtype):
                                   np.maximum.accumulate(x))
 
 
+@pytest.mark.slow
 def test_large_affine_scan_matches_sequential_oracle():
     n = 2 * 10**5
     rng = np.random.default_rng(5)

@@ -20,6 +20,7 @@ def test_tree_app_redraws_when_step_moves():
     assert "Result equals the sequential scan: <b>yes</b>" in app.html.value
 
 
+@pytest.mark.slow
 def test_tree_app_resizes_the_stepper_when_n_changes():
     from course.scan.widgets import tree_app
 
@@ -44,6 +45,7 @@ def test_tree_app_scans_every_operator_correctly(op):
         assert "show only which inputs" in app.html.value
 
 
+@pytest.mark.slow
 def test_counts_app_prints_counts_of_chosen_n():
     from course.scan.widgets import counts_app
 
@@ -53,6 +55,7 @@ def test_counts_app_prints_counts_of_chosen_n():
     assert "<td>blelloch</td><td>30</td><td>8</td>" in app.html.value
 
 
+@pytest.mark.slow
 def test_timing_app_times_cpu_scans_and_says_what_it_skipped():
     from course.scan.widgets import timing_app
 

@@ -167,6 +167,7 @@ def test_progress_counts_a_sweep():
     assert list(progress(range(3), disable=True)) == [0, 1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_matmul_app_times_the_chosen_size_and_explains_a_missing_gpu():
     from course.hardware.widgets import matmul_app

@@ -93,6 +93,7 @@ def test_roofline_figure_draws_roofs_points_and_the_highlight():
     assert "No GPU" in fig.texts[-1].get_text()
 
 
+@pytest.mark.slow
 def test_every_lesson_figure_names_its_device():
     from course.plots import figure_to_png
 
@@ -133,6 +134,7 @@ def test_lesson_experiments_are_registered_for_the_report():
         assert exps[name].lesson == "03" and exps[name].plotter is not None
 
 
+@pytest.mark.slow
 def test_quick_experiment_runs_and_plots(tmp_path):
     from course.report import run_report
 

@@ -33,6 +33,7 @@ def test_sweep_app_empty_range_shows_a_clear_message():
     assert "size range is empty" in _err(app) and "10" in _err(app)
 
 
+@pytest.mark.slow
 def test_sweep_app_leaves_out_the_sizes_past_its_cost_bound_and_says_so():
     app = TW.sweep_app(op="matmul", lo=2, hi=4)
     app.controls["hi"].value = 28     # a 2^28 x 2^28 product: neither memory nor time allows it
@@ -40,6 +41,7 @@ def test_sweep_app_leaves_out_the_sizes_past_its_cost_bound_and_says_so():
     assert "Not timed: sizes from" in app.html.value
 
 
+@pytest.mark.slow
 def test_sweep_app_time_budget_says_it_stopped_early():
     app = TW.sweep_app(op="matmul", lo=2, hi=4, budget_s=1e-6)
     app.controls["hi"].value = 6
@@ -69,6 +71,7 @@ def test_choosing_the_gpu_without_one_shows_the_shipped_reference():
     assert app.last_error is None and "No GPU here" in app.html.value and app.image.value
 
 
+@pytest.mark.slow
 def test_latency_app_shows_a_table_of_distributions():
     app = TW.latency_app(repeat=50)
     assert "median µs" in app.html.value and app.image.value
@@ -76,6 +79,7 @@ def test_latency_app_shows_a_table_of_distributions():
     assert app.last_error is None and "200" in app.html.value
 
 
+@pytest.mark.slow
 def test_roofline_app_moves_the_point_with_the_size_and_classifies_it():
     app = TW.roofline_app(op="add", exponent=10)
     assert "memory-bound" in app.html.value
@@ -86,6 +90,7 @@ def test_roofline_app_moves_the_point_with_the_size_and_classifies_it():
     assert app.image.value != first and app.last_error is None
 
 
+@pytest.mark.slow
 def test_batch_app_reports_the_batch_reaching_90_percent():
     app = TW.batch_app()
     assert "90 %" in app.html.value and app.last_error is None
@@ -104,6 +109,7 @@ def test_a_batch_sweep_still_rising_at_its_largest_batch_is_not_called_a_plateau
     assert "levelled off" in said and "batch 128 already reaches 90 %" in said
 
 
+@pytest.mark.slow
 def test_fusion_async_precision_apps_run_and_react():
     fa = TW.fusion_app()
     fa.controls["steps"].value = 2
@@ -124,6 +130,7 @@ def test_memory_app_reports_bytes_in_flight_and_redraws():
     assert app.last_error is None and app.image.value != before
 
 
+@pytest.mark.slow
 def test_batch_app_marks_another_batch_without_measuring_again(monkeypatch):
     calls = []
     real = TW.batch_sweep
@@ -144,6 +151,7 @@ def test_batch_app_marks_another_batch_without_measuring_again(monkeypatch):
     assert "Marked batch 64" in app.html.value and "samples/s" in app.html.value
 
 
+@pytest.mark.slow
 def test_sweep_app_changes_what_it_shows_without_measuring_again(monkeypatch):
     calls = []
     real = TW.throughput_sweep
@@ -154,6 +162,7 @@ def test_sweep_app_changes_what_it_shows_without_measuring_again(monkeypatch):
     assert len(calls) == 1 and app.last_error is None
 
 
+@pytest.mark.slow
 def test_precision_app_prints_each_measured_ratio_in_words():
     app = TW.precision_app()
     app.controls["device"].value = "cpu"

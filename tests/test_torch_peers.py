@@ -73,6 +73,7 @@ def _fake_capture(monkeypatch) -> list:
 
 # ---------------------------------------------------------------- 1. the graph owns what it replays
 
+@pytest.mark.slow
 def test_a_captured_step_owns_its_graph_and_every_tensor_the_graph_reads_or_writes(monkeypatch):
     _fake_capture(monkeypatch)
     model = MLP([6, 5, 3], seed=0)
@@ -237,6 +238,7 @@ def test_torch_tf32_sets_both_switches_inside_and_restores_them_after():
         set_torch_tf32("yes")
 
 
+@pytest.mark.slow
 def test_switches_set_through_pytorch_s_newer_api_are_read_and_restored_through_it():
     if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         pytest.skip("this PyTorch has only the legacy TF32 switches")

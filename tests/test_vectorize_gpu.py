@@ -43,6 +43,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_numba_cuda_kernels_match_numpy_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", COURSE_DISABLE_GPU="1")
     res = subprocess.run([sys.executable, "-c", _SIM], env=env, capture_output=True, text=True, timeout=600)

@@ -42,6 +42,7 @@ def test_lane_sweep_has_one_record_per_width():
     assert len(vp.lane_sweep_figure(rs).axes[0].lines) >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_ladder_app_redraws_when_the_op_changes():
     app = vw.ladder_app(n=2**10)
@@ -52,6 +53,7 @@ def test_ladder_app_redraws_when_the_op_changes():
     assert "Python loop" in app.html.value and "<b>NO</b>" not in app.html.value
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_ladder_app_shows_the_bfloat16_message_in_its_error_area():
     app = vw.ladder_app(n=2**10)
@@ -62,6 +64,7 @@ def test_ladder_app_shows_the_bfloat16_message_in_its_error_area():
     assert app.last_error is None
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 @pytest.mark.skipif(course.gpu_available(), reason="checks what is shown without a GPU")
 def test_ladder_app_gpu_button_without_gpu_explains_and_still_shows_cpu():
@@ -73,6 +76,7 @@ def test_ladder_app_gpu_button_without_gpu_explains_and_still_shows_cpu():
     assert "numpy, out=" in app.html.value
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_ladder_app_lane_width_changes_the_lanes_rung():
     app = vw.ladder_app(n=2**10, lanes=2)
@@ -91,6 +95,7 @@ def test_lanes_app_steps_and_resizes():
     assert app.last_error is None
 
 
+@pytest.mark.slow
 @pytest.mark.widgets
 def test_bandwidth_app_draws_and_matmul_app_skips_slow_rungs():
     app = vw.bandwidth_app(n=2**12)
