@@ -60,8 +60,11 @@ def _same_array(got: Any, want: np.ndarray, what: str, rtol: float, atol: float)
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=False):
         bad = np.flatnonzero(~np.isclose(got, want, rtol=rtol, atol=atol).ravel())
         i = bad[0]
+        g, w = float(got.ravel()[i]), float(want.ravel()[i])
+        digits = next((d for d in (6, 9, 12, 17) if f"{g:.{d}g}" != f"{w:.{d}g}"), 17)   # as many as tell them apart
         return (f"{what}: {bad.size} of {want.size} values differ; first at flat index {i}: "
-                f"got {float(got.ravel()[i]):.6g}, expected {float(want.ravel()[i]):.6g}")
+                f"got {g:.{digits}g}, expected {w:.{digits}g} (off by {g - w:.2g}, more than rtol={rtol:g}, "
+                f"atol={atol:g} allow)")
     return None
 
 
