@@ -475,7 +475,7 @@ def _sweep_takeaway(curves: list[tuple[str, np.ndarray, np.ndarray]], xlabel: st
                          for who, xs, ys in curves) + "."
     at = max(shared)
     name = xlabel.split("(")[0].strip() or "n"
-    text = f"At {name} = {value_text(at)}, the largest every curve has: " + "; ".join(
+    text = f"At {name} = {value_text(at)} (the largest {name} measured on every curve): " + "; ".join(
         f"{who} {value_text(float(ys[list(xs).index(at)]), 's')}" for who, xs, ys in curves) + " per call"
     further = [_curve_sentence(who, xs, ys, xlabel, y, higher_is_better, ylabel) for who, xs, ys in curves
                if max(xs) > at]

@@ -32,6 +32,7 @@ from ..plots import (
     place_legend,
     set_takeaway,
     source_tag,
+    value_text,
 )
 from ..results import ResultSet, validate_references, validate_results
 from .softmax import online_softmax_steps, softmax_by_scan
@@ -266,7 +267,7 @@ def timing_figure(live: ResultSet | None, references: Sequence[ResultSet] = (), 
                           alpha=0.6 if ref else 1.0)
                 left.plot(ns, ts, label=label, **kw)
                 mark_noisy(left, ns, ts, [r.get("noisy", False) for r in recs], color)
-                said.append(f"{label} {ts[-1] * 1e3:.3g} ms at n = {ns[-1]:,}")
+                said.append(f"{label} {value_text(ts[-1], 's')} at n = {ns[-1]:,}")
                 rated = [r for r in recs if r.get("gb_per_s")]
                 if rated:
                     right.plot([r["n"] for r in rated], [r["gb_per_s"] for r in rated], label=label, **kw)

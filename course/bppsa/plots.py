@@ -152,7 +152,8 @@ def tree_figure(T: int = 7) -> Figure:
     ax.set_ylim(-len(rows) + 0.4, 0.8)
     ax.axis("off")
     levels = sum(1 for lv in tr.levels if lv.work)
-    ax.set_title(f"Backprop through T = {T} steps as a Blelloch scan over [G_T = ∇x_T, J_(T-1)ᵀ, …, J_0ᵀ], "
+    ax.set_title(f"Backprop through T = {T} steps as a Blelloch scan over [G_T, J_{T - 1}ᵀ, …, J_0ᵀ] "
+                 "(G_T: the loss's gradient at step T), "
                  f"a ◇ b = b·a:\n{levels} levels of combines ({tr.work} products) instead of {T} dependent steps.\n"
                  "Blue: up-sweep (products of Jacobians); orange: down-sweep (prefixes handed down); grey: padding.",
                  fontsize=9)
