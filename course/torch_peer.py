@@ -64,8 +64,14 @@ from .errors import BadInputError, GPUUnavailableError, whole_number
 from .lead_spin import torch_lead, validate_lead
 from .timing import MAX_REPEAT, Timing, benchmark
 
-__all__ = ["torch_available", "torch_cuda_available", "torch_device", "torch_threads", "torch_synchronize",
-           "benchmark_torch", "torch_tf32_flags", "set_torch_tf32", "torch_tf32", "validate_tf32", "cupy_tf32"]
+__all__ = ["TORCH_INSTALL", "torch_available", "torch_cuda_available", "torch_device", "torch_threads",
+           "torch_synchronize", "benchmark_torch", "torch_tf32_flags", "set_torch_tf32", "torch_tf32", "validate_tf32",
+           "cupy_tf32"]
+
+#: How to add PyTorch, said the same way everywhere: into the environment the course's kernel runs in (a bare
+#: ``pip`` in a terminal may be another Python's).
+TORCH_INSTALL = ("in a notebook cell: %pip install torch; in a terminal, with the course's environment active: "
+                 "python -m pip install torch")
 
 
 def torch_available() -> bool:
@@ -105,8 +111,8 @@ def torch_device(device: Any = "cpu") -> str:
     """
     dev = validate_device(device)
     if not torch_available():
-        raise BadInputError("PyTorch is not installed, so there is no PyTorch peer to time "
-                            "(pip install torch to add it).")
+        raise BadInputError(f"PyTorch is not installed, so there is no PyTorch peer to time (to add it, "
+                            f"{TORCH_INSTALL}).")
     if dev == "gpu" and not torch_cuda_available():
         raise GPUUnavailableError("PyTorch here has no CUDA device (a CPU-only wheel, or no GPU); install a "
                                   "CUDA build of PyTorch to time it on the GPU.")

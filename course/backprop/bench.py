@@ -31,6 +31,7 @@ from ..errors import BadInputError
 from ..results import ResultSet
 from ..timing import benchmark, interleaved_rounds
 from ..torch_peer import (
+    TORCH_INSTALL,
     benchmark_torch,
     cupy_tf32,
     torch_available,
@@ -258,7 +259,7 @@ def compare_with_torch(sizes: Sequence[int] = (784, 512, 512, 10), batch: int = 
            "torch_s": None, "ratio": None, "note": ""}
     step = None
     if not torch_available():
-        out["note"] = "PyTorch is not installed: no peer to compare with (pip install torch)."
+        out["note"] = f"PyTorch is not installed: no peer to compare with (to add it, {TORCH_INSTALL})."
     else:
         import torch
 

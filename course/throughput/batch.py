@@ -41,7 +41,7 @@ from ..errors import BadInputError, GPUUnavailableError, UnsupportedDtypeError
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import benchmark, sweep_within_budget
-from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available, torch_tf32
+from ..torch_peer import TORCH_INSTALL, benchmark_torch, torch_available, torch_cuda_available, torch_tf32
 from .ops import CPU_FLOAT16_MATMUL_MAX_N, time_op
 
 __all__ = ["batch_sweep", "littles_law", "batch_for_fraction", "batch_reading", "precision_sweep",
@@ -175,7 +175,7 @@ def require_torch_matmul(n: int, dtype: Any, device: str) -> None:
     require_fits(3 * n * n * 2, "gpu" if device == "gpu" else "cpu", what=f"three {n:,}x{n:,} {dtype} matrices")
     if not torch_available():
         raise UnsupportedDtypeError(f"{dtype} is timed through PyTorch, which is not installed here; "
-                                    "pip install torch, or choose float32 or float16")
+                                    f"add it ({TORCH_INSTALL}), or choose float32 or float16")
     import torch
 
     if not isinstance(dtype, str) or not isinstance(getattr(torch, dtype, None), torch.dtype):
@@ -236,7 +236,7 @@ def precision_sweep(sizes: Sequence[int] = (64, 128, 256), dtypes: Sequence[str]
                                              "repeat": repeat, "stopped_early": False})
     if "bfloat16" in dtypes and not torch_available():
         rs.notes.append("bfloat16 was not timed: numpy and CuPy have no bfloat16 type and PyTorch is not "
-                        "installed (pip install torch to add it).")
+                        f"installed (to add it, {TORCH_INSTALL}).")
         dtypes = [d for d in dtypes if d != "bfloat16"]
     if TF32 in dtypes and (not torch_available() or devices == ["cpu"]):
         rs.notes.append("TF32 was not timed: it is a tensor-core format of NVIDIA GPUs (Ampere and later), timed "

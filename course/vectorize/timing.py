@@ -33,7 +33,7 @@ from ..hardware.machine import copy_bandwidth, matmul_flops
 from ..limits import require_fits, validate_dtype
 from ..results import ResultSet
 from ..timing import Timing, benchmark, interleaved_rounds
-from ..torch_peer import benchmark_torch, torch_available, torch_cuda_available
+from ..torch_peer import TORCH_INSTALL, benchmark_torch, torch_available, torch_cuda_available
 from .matmul import CPU_FLOAT16_MATMUL_MAX_N, MATMUL_LIMITS, MATMUL_RUNGS, matmul, matmul_tolerance, random_matrices
 from .rungs import (
     CPU_RUNGS,
@@ -245,7 +245,7 @@ def torch_matrices(n: int, dtype: Any = "bfloat16", device: Any = "cpu", seed: i
     """The ``torch`` rung's operands: :func:`~course.vectorize.matmul.random_matrices`' values as two PyTorch
     tensors in ``dtype`` (bfloat16 too, which numpy and CuPy lack), and an output."""
     if not torch_available():
-        raise UnsupportedDtypeError("the 'torch' rung needs PyTorch (pip install torch); "
+        raise UnsupportedDtypeError(f"the 'torch' rung needs PyTorch ({TORCH_INSTALL}); "
                                     "numpy and CuPy have no bfloat16")
     import torch
 
