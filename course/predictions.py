@@ -118,8 +118,8 @@ def reveal(name: str, measured: float | None, why: str = "", unit: str | None = 
                  else "."))
     elif guess is None:
         print(f"{verb.capitalize()} {name} = {_shown(measured)}{unit}. Make your prediction first: write a number "
-              "in the predict cell above (course.predictions.predict), run it, then run this cell again to see how "
-              "far off you were.")
+              f"in place of None in course.predictions.predict(\"{name}\", ...) (the predict line before this "
+              "measurement), run it, then run this cell again to see how far off you were.")
     else:
         err = prediction_error(guess, measured)
         head = (f"You predicted {_shown(guess)}{unit}; {verb} {_shown(measured)}{unit}"
